@@ -1,0 +1,55 @@
+// The vocabulary of tasks shared by clients, scheduler, engines and hub:
+// dependency sets and their settings, and the error types a task can end
+// with. Plain values; safe to copy and share read-only across threads.
+#ifndef ZTASK_TASK_H_
+#define ZTASK_TASK_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "ztask/task_id.h"
+
+namespace ztask {
+
+// How many of a dependency set's tasks must reach an accepted outcome.
+enum class DependencyMode : uint8_t { kAll = 0, kAny = 1 };
+
+// Which outcome of a dependency counts as met.
+enum class AcceptedOutcome : uint8_t { kSuccess = 0, kFailure = 1, kEither = 2 };
+
+// A set of task ids with its settings: `after` (time) or `follow` (place).
+struct DependencySet {
+  std::vector<TaskId> ids;
+  DependencyMode mode = DependencyMode::kAll;
+  AcceptedOutcome outcome = AcceptedOutcome::kSuccess;
+
+  bool empty() const { return ids.empty(); }
+  friend bool operator==(const DependencySet&, const DependencySet&) = default;
+};
+
+// Every way a task can fail. The wire carries the name (ErrorTypeName).
+enum class ErrorType : uint8_t {
+  kNone = 0,
+  kTaskFailed,            // it ran and failed (non-zero exit, exception...)
+  kImpossibleDependency,  // a dependency can no longer be met
+  kInvalidDependency,     // depends on itself or on an id never seen
+  kTaskTimeout,           // not started within its timeout
+  kTimeLimitExceeded,     // ran longer than its time limit
+  kEngineError,           // its engine was lost while it ran
+  kTaskAborted,           // aborted before it started
+};
+
+std::string_view ErrorTypeName(ErrorType type);
+// The inverse of ErrorTypeName; nullopt for an unknown name.
+std::optional<ErrorType> ParseErrorType(std::string_view name);
+
+std::string_view DependencyModeName(DependencyMode mode);
+std::optional<DependencyMode> ParseDependencyMode(std::string_view name);
+std::string_view AcceptedOutcomeName(AcceptedOutcome outcome);
+std::optional<AcceptedOutcome> ParseAcceptedOutcome(std::string_view name);
+
+}  // namespace ztask
+
+#endif  // ZTASK_TASK_H_

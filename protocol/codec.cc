@@ -1,0 +1,450 @@
+// The one file that speaks msgpack. Each body struct lists its fields in
+// Visit(); Writer and Reader walk that list. Every exception msgpack can
+// throw is caught here and becomes a Status.
+#include "protocol/codec.h"
+
+#include <sodium.h>
+
+#include <chrono>
+#include <concepts>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <msgpack.hpp>
+#include <type_traits>
+
+namespace ztask::protocol {
+namespace {
+
+template <class T>
+struct IsOptional : std::false_type {};
+template <class T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+
+// Counts the fields of a struct, for the map header.
+struct FieldCounter {
+  uint32_t count = 0;
+  template <class T>
+  void operator()(const char*, const T&) { ++count; }
+};
+
+class Writer {
+ public:
+  explicit Writer(msgpack::sbuffer& buffer) : buffer_(buffer), packer_(&buffer) {}
+
+  template <class T>
+  void operator()(const char* name, const T& value) {
+    WriteString(name);
+    Write(value);
+  }
+
+  void Write(bool v) { v ? packer_.pack_true() : packer_.pack_false(); }
+  template <std::signed_integral T>
+  void Write(T v) { packer_.pack_int64(v); }
+  template <std::unsigned_integral T>
+  void Write(T v) { packer_.pack_uint64(v); }
+  void Write(double v) { packer_.pack_double(v); }
+  void Write(const std::string& v) { WriteString(v); }
+  void Write(const TaskId& id) {
+    char bytes[16];
+    id.ToBytes(bytes);
+    packer_.pack_bin(16);
+    packer_.pack_bin_body(bytes, 16);
+  }
+  void Write(MsgType t) { packer_.pack_uint64(static_cast<uint8_t>(t)); }
+  void Write(ErrorType t) {
+    if (t == ErrorType::kNone) {
+      packer_.pack_nil();
+    } else {
+      WriteString(ErrorTypeName(t));
+    }
+  }
+  void Write(DependencyMode m) { WriteString(DependencyModeName(m)); }
+  void Write(AcceptedOutcome o) { WriteString(AcceptedOutcomeName(o)); }
+  void Write(const RawValue& raw) {
+    if (raw.bytes.empty()) {
+      packer_.pack_nil();
+    } else {
+      buffer_.write(raw.bytes.data(), raw.bytes.size());
+    }
+  }
+  template <class T>
+  void Write(const std::vector<T>& items) {
+    packer_.pack_array(static_cast<uint32_t>(items.size()));
+    for (const auto& item : items) Write(item);
+  }
+  template <class T>
+  void Write(const std::optional<T>& value) {
+    if (value) {
+      Write(*value);
+    } else {
+      packer_.pack_nil();
+    }
+  }
+  void Write(const std::map<std::string, std::string>& map) {
+    packer_.pack_map(static_cast<uint32_t>(map.size()));
+    for (const auto& [k, v] : map) {
+      WriteString(k);
+      WriteString(v);
+    }
+  }
+  template <class T>
+    requires std::is_class_v<T>
+  void Write(const T& body) {
+    FieldCounter counter;
+    T::Visit(body, counter);
+    packer_.pack_map(counter.count);
+    T::Visit(body, *this);
+  }
+
+ private:
+  void WriteString(std::string_view s) {
+    packer_.pack_str(static_cast<uint32_t>(s.size()));
+    packer_.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
+  }
+
+  msgpack::sbuffer& buffer_;
+  msgpack::packer<msgpack::sbuffer> packer_;
+};
+
+Status WrongType(const char* expected) {
+  return Status::Malformed(std::string("expected ") + expected);
+}
+
+std::string_view AsStringView(const msgpack::object& o) {
+  return {o.via.str.ptr, o.via.str.size};
+}
+
+// Reads one msgpack object into a typed value; every mismatch is an error.
+class Reader {
+ public:
+  explicit Reader(const msgpack::object_map& map) : map_(map) {}
+
+  const Status& status() const { return status_; }
+
+  template <class T>
+  void operator()(const char* name, T& out) {
+    if (!status_.ok()) return;
+    const msgpack::object* o = Find(name);
+    if (o == nullptr) {
+      if constexpr (IsOptional<T>::value) {
+        out.reset();
+      } else {
+        status_ = Status::Malformed(std::string("missing field '") + name + "'");
+      }
+      return;
+    }
+    Status s = Read(*o, out);
+    if (!s.ok()) {
+      status_ = Status::Malformed(std::string("field '") + name + "': " + s.message());
+    }
+  }
+
+  static Status Read(const msgpack::object& o, bool& out) {
+    if (o.type != msgpack::type::BOOLEAN) return WrongType("a boolean");
+    out = o.via.boolean;
+    return Status::Ok();
+  }
+  template <std::integral T>
+  static Status Read(const msgpack::object& o, T& out) {
+    if (o.type == msgpack::type::POSITIVE_INTEGER) {
+      if (o.via.u64 > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+        return Status::Malformed("integer out of range");
+      }
+      out = static_cast<T>(o.via.u64);
+      return Status::Ok();
+    }
+    if (o.type == msgpack::type::NEGATIVE_INTEGER) {
+      if constexpr (std::is_unsigned_v<T>) {
+        return Status::Malformed("negative integer where none is allowed");
+      } else {
+        if (o.via.i64 < static_cast<int64_t>(std::numeric_limits<T>::min())) {
+          return Status::Malformed("integer out of range");
+        }
+        out = static_cast<T>(o.via.i64);
+        return Status::Ok();
+      }
+    }
+    return WrongType("an integer");
+  }
+  static Status Read(const msgpack::object& o, double& out) {
+    switch (o.type) {
+      case msgpack::type::FLOAT32:
+      case msgpack::type::FLOAT64: out = o.via.f64; return Status::Ok();
+      case msgpack::type::POSITIVE_INTEGER: out = static_cast<double>(o.via.u64); return Status::Ok();
+      case msgpack::type::NEGATIVE_INTEGER: out = static_cast<double>(o.via.i64); return Status::Ok();
+      default: return WrongType("a number");
+    }
+  }
+  static Status Read(const msgpack::object& o, std::string& out) {
+    if (o.type == msgpack::type::STR) {
+      out.assign(o.via.str.ptr, o.via.str.size);
+    } else if (o.type == msgpack::type::BIN) {
+      out.assign(o.via.bin.ptr, o.via.bin.size);
+    } else {
+      return WrongType("a string");
+    }
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, TaskId& out) {
+    if (o.type != msgpack::type::BIN || o.via.bin.size != 16) {
+      return WrongType("a 16-byte id");
+    }
+    out = TaskId::FromBytes({o.via.bin.ptr, 16});
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, MsgType& out) {
+    uint8_t code = 0;
+    ZTASK_RETURN_IF_ERROR(Read(o, code));
+    auto type = MsgTypeFromCode(code);
+    if (!type) return Status::Malformed("unknown message type " + std::to_string(code));
+    out = *type;
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, ErrorType& out) {
+    if (o.type == msgpack::type::NIL) {
+      out = ErrorType::kNone;
+      return Status::Ok();
+    }
+    if (o.type != msgpack::type::STR) return WrongType("an error type name");
+    auto parsed = ParseErrorType(AsStringView(o));
+    if (!parsed) return Status::Malformed("unknown error type");
+    out = *parsed;
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, DependencyMode& out) {
+    if (o.type != msgpack::type::STR) return WrongType("'all' or 'any'");
+    auto parsed = ParseDependencyMode(AsStringView(o));
+    if (!parsed) return Status::Malformed("mode must be 'all' or 'any'");
+    out = *parsed;
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, AcceptedOutcome& out) {
+    if (o.type != msgpack::type::STR) return WrongType("an outcome name");
+    auto parsed = ParseAcceptedOutcome(AsStringView(o));
+    if (!parsed) return Status::Malformed("outcome must be success, failure or either");
+    out = *parsed;
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, RawValue& out) {
+    out.bytes.clear();
+    if (o.type == msgpack::type::NIL) return Status::Ok();
+    msgpack::sbuffer buffer;
+    msgpack::pack(buffer, o);
+    out.bytes.assign(buffer.data(), buffer.size());
+    return Status::Ok();
+  }
+  template <class T>
+  static Status Read(const msgpack::object& o, std::vector<T>& out) {
+    if (o.type != msgpack::type::ARRAY) return WrongType("an array");
+    out.clear();
+    out.resize(o.via.array.size);
+    for (uint32_t i = 0; i < o.via.array.size; ++i) {
+      ZTASK_RETURN_IF_ERROR(Read(o.via.array.ptr[i], out[i]));
+    }
+    return Status::Ok();
+  }
+  template <class T>
+  static Status Read(const msgpack::object& o, std::optional<T>& out) {
+    if (o.type == msgpack::type::NIL) {
+      out.reset();
+      return Status::Ok();
+    }
+    out.emplace();
+    return Read(o, *out);
+  }
+  static Status Read(const msgpack::object& o, std::map<std::string, std::string>& out) {
+    if (o.type != msgpack::type::MAP) return WrongType("a map");
+    out.clear();
+    for (uint32_t i = 0; i < o.via.map.size; ++i) {
+      std::string key, value;
+      ZTASK_RETURN_IF_ERROR(Read(o.via.map.ptr[i].key, key));
+      ZTASK_RETURN_IF_ERROR(Read(o.via.map.ptr[i].val, value));
+      out[std::move(key)] = std::move(value);
+    }
+    return Status::Ok();
+  }
+  template <class T>
+    requires std::is_class_v<T>
+  static Status Read(const msgpack::object& o, T& out) {
+    if (o.type != msgpack::type::MAP) return WrongType("a map");
+    Reader reader(o.via.map);
+    T::Visit(out, reader);
+    return reader.status();
+  }
+
+ private:
+  const msgpack::object* Find(const char* name) const {
+    const size_t length = std::strlen(name);
+    for (uint32_t i = 0; i < map_.size; ++i) {
+      const msgpack::object& key = map_.ptr[i].key;
+      if (key.type == msgpack::type::STR && key.via.str.size == length &&
+          std::memcmp(key.via.str.ptr, name, length) == 0) {
+        return &map_.ptr[i].val;
+      }
+    }
+    return nullptr;
+  }
+
+  const msgpack::object_map& map_;
+  Status status_;
+};
+
+// Bounds what a hostile frame can make the unpacker allocate.
+const msgpack::unpack_limit kUnpackLimit(
+    /*array=*/1u << 20, /*map=*/1u << 16, /*str=*/64u << 20, /*bin=*/64u << 20,
+    /*ext=*/0, /*depth=*/32);
+
+template <class F>
+Status Unpack(std::string_view frame, F&& on_object) {
+  try {
+    size_t offset = 0;
+    msgpack::object_handle handle =
+        msgpack::unpack(frame.data(), frame.size(), offset, nullptr, nullptr, kUnpackLimit);
+    if (offset != frame.size()) return Status::Malformed("trailing bytes after the value");
+    return on_object(handle.get());
+  } catch (const msgpack::insufficient_bytes&) {
+    return Status::Malformed("truncated msgpack");
+  } catch (const std::exception& e) {
+    return Status::Malformed(std::string("bad msgpack: ") + e.what());
+  }
+}
+
+void HmacFrames(const std::string& key, std::span<const std::string_view> frames,
+                unsigned char out[kHmacBytes]) {
+  crypto_auth_hmacsha256_state state;
+  crypto_auth_hmacsha256_init(&state, reinterpret_cast<const unsigned char*>(key.data()),
+                              key.size());
+  for (size_t i = kFrameHeader; i < frames.size(); ++i) {
+    // Each frame's length goes in first, so bytes cannot move between
+    // frames without changing the HMAC.
+    unsigned char length[8];
+    uint64_t n = frames[i].size();
+    for (int b = 0; b < 8; ++b) length[b] = static_cast<unsigned char>(n >> (8 * b));
+    crypto_auth_hmacsha256_update(&state, length, sizeof length);
+    crypto_auth_hmacsha256_update(
+        &state, reinterpret_cast<const unsigned char*>(frames[i].data()), frames[i].size());
+  }
+  crypto_auth_hmacsha256_final(&state, out);
+}
+
+}  // namespace
+
+Signer::Signer(std::string key) : key_(std::move(key)) {
+  if (sodium_init() < 0) std::terminate();  // no randomness, no security
+}
+
+std::string Signer::Sign(std::span<const std::string_view> frames) const {
+  if (!enabled()) return {};
+  unsigned char mac[kHmacBytes];
+  HmacFrames(key_, frames, mac);
+  return std::string(reinterpret_cast<const char*>(mac), kHmacBytes);
+}
+
+bool Signer::Verify(std::span<const std::string_view> frames) const {
+  const std::string_view given = frames[kFrameHmac];
+  if (!enabled()) return given.empty();
+  if (given.size() != kHmacBytes) return false;
+  unsigned char mac[kHmacBytes];
+  HmacFrames(key_, frames, mac);
+  return sodium_memcmp(mac, given.data(), kHmacBytes) == 0;
+}
+
+Status CheckFrames(const Signer& signer, const Limits& limits,
+                   std::span<const std::string_view> frames) {
+  if (frames.size() < kMinFrames) {
+    return Status::Malformed("message has " + std::to_string(frames.size()) +
+                             " frames, needs at least " + std::to_string(kMinFrames));
+  }
+  if (frames.size() > limits.max_frames) {
+    return Status::TooLarge("message has " + std::to_string(frames.size()) +
+                            " frames, the limit is " + std::to_string(limits.max_frames));
+  }
+  size_t total = 0;
+  for (auto f : frames) total += f.size();
+  if (total > limits.max_message_bytes) {
+    return Status::TooLarge("message of " + std::to_string(total) + " bytes, the limit is " +
+                            std::to_string(limits.max_message_bytes));
+  }
+  if (frames[kFrameSignature] != kProtocolSignature) {
+    return Status::VersionMismatch("frame 0 is not " + std::string(kProtocolSignature));
+  }
+  if (!signer.Verify(frames)) {
+    return Status::BadSignature(signer.enabled() ? "HMAC does not match"
+                                                 : "signed message on an unsigned cluster");
+  }
+  return Status::Ok();
+}
+
+std::string EncodeHeader(const Header& header) { return EncodeBody(header); }
+
+std::string EncodeParent(const std::optional<Header>& parent) {
+  if (!parent) return std::string(1, '\xc0');  // msgpack nil
+  return EncodeHeader(*parent);
+}
+
+template <class T>
+std::string EncodeBody(const T& body) {
+  msgpack::sbuffer buffer(256);
+  Writer writer(buffer);
+  writer.Write(body);
+  return std::string(buffer.data(), buffer.size());
+}
+
+template <class T>
+Result<T> DecodeBody(std::string_view frame) {
+  T out{};
+  Status status = Unpack(frame, [&](const msgpack::object& o) { return Reader::Read(o, out); });
+  if (!status.ok()) return status;
+  return out;
+}
+
+Result<Header> DecodeHeader(std::string_view frame) {
+  auto header = DecodeBody<Header>(frame);
+  if (!header.ok()) return Status::Malformed("header: " + header.status().message());
+  return header;
+}
+
+Result<std::optional<Header>> DecodeParent(std::string_view frame) {
+  std::optional<Header> parent;
+  Status status = Unpack(frame, [&](const msgpack::object& o) { return Reader::Read(o, parent); });
+  if (!status.ok()) return Status::Malformed("parent header: " + status.message());
+  return parent;
+}
+
+int64_t NowMicros() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// Every body type of the table, instantiated here so that no other file
+// needs msgpack.
+#define ZTASK_INSTANTIATE(T)                             \
+  template std::string EncodeBody<T>(const T&);          \
+  template Result<T> DecodeBody<T>(std::string_view);
+ZTASK_INSTANTIATE(Header)
+ZTASK_INSTANTIATE(Empty)
+ZTASK_INSTANTIATE(RoutingMeta)
+ZTASK_INSTANTIATE(TaskSpec)
+ZTASK_INSTANTIATE(ReplyMeta)
+ZTASK_INSTANTIATE(TaskResult)
+ZTASK_INSTANTIATE(AbortRequest)
+ZTASK_INSTANTIATE(AbortReply)
+ZTASK_INSTANTIATE(EngineReady)
+ZTASK_INSTANTIATE(RegistrationRequest)
+ZTASK_INSTANTIATE(RegistrationReply)
+ZTASK_INSTANTIATE(EngineRef)
+ZTASK_INSTANTIATE(TaskIdList)
+ZTASK_INSTANTIATE(ResultReply)
+ZTASK_INSTANTIATE(QueueReply)
+ZTASK_INSTANTIATE(EnginesReply)
+ZTASK_INSTANTIATE(PurgeRequest)
+ZTASK_INSTANTIATE(Count)
+ZTASK_INSTANTIATE(Acknowledgement)
+ZTASK_INSTANTIATE(Assignment)
+ZTASK_INSTANTIATE(OutcomeMeta)
+ZTASK_INSTANTIATE(EngineInfo)
+ZTASK_INSTANTIATE(Event)
+#undef ZTASK_INSTANTIATE
+
+}  // namespace ztask::protocol

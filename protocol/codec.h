@@ -1,0 +1,156 @@
+// The codec: the only code that turns ztask messages into frames and frames
+// into messages. A message after its routing envelope is
+//
+//   0 "ZTASK1"   1 HMAC-SHA256(frames 2..)   2 header   3 parent header
+//   4 routing metadata   5 content   6.. raw buffers
+//
+// Decoding is split in steps so that a router (the scheduler) can verify the
+// signature and read the header and metadata of a message and pass the rest
+// on untouched. Nothing from the network is trusted: every decoding function
+// returns an error Status for any input that is not a well-formed message,
+// and never throws, aborts or reads out of bounds.
+//
+// Thread safety: the free functions are reentrant; a Signer is immutable
+// after construction and may be shared.
+#ifndef ZTASK_PROTOCOL_CODEC_H_
+#define ZTASK_PROTOCOL_CODEC_H_
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocol/messages.h"
+#include "ztask/status.h"
+
+namespace ztask::protocol {
+
+inline constexpr std::string_view kProtocolSignature = "ZTASK1";
+
+enum Frame : size_t {
+  kFrameSignature = 0,
+  kFrameHmac = 1,
+  kFrameHeader = 2,
+  kFrameParent = 3,
+  kFrameMeta = 4,
+  kFrameContent = 5,
+  kFirstBuffer = 6,
+};
+inline constexpr size_t kMinFrames = 6;
+inline constexpr size_t kHmacBytes = 32;
+
+struct Limits {
+  // Total bytes of all frames of one message. Default: 64 MiB.
+  size_t max_message_bytes = size_t{64} << 20;
+  // Frames of one message, buffers included. Default: 64.
+  size_t max_frames = 64;
+};
+
+// Signs and verifies with the cluster's key (HMAC-SHA256, libsodium).
+class Signer {
+ public:
+  // An empty key makes an unsigned cluster: Sign() yields an empty frame and
+  // Verify() accepts only an empty frame.
+  explicit Signer(std::string key = {});
+
+  bool enabled() const { return !key_.empty(); }
+  // The HMAC of frames[kFrameHeader..]: 32 raw bytes, or "" when unsigned.
+  // REQUIRES: frames.size() >= kMinFrames.
+  std::string Sign(std::span<const std::string_view> frames) const;
+  // True when frames[kFrameHmac] is the HMAC of the frames after it.
+  // Compares in constant time. REQUIRES: frames.size() >= kMinFrames.
+  bool Verify(std::span<const std::string_view> frames) const;
+
+ private:
+  std::string key_;
+};
+
+// ---- encoding ---------------------------------------------------------------
+
+std::string EncodeHeader(const Header& header);
+// nil when there is no parent.
+std::string EncodeParent(const std::optional<Header>& parent);
+// T is any body type named in messages.h's Bodies table.
+template <class T>
+std::string EncodeBody(const T& body);
+
+// All frames of a message, signed. Buffers are appended untouched.
+template <class Meta, class Content>
+std::vector<std::string> EncodeMessage(const Signer& signer, const Header& header,
+                                       const std::optional<Header>& parent,
+                                       const Meta& meta, const Content& content,
+                                       std::vector<std::string> buffers = {}) {
+  std::vector<std::string> frames;
+  frames.reserve(kMinFrames + buffers.size());
+  frames.emplace_back(kProtocolSignature);
+  frames.emplace_back();
+  frames.push_back(EncodeHeader(header));
+  frames.push_back(EncodeParent(parent));
+  frames.push_back(EncodeBody(meta));
+  frames.push_back(EncodeBody(content));
+  for (auto& b : buffers) frames.push_back(std::move(b));
+  std::vector<std::string_view> views(frames.begin(), frames.end());
+  frames[kFrameHmac] = signer.Sign(views);
+  return frames;
+}
+
+// ---- decoding ---------------------------------------------------------------
+
+// Frame count, size limit, protocol signature and HMAC. OK means the frames
+// came from a holder of the key; nothing has been decoded yet.
+Status CheckFrames(const Signer& signer, const Limits& limits,
+                   std::span<const std::string_view> frames);
+
+Result<Header> DecodeHeader(std::string_view frame);
+Result<std::optional<Header>> DecodeParent(std::string_view frame);
+template <class T>
+Result<T> DecodeBody(std::string_view frame);
+
+template <class Meta, class Content>
+struct Decoded {
+  Header header;
+  std::optional<Header> parent;
+  Meta meta;
+  Content content;
+  std::vector<std::string> buffers;
+};
+
+template <MsgType kType>
+using DecodedOf = Decoded<typename Bodies<kType>::Meta, typename Bodies<kType>::Content>;
+
+// Checks, then decodes every frame; the header's type must be kType.
+template <MsgType kType>
+Result<DecodedOf<kType>> DecodeMessage(const Signer& signer, const Limits& limits,
+                                       std::span<const std::string_view> frames) {
+  using Meta = typename Bodies<kType>::Meta;
+  using Content = typename Bodies<kType>::Content;
+  ZTASK_RETURN_IF_ERROR(CheckFrames(signer, limits, frames));
+  DecodedOf<kType> out;
+  auto header = DecodeHeader(frames[kFrameHeader]);
+  if (!header.ok()) return header.status();
+  if (header->type != kType) {
+    return Status::Malformed("expected a " + std::string(MsgTypeName(kType)) +
+                             ", got a " + std::string(MsgTypeName(header->type)));
+  }
+  out.header = std::move(*header);
+  auto parent = DecodeParent(frames[kFrameParent]);
+  if (!parent.ok()) return parent.status();
+  out.parent = std::move(*parent);
+  auto meta = DecodeBody<Meta>(frames[kFrameMeta]);
+  if (!meta.ok()) return Status::Malformed("metadata: " + meta.status().message());
+  out.meta = std::move(*meta);
+  auto content = DecodeBody<Content>(frames[kFrameContent]);
+  if (!content.ok()) return Status::Malformed("content: " + content.status().message());
+  out.content = std::move(*content);
+  for (size_t i = kFirstBuffer; i < frames.size(); ++i) out.buffers.emplace_back(frames[i]);
+  return out;
+}
+
+// The current time in µs since the Unix epoch, for headers.
+int64_t NowMicros();
+
+}  // namespace ztask::protocol
+
+#endif  // ZTASK_PROTOCOL_CODEC_H_

@@ -1,0 +1,241 @@
+#include "protocol/connection_file.h"
+
+#include <fcntl.h>
+#include <sodium.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace ztask::protocol {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string ToHex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 0xf];
+  }
+  return out;
+}
+
+Result<std::string> FromHex(std::string_view hex) {
+  if (hex.size() % 2 != 0) return Status::InvalidArgument("odd number of hex digits");
+  std::string out(hex.size() / 2, '\0');
+  size_t written = 0;
+  if (sodium_hex2bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), hex.data(),
+                     hex.size(), nullptr, &written, nullptr) != 0 ||
+      written != out.size()) {
+    return Status::InvalidArgument("not hex digits");
+  }
+  return out;
+}
+
+Status Field(const json& object, const char* section, const char* name, std::string& out,
+             const fs::path& path) {
+  auto it = object.find(name);
+  std::string where = section[0] ? std::string(section) + "." + name : std::string(name);
+  if (it == object.end()) {
+    return Status::InvalidArgument("connection file " + path.string() + " has no field '" +
+                                   where + "'");
+  }
+  if (!it->is_string()) {
+    return Status::InvalidArgument("connection file " + path.string() + ": field '" + where +
+                                   "' must be a string");
+  }
+  out = it->get<std::string>();
+  return Status::Ok();
+}
+
+Result<const json*> Section(const json& root, const char* name, const fs::path& path) {
+  auto it = root.find(name);
+  if (it == root.end() || !it->is_object()) {
+    return Status::InvalidArgument("connection file " + path.string() + " has no object '" +
+                                   name + "'");
+  }
+  return &*it;
+}
+
+Result<ConnectionInfo> Parse(const std::string& text, const fs::path& path) {
+  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    return Status::InvalidArgument("connection file " + path.string() + " is not valid JSON");
+  }
+  if (!root.is_object()) {
+    return Status::InvalidArgument("connection file " + path.string() + " is not a JSON object");
+  }
+  auto version = root.find("version");
+  if (version == root.end() || !version->is_number_integer() || version->get<int>() != 1) {
+    return Status::InvalidArgument("connection file " + path.string() +
+                                   " must have \"version\": 1");
+  }
+  ConnectionInfo info;
+  std::string key_hex;
+  ZTASK_RETURN_IF_ERROR(Field(root, "", "signature_scheme", info.signature_scheme, path));
+  ZTASK_RETURN_IF_ERROR(Field(root, "", "key", key_hex, path));
+  if (info.signature_scheme != kSchemeHmac && info.signature_scheme != kSchemeNone) {
+    return Status::InvalidArgument("connection file " + path.string() +
+                                   ": signature_scheme must be 'hmac-sha256' or 'none'");
+  }
+  auto key = FromHex(key_hex);
+  if (!key.ok()) {
+    return Status::InvalidArgument("connection file " + path.string() + ": key is " +
+                                   key.status().message());
+  }
+  info.key = std::move(*key);
+  if (info.signature_scheme == kSchemeHmac && info.key.empty()) {
+    return Status::InvalidArgument("connection file " + path.string() +
+                                   ": scheme hmac-sha256 needs a key");
+  }
+  if (info.signature_scheme == kSchemeNone && !info.key.empty()) {
+    return Status::InvalidArgument("connection file " + path.string() +
+                                   ": scheme 'none' must have an empty key");
+  }
+  auto hub = Section(root, "hub", path);
+  if (!hub.ok()) return hub.status();
+  ZTASK_RETURN_IF_ERROR(Field(**hub, "hub", "registration", info.hub.registration, path));
+  ZTASK_RETURN_IF_ERROR(Field(**hub, "hub", "query", info.hub.query, path));
+  ZTASK_RETURN_IF_ERROR(Field(**hub, "hub", "notifier", info.hub.notifier, path));
+  ZTASK_RETURN_IF_ERROR(Field(**hub, "hub", "monitor", info.hub.monitor, path));
+  ZTASK_RETURN_IF_ERROR(Field(**hub, "hub", "events", info.hub.events, path));
+  auto scheduler = Section(root, "scheduler", path);
+  if (!scheduler.ok()) return scheduler.status();
+  ZTASK_RETURN_IF_ERROR(Field(**scheduler, "scheduler", "client", info.scheduler.client, path));
+  ZTASK_RETURN_IF_ERROR(Field(**scheduler, "scheduler", "engine", info.scheduler.engine, path));
+  return info;
+}
+
+std::string Serialize(const ConnectionInfo& info) {
+  json root = {
+      {"version", 1},
+      {"signature_scheme", info.signature_scheme},
+      {"key", ToHex(info.key)},
+      {"hub",
+       {{"registration", info.hub.registration},
+        {"query", info.hub.query},
+        {"notifier", info.hub.notifier},
+        {"monitor", info.hub.monitor},
+        {"events", info.hub.events}}},
+      {"scheduler", {{"client", info.scheduler.client}, {"engine", info.scheduler.engine}}},
+  };
+  return root.dump(2) + "\n";
+}
+
+Status Errno(const std::string& what, const fs::path& path) {
+  return Status::IoError(what + " " + path.string() + ": " + std::strerror(errno));
+}
+
+// Holds an flock on a sibling ".lock" file for its lifetime.
+class FileLock {
+ public:
+  explicit FileLock(const fs::path& path) {
+    fd_ = ::open((path.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  bool ok() const { return fd_ >= 0; }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+fs::path DefaultProfileDir() {
+  const char* home = std::getenv("HOME");
+  fs::path base = (home && *home) ? fs::path(home) : fs::current_path();
+  return base / ".ztask" / "profile_default";
+}
+
+fs::path ConnectionFilePath(const fs::path& profile_dir) {
+  return profile_dir / kConnectionFileName;
+}
+
+std::string GenerateKey() {
+  if (sodium_init() < 0) std::abort();
+  std::string key(32, '\0');
+  randombytes_buf(key.data(), key.size());
+  return key;
+}
+
+Result<ConnectionInfo> ReadConnectionFile(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return Status::NotFound("no connection file at " + path.string() +
+                              " (is a cluster running with this --profile-dir?)");
+    }
+    return Errno("cannot read connection file", path);
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 0777);
+    return Status::PermissionDenied("connection file " + path.string() +
+                                    " can be read by others (mode " + mode +
+                                    "); it holds the cluster's key: run chmod 600 on it");
+  }
+  std::ifstream in(path);
+  if (!in) return Errno("cannot open connection file", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return Parse(text.str(), path);
+}
+
+Status WriteConnectionFile(const fs::path& path, const ConnectionInfo& info) {
+  std::error_code ec;
+  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  if (!fs::exists(dir, ec)) {
+    fs::create_directories(dir, ec);
+    if (ec) return Status::IoError("cannot create " + dir.string() + ": " + ec.message());
+    fs::permissions(dir, fs::perms::owner_all, ec);
+  }
+  const fs::path temp = path.string() + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Errno("cannot write", temp);
+  const std::string text = Serialize(info);
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written || !synced) {
+    ::unlink(temp.c_str());
+    return Errno("cannot write", temp);
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    ::unlink(temp.c_str());
+    return Errno("cannot replace", path);
+  }
+  return Status::Ok();
+}
+
+Status UpdateConnectionFile(const fs::path& path, const ConnectionInfo& initial,
+                            const std::function<void(ConnectionInfo&)>& change) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  FileLock lock(path);
+  if (!lock.ok()) return Errno("cannot lock", path);
+  ConnectionInfo info = initial;
+  if (fs::exists(path, ec)) {
+    auto current = ReadConnectionFile(path);
+    if (!current.ok()) return current.status();
+    info = std::move(*current);
+  }
+  change(info);
+  return WriteConnectionFile(path, info);
+}
+
+}  // namespace ztask::protocol

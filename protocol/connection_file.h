@@ -1,0 +1,75 @@
+// The connection file: one JSON file (mode 0600) in a profile directory that
+// tells every process of a cluster where everything is and the key to sign
+// with. Engines and clients need nothing else.
+//
+//   {"version": 1, "signature_scheme": "hmac-sha256", "key": "<64 hex>",
+//    "hub": {"registration": ..., "query": ..., "notifier": ..., "monitor": ...,
+//            "events": ...},
+//    "scheduler": {"client": ..., "engine": ...}}
+//
+// A server fills in its own section when it has bound its sockets; an empty
+// endpoint means that part has not started yet.
+//
+// Thread safety: plain functions; concurrent updates of one file from several
+// processes are serialised with an advisory lock.
+#ifndef ZTASK_PROTOCOL_CONNECTION_FILE_H_
+#define ZTASK_PROTOCOL_CONNECTION_FILE_H_
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "ztask/status.h"
+
+namespace ztask::protocol {
+
+inline constexpr std::string_view kSchemeHmac = "hmac-sha256";
+inline constexpr std::string_view kSchemeNone = "none";
+inline constexpr std::string_view kConnectionFileName = "ztask-cluster.json";
+
+struct HubEndpoints {
+  std::string registration;  // ROUTER: engines register and heartbeat
+  std::string query;         // ROUTER: client queries
+  std::string notifier;      // PUB: engines coming and going, to the scheduler
+  std::string monitor;       // ROUTER: the scheduler's task lifecycle messages
+  std::string events;        // PUB: the event stream for monitors
+  friend bool operator==(const HubEndpoints&, const HubEndpoints&) = default;
+};
+
+struct SchedulerEndpoints {
+  std::string client;  // ROUTER: task requests and replies
+  std::string engine;  // ROUTER: tasks to engines, results back
+  friend bool operator==(const SchedulerEndpoints&, const SchedulerEndpoints&) = default;
+};
+
+struct ConnectionInfo {
+  std::string signature_scheme{kSchemeHmac};
+  std::string key;  // raw key bytes; empty only with scheme "none"
+  HubEndpoints hub;
+  SchedulerEndpoints scheduler;
+  friend bool operator==(const ConnectionInfo&, const ConnectionInfo&) = default;
+};
+
+// ~/.ztask/profile_default (or ./.ztask/profile_default without $HOME).
+std::filesystem::path DefaultProfileDir();
+std::filesystem::path ConnectionFilePath(const std::filesystem::path& profile_dir);
+
+// 32 random bytes: a fresh cluster key.
+std::string GenerateKey();
+
+// Reads and validates. Errors name the file and what is wrong: missing file,
+// not JSON, a missing or mistyped field, a mode that lets others read it.
+Result<ConnectionInfo> ReadConnectionFile(const std::filesystem::path& path);
+
+// Writes atomically (temporary file + rename) with mode 0600, creating the
+// profile directory (mode 0700) when needed.
+Status WriteConnectionFile(const std::filesystem::path& path, const ConnectionInfo& info);
+
+// Under an exclusive lock: reads the file (or starts from `initial` when it
+// does not exist), applies `change`, writes it back.
+Status UpdateConnectionFile(const std::filesystem::path& path, const ConnectionInfo& initial,
+                            const std::function<void(ConnectionInfo&)>& change);
+
+}  // namespace ztask::protocol
+
+#endif  // ZTASK_PROTOCOL_CONNECTION_FILE_H_

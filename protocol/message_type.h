@@ -1,0 +1,62 @@
+// The one table of every message type in ztask: its wire code, its name, who
+// sends it to whom. docs/protocol.md describes each frame by frame; the
+// bodies (routing metadata and content) are in messages.h.
+#ifndef ZTASK_PROTOCOL_MESSAGE_TYPE_H_
+#define ZTASK_PROTOCOL_MESSAGE_TYPE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ztask::protocol {
+
+// X(enumerator, wire code, name)
+#define ZTASK_MESSAGE_TYPES(X)                                              \
+  /* client -> scheduler -> engine, and engine -> scheduler -> client */   \
+  X(kTaskRequest, 1, "task_request")                                        \
+  X(kTaskReply, 2, "task_reply")                                            \
+  /* client <-> scheduler */                                                \
+  X(kAbortRequest, 3, "abort_request")                                      \
+  X(kAbortReply, 4, "abort_reply")                                          \
+  /* engine -> scheduler: my DEALER is connected and I can take tasks */    \
+  X(kEngineReady, 5, "engine_ready")                                        \
+  /* engine <-> hub */                                                      \
+  X(kRegistrationRequest, 10, "registration_request")                       \
+  X(kRegistrationReply, 11, "registration_reply")                           \
+  X(kUnregistration, 12, "unregistration")                                  \
+  X(kHeartbeat, 13, "heartbeat")                                            \
+  /* client <-> hub queries */                                              \
+  X(kResultRequest, 20, "result_request")                                   \
+  X(kResultReply, 21, "result_reply")                                       \
+  X(kQueueRequest, 22, "queue_request")                                     \
+  X(kQueueReply, 23, "queue_reply")                                         \
+  X(kEnginesRequest, 24, "engines_request")                                 \
+  X(kEnginesReply, 25, "engines_reply")                                     \
+  X(kPurgeRequest, 26, "purge_request")                                     \
+  X(kPurgeReply, 27, "purge_reply")                                         \
+  X(kShutdownRequest, 28, "shutdown_request")                               \
+  X(kShutdownReply, 29, "shutdown_reply")                                   \
+  /* scheduler -> hub monitor */                                            \
+  X(kTaskSubmitted, 40, "task_submitted")                                   \
+  X(kTaskAssigned, 41, "task_assigned")                                     \
+  X(kTaskOutcome, 42, "task_outcome")                                       \
+  /* hub -> scheduler notifier */                                           \
+  X(kEngineRegistered, 50, "engine_registered")                             \
+  X(kEngineUnregistered, 51, "engine_unregistered")                         \
+  /* hub -> monitors event stream */                                        \
+  X(kEvent, 60, "event")
+
+enum class MsgType : uint8_t {
+#define ZTASK_ENUM_ENTRY(name, code, text) name = code,
+  ZTASK_MESSAGE_TYPES(ZTASK_ENUM_ENTRY)
+#undef ZTASK_ENUM_ENTRY
+};
+
+// "task_request" for kTaskRequest; "unknown" for a code not in the table.
+std::string_view MsgTypeName(MsgType type);
+// The type with this wire code, or nullopt when the table has none.
+std::optional<MsgType> MsgTypeFromCode(uint8_t code);
+
+}  // namespace ztask::protocol
+
+#endif  // ZTASK_PROTOCOL_MESSAGE_TYPE_H_

@@ -1,0 +1,482 @@
+// The bodies of every message: a header, and for each message type the
+// struct of its routing metadata (frame 4) and of its content (frame 5).
+// Each struct lists its fields once, in Visit(); codec.h turns that list into
+// msgpack and back, so adding a field is one line. Fields wrapped in
+// std::optional may be absent on the wire; every other field is required.
+//
+// Plain values; safe to copy and share read-only across threads.
+#ifndef ZTASK_PROTOCOL_MESSAGES_H_
+#define ZTASK_PROTOCOL_MESSAGES_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protocol/message_type.h"
+#include "ztask/task.h"
+#include "ztask/task_id.h"
+
+namespace ztask::protocol {
+
+// An already-encoded msgpack value carried through untouched (a function's
+// arguments or result). Empty means nil.
+struct RawValue {
+  std::string bytes;
+  friend bool operator==(const RawValue&, const RawValue&) = default;
+};
+
+// An empty map, for messages that have nothing to say in a frame.
+struct Empty {
+  template <class S, class V>
+  static void Visit(S&, V&) {}
+  friend bool operator==(const Empty&, const Empty&) = default;
+};
+
+struct Header {
+  TaskId id;            // message id; for a task_request, the task's id
+  MsgType type = MsgType::kHeartbeat;
+  std::string session;  // the sending process's session
+  int64_t date_us = 0;  // when it was sent, µs since the Unix epoch
+
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("id", s.id);
+    v("type", s.type);
+    v("session", s.session);
+    v("date", s.date_us);
+  }
+  friend bool operator==(const Header&, const Header&) = default;
+};
+
+// ---- tasks --------------------------------------------------------------
+
+struct WireDependencies {
+  std::vector<TaskId> ids;
+  DependencyMode mode = DependencyMode::kAll;
+  AcceptedOutcome outcome = AcceptedOutcome::kSuccess;
+
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("ids", s.ids);
+    v("mode", s.mode);
+    v("outcome", s.outcome);
+  }
+  friend bool operator==(const WireDependencies&, const WireDependencies&) = default;
+};
+
+// Frame 4 of a task_request: all the scheduler reads to route a task.
+struct RoutingMeta {
+  WireDependencies after;
+  WireDependencies follow;
+  std::vector<int32_t> targets;  // engine ids; empty: any engine
+  double timeout_s = 0;          // 0: wait forever to start
+  double time_limit_s = 0;       // 0: run as long as it takes
+  int32_t retries = 0;
+  int32_t priority = 0;          // higher runs first
+
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("after", s.after);
+    v("follow", s.follow);
+    v("targets", s.targets);
+    v("timeout", s.timeout_s);
+    v("time_limit", s.time_limit_s);
+    v("retries", s.retries);
+    v("priority", s.priority);
+  }
+  friend bool operator==(const RoutingMeta&, const RoutingMeta&) = default;
+};
+
+// Frame 5 of a task_request: what the engine runs. The scheduler never reads it.
+struct TaskSpec {
+  std::string kind;  // "command" or "function"
+  std::string function;
+  RawValue args;
+  std::vector<std::string> argv;
+  std::string cwd;
+  std::map<std::string, std::string> env;
+  std::string label;
+
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("kind", s.kind);
+    v("function", s.function);
+    v("args", s.args);
+    v("argv", s.argv);
+    v("cwd", s.cwd);
+    v("env", s.env);
+    v("label", s.label);
+  }
+  friend bool operator==(const TaskSpec&, const TaskSpec&) = default;
+};
+
+// Frame 4 of a task_reply: the outcome, which is all the scheduler reads.
+struct ReplyMeta {
+  bool ok = true;
+  ErrorType error_type = ErrorType::kNone;
+  std::optional<int32_t> engine_id;  // absent when the scheduler failed it
+  int32_t attempt = 0;               // 1 for the first run; 0: never ran
+
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("ok", s.ok);
+    v("error_type", s.error_type);
+    v("engine_id", s.engine_id);
+    v("attempt", s.attempt);
+  }
+  friend bool operator==(const ReplyMeta&, const ReplyMeta&) = default;
+};
+
+// Frame 5 of a task_reply.
+struct TaskResult {
+  std::string error_message;
+  RawValue result;
+  std::optional<int32_t> exit_code;
+  std::string stdout_text;
+  std::string stderr_text;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  int64_t started_us = 0;    // 0: never started
+  int64_t completed_us = 0;
+
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("error_message", s.error_message);
+    v("result", s.result);
+    v("exit_code", s.exit_code);
+    v("stdout", s.stdout_text);
+    v("stderr", s.stderr_text);
+    v("stdout_truncated", s.stdout_truncated);
+    v("stderr_truncated", s.stderr_truncated);
+    v("started", s.started_us);
+    v("completed", s.completed_us);
+  }
+  friend bool operator==(const TaskResult&, const TaskResult&) = default;
+};
+
+struct AbortRequest {
+  std::vector<TaskId> task_ids;
+  template <class S, class V>
+  static void Visit(S& s, V& v) { v("task_ids", s.task_ids); }
+  friend bool operator==(const AbortRequest&, const AbortRequest&) = default;
+};
+
+struct AbortReply {
+  std::vector<TaskId> aborted;   // were waiting; now failed with TaskAborted
+  std::vector<TaskId> running;   // already on an engine; not aborted
+  std::vector<TaskId> finished;  // already had their final outcome
+  std::vector<TaskId> unknown;   // never seen by this scheduler
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("aborted", s.aborted);
+    v("running", s.running);
+    v("finished", s.finished);
+    v("unknown", s.unknown);
+  }
+  friend bool operator==(const AbortReply&, const AbortReply&) = default;
+};
+
+struct EngineReady {
+  int32_t engine_id = 0;
+  std::string uuid;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("engine_id", s.engine_id);
+    v("uuid", s.uuid);
+  }
+  friend bool operator==(const EngineReady&, const EngineReady&) = default;
+};
+
+// ---- engines and the hub -------------------------------------------------
+
+struct RegistrationRequest {
+  std::string uuid;  // also the engine's routing id on the scheduler
+  std::string name;
+  std::string host;
+  int64_t pid = 0;
+  std::optional<int32_t> mpi_rank;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("uuid", s.uuid);
+    v("name", s.name);
+    v("host", s.host);
+    v("pid", s.pid);
+    v("mpi_rank", s.mpi_rank);
+  }
+  friend bool operator==(const RegistrationRequest&, const RegistrationRequest&) = default;
+};
+
+struct RegistrationReply {
+  bool ok = false;
+  int32_t engine_id = -1;
+  std::string error;
+  int32_t heartbeat_ms = 0;  // how often to heartbeat the hub
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("ok", s.ok);
+    v("engine_id", s.engine_id);
+    v("error", s.error);
+    v("heartbeat_ms", s.heartbeat_ms);
+  }
+  friend bool operator==(const RegistrationReply&, const RegistrationReply&) = default;
+};
+
+struct EngineRef {
+  int32_t engine_id = -1;
+  std::string uuid;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("engine_id", s.engine_id);
+    v("uuid", s.uuid);
+  }
+  friend bool operator==(const EngineRef&, const EngineRef&) = default;
+};
+
+// ---- queries -------------------------------------------------------------
+
+struct TaskIdList {
+  std::vector<TaskId> task_ids;
+  template <class S, class V>
+  static void Visit(S& s, V& v) { v("task_ids", s.task_ids); }
+  friend bool operator==(const TaskIdList&, const TaskIdList&) = default;
+};
+
+// What the hub knows of one task.
+struct TaskRecord {
+  TaskId id;
+  std::string label;
+  std::string client;  // the submitting client's session
+  std::string state;   // "waiting", "running", "ok" or "error"
+  ErrorType error_type = ErrorType::kNone;
+  std::string error_message;
+  std::optional<int32_t> engine_id;
+  int32_t attempts = 0;
+  int64_t submitted_us = 0;
+  std::optional<int64_t> started_us;
+  std::optional<int64_t> completed_us;
+  std::optional<int32_t> exit_code;
+  std::string stdout_text;
+  std::string stderr_text;
+  RawValue result;
+  WireDependencies after;
+  WireDependencies follow;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("id", s.id);
+    v("label", s.label);
+    v("client", s.client);
+    v("state", s.state);
+    v("error_type", s.error_type);
+    v("error_message", s.error_message);
+    v("engine_id", s.engine_id);
+    v("attempts", s.attempts);
+    v("submitted", s.submitted_us);
+    v("started", s.started_us);
+    v("completed", s.completed_us);
+    v("exit_code", s.exit_code);
+    v("stdout", s.stdout_text);
+    v("stderr", s.stderr_text);
+    v("result", s.result);
+    v("after", s.after);
+    v("follow", s.follow);
+  }
+  friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
+};
+
+struct ResultReply {
+  std::vector<TaskRecord> records;
+  std::vector<TaskId> unknown;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("records", s.records);
+    v("unknown", s.unknown);
+  }
+  friend bool operator==(const ResultReply&, const ResultReply&) = default;
+};
+
+struct EngineQueue {
+  int32_t engine_id = 0;
+  int64_t running = 0;
+  int64_t queued = 0;
+  int64_t completed = 0;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("engine_id", s.engine_id);
+    v("running", s.running);
+    v("queued", s.queued);
+    v("completed", s.completed);
+  }
+  friend bool operator==(const EngineQueue&, const EngineQueue&) = default;
+};
+
+struct QueueReply {
+  std::vector<EngineQueue> engines;
+  int64_t unassigned = 0;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("engines", s.engines);
+    v("unassigned", s.unassigned);
+  }
+  friend bool operator==(const QueueReply&, const QueueReply&) = default;
+};
+
+struct EngineInfo {
+  int32_t id = 0;
+  std::string uuid;
+  std::string name;
+  std::string host;
+  int64_t pid = 0;
+  std::string state;  // "starting", "running", "restarting", "failed", "stopped"
+  int64_t registered_us = 0;
+  std::optional<int32_t> mpi_rank;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("id", s.id);
+    v("uuid", s.uuid);
+    v("name", s.name);
+    v("host", s.host);
+    v("pid", s.pid);
+    v("state", s.state);
+    v("registered", s.registered_us);
+    v("mpi_rank", s.mpi_rank);
+  }
+  friend bool operator==(const EngineInfo&, const EngineInfo&) = default;
+};
+
+struct EnginesReply {
+  std::vector<EngineInfo> engines;
+  template <class S, class V>
+  static void Visit(S& s, V& v) { v("engines", s.engines); }
+  friend bool operator==(const EnginesReply&, const EnginesReply&) = default;
+};
+
+struct PurgeRequest {
+  std::vector<TaskId> task_ids;
+  bool all = false;  // every finished record
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("task_ids", s.task_ids);
+    v("all", s.all);
+  }
+  friend bool operator==(const PurgeRequest&, const PurgeRequest&) = default;
+};
+
+struct Count {
+  int64_t count = 0;
+  template <class S, class V>
+  static void Visit(S& s, V& v) { v("count", s.count); }
+  friend bool operator==(const Count&, const Count&) = default;
+};
+
+struct Acknowledgement {
+  bool ok = true;
+  std::string error;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("ok", s.ok);
+    v("error", s.error);
+  }
+  friend bool operator==(const Acknowledgement&, const Acknowledgement&) = default;
+};
+
+// ---- scheduler -> hub monitor ----------------------------------------------
+
+// task_assigned's metadata: the attempt that just went to an engine.
+struct Assignment {
+  int32_t engine_id = 0;
+  int32_t attempt = 1;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("engine_id", s.engine_id);
+    v("attempt", s.attempt);
+  }
+  friend bool operator==(const Assignment&, const Assignment&) = default;
+};
+
+// task_outcome's metadata: one attempt ended; `final` says whether the task
+// did (false: it was queued again for a retry).
+struct OutcomeMeta {
+  bool final = true;
+  bool ok = true;
+  ErrorType error_type = ErrorType::kNone;
+  std::optional<int32_t> engine_id;
+  int32_t attempt = 0;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("final", s.final);
+    v("ok", s.ok);
+    v("error_type", s.error_type);
+    v("engine_id", s.engine_id);
+    v("attempt", s.attempt);
+  }
+  friend bool operator==(const OutcomeMeta&, const OutcomeMeta&) = default;
+};
+
+// ---- hub -> monitors event stream ------------------------------------------
+
+struct Event {
+  std::string kind;  // engine_registered, engine_unregistered, task_submitted,
+                     // task_assigned, task_finished, ...
+  std::optional<TaskId> task_id;
+  std::optional<int32_t> engine_id;
+  std::optional<int32_t> attempt;
+  std::string status;
+  ErrorType error_type = ErrorType::kNone;
+  std::string text;
+  int64_t at_us = 0;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("kind", s.kind);
+    v("task_id", s.task_id);
+    v("engine_id", s.engine_id);
+    v("attempt", s.attempt);
+    v("status", s.status);
+    v("error_type", s.error_type);
+    v("text", s.text);
+    v("at", s.at_us);
+  }
+  friend bool operator==(const Event&, const Event&) = default;
+};
+
+// ---- the bodies of each type -----------------------------------------------
+
+template <MsgType T>
+struct Bodies;
+#define ZTASK_BODIES(type, meta, content) \
+  template <>                             \
+  struct Bodies<MsgType::type> {          \
+    using Meta = meta;                    \
+    using Content = content;              \
+  };
+ZTASK_BODIES(kTaskRequest, RoutingMeta, TaskSpec)
+ZTASK_BODIES(kTaskReply, ReplyMeta, TaskResult)
+ZTASK_BODIES(kAbortRequest, Empty, AbortRequest)
+ZTASK_BODIES(kAbortReply, Empty, AbortReply)
+ZTASK_BODIES(kEngineReady, Empty, EngineReady)
+ZTASK_BODIES(kRegistrationRequest, Empty, RegistrationRequest)
+ZTASK_BODIES(kRegistrationReply, Empty, RegistrationReply)
+ZTASK_BODIES(kUnregistration, Empty, EngineRef)
+ZTASK_BODIES(kHeartbeat, Empty, EngineRef)
+ZTASK_BODIES(kResultRequest, Empty, TaskIdList)
+ZTASK_BODIES(kResultReply, Empty, ResultReply)
+ZTASK_BODIES(kQueueRequest, Empty, Empty)
+ZTASK_BODIES(kQueueReply, Empty, QueueReply)
+ZTASK_BODIES(kEnginesRequest, Empty, Empty)
+ZTASK_BODIES(kEnginesReply, Empty, EnginesReply)
+ZTASK_BODIES(kPurgeRequest, Empty, PurgeRequest)
+ZTASK_BODIES(kPurgeReply, Empty, Count)
+ZTASK_BODIES(kShutdownRequest, Empty, Empty)
+ZTASK_BODIES(kShutdownReply, Empty, Acknowledgement)
+ZTASK_BODIES(kTaskSubmitted, RoutingMeta, TaskSpec)
+ZTASK_BODIES(kTaskAssigned, Assignment, Empty)
+ZTASK_BODIES(kTaskOutcome, OutcomeMeta, TaskResult)
+ZTASK_BODIES(kEngineRegistered, Empty, EngineInfo)
+ZTASK_BODIES(kEngineUnregistered, Empty, EngineRef)
+ZTASK_BODIES(kEvent, Empty, Event)
+#undef ZTASK_BODIES
+
+}  // namespace ztask::protocol
+
+#endif  // ZTASK_PROTOCOL_MESSAGES_H_

@@ -1,0 +1,129 @@
+// Names of the task vocabulary (include/ztask/task.h) and TaskId's forms.
+#include <sodium.h>
+
+#include <array>
+#include <cstring>
+#include <exception>
+
+#include "ztask/task.h"
+#include "ztask/task_id.h"
+
+namespace ztask {
+namespace {
+
+constexpr std::array<std::string_view, 8> kErrorNames = {
+    "", "TaskFailed", "ImpossibleDependency", "InvalidDependency",
+    "TaskTimeout", "TimeLimitExceeded", "EngineError", "TaskAborted"};
+
+uint64_t LoadBigEndian(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+void StoreBigEndian(uint64_t v, char* p) {
+  for (int i = 7; i >= 0; --i) {
+    p[i] = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string_view ErrorTypeName(ErrorType type) {
+  return kErrorNames[static_cast<size_t>(type)];
+}
+
+std::optional<ErrorType> ParseErrorType(std::string_view name) {
+  for (size_t i = 1; i < kErrorNames.size(); ++i) {
+    if (kErrorNames[i] == name) return static_cast<ErrorType>(i);
+  }
+  return std::nullopt;
+}
+
+std::string_view DependencyModeName(DependencyMode mode) {
+  return mode == DependencyMode::kAll ? "all" : "any";
+}
+
+std::optional<DependencyMode> ParseDependencyMode(std::string_view name) {
+  if (name == "all") return DependencyMode::kAll;
+  if (name == "any") return DependencyMode::kAny;
+  return std::nullopt;
+}
+
+std::string_view AcceptedOutcomeName(AcceptedOutcome outcome) {
+  switch (outcome) {
+    case AcceptedOutcome::kSuccess: return "success";
+    case AcceptedOutcome::kFailure: return "failure";
+    case AcceptedOutcome::kEither: return "either";
+  }
+  return "success";
+}
+
+std::optional<AcceptedOutcome> ParseAcceptedOutcome(std::string_view name) {
+  if (name == "success") return AcceptedOutcome::kSuccess;
+  if (name == "failure") return AcceptedOutcome::kFailure;
+  if (name == "either") return AcceptedOutcome::kEither;
+  return std::nullopt;
+}
+
+TaskId TaskId::Random() {
+  static const bool ready = sodium_init() >= 0;
+  if (!ready) std::terminate();  // no randomness: ids could collide
+  char bytes[16];
+  randombytes_buf(bytes, sizeof bytes);
+  return FromBytes({bytes, sizeof bytes});
+}
+
+TaskId TaskId::FromBytes(std::string_view bytes) {
+  return TaskId{LoadBigEndian(bytes.data()), LoadBigEndian(bytes.data() + 8)};
+}
+
+void TaskId::ToBytes(char out[16]) const {
+  StoreBigEndian(hi, out);
+  StoreBigEndian(lo, out + 8);
+}
+
+std::string TaskId::ToBytes() const {
+  std::string out(16, '\0');
+  ToBytes(out.data());
+  return out;
+}
+
+std::string TaskId::ToHex() const {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  char bytes[16];
+  ToBytes(bytes);
+  std::string out(32, '0');
+  for (int i = 0; i < 16; ++i) {
+    out[2 * i] = kDigits[static_cast<unsigned char>(bytes[i]) >> 4];
+    out[2 * i + 1] = kDigits[static_cast<unsigned char>(bytes[i]) & 0xf];
+  }
+  return out;
+}
+
+Result<TaskId> TaskId::FromHex(std::string_view hex) {
+  if (hex.size() != 32) {
+    return Status::InvalidArgument("task id '" + std::string(hex) + "' must be 32 hex digits, not " +
+                                   std::to_string(hex.size()) + " characters");
+  }
+  char bytes[16];
+  for (int i = 0; i < 16; ++i) {
+    int high = HexValue(hex[2 * i]);
+    int low = HexValue(hex[2 * i + 1]);
+    if (high < 0 || low < 0) {
+      return Status::InvalidArgument("task id '" + std::string(hex) + "' has a non-hex character");
+    }
+    bytes[i] = static_cast<char>(high * 16 + low);
+  }
+  return FromBytes({bytes, 16});
+}
+
+}  // namespace ztask

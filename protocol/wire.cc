@@ -1,0 +1,86 @@
+#include "protocol/wire.h"
+
+#include "protocol/codec.h"
+
+namespace ztask::protocol {
+
+bool TryReceive(zmq::socket_t& socket, Frames& frames) {
+  frames.clear();
+  try {
+    while (true) {
+      zmq::message_t part;
+      auto got = socket.recv(part, frames.empty() ? zmq::recv_flags::dontwait
+                                                  : zmq::recv_flags::none);
+      if (!got) return false;
+      const bool more = part.more();
+      frames.push_back(std::move(part));
+      if (!more) return true;
+    }
+  } catch (const zmq::error_t&) {
+    frames.clear();
+    return false;
+  }
+}
+
+std::vector<std::string_view> Views(const Frames& frames, size_t from) {
+  std::vector<std::string_view> views;
+  views.reserve(frames.size() > from ? frames.size() - from : 0);
+  for (size_t i = from; i < frames.size(); ++i) views.push_back(View(frames[i]));
+  return views;
+}
+
+Status SendFrames(zmq::socket_t& socket, Frames& frames) {
+  try {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      auto flags = zmq::send_flags::dontwait;
+      if (i + 1 < frames.size()) flags = flags | zmq::send_flags::sndmore;
+      if (!socket.send(frames[i], flags)) {
+        return Status::Unavailable("send queue full");
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable(e.what());
+  }
+  return Status::Ok();
+}
+
+Status SendEncoded(zmq::socket_t& socket, std::span<const std::string_view> prefix,
+                   std::vector<std::string>&& encoded) {
+  Frames frames;
+  frames.reserve(prefix.size() + encoded.size());
+  for (auto p : prefix) frames.emplace_back(p.data(), p.size());
+  for (auto& e : encoded) frames.emplace_back(e.data(), e.size());
+  return SendFrames(socket, frames);
+}
+
+void SignFrames(const Signer& signer, Frames& frames, size_t first) {
+  std::vector<std::string_view> views = Views(frames, first);
+  const std::string mac = signer.Sign(views);
+  frames[first + kFrameHmac] = Frame(mac);
+}
+
+zmq::message_t Share(zmq::message_t& m) {
+  zmq::message_t copy;
+  copy.copy(m);
+  return copy;
+}
+
+Result<std::string> Bind(zmq::socket_t& socket, const std::string& endpoint) {
+  try {
+    socket.bind(endpoint);
+    return socket.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("cannot bind " + endpoint + ": " + e.what());
+  }
+}
+
+Status Connect(zmq::socket_t& socket, const std::string& endpoint) {
+  try {
+    socket.connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("cannot connect to " + endpoint + ": " + e.what());
+  }
+  return Status::Ok();
+}
+
+}  // namespace ztask::protocol

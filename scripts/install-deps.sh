@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs, from Debian's package archive and only when missing, every package
+# that ztask's build, tests and examples need. Safe to run again: it does
+# nothing when everything is present.
+set -euo pipefail
+
+packages=(
+  build-essential g++ cmake pkg-config ccache
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libboost-graph-dev
+  libsodium-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

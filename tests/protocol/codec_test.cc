@@ -1,0 +1,222 @@
+#include "protocol/codec.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/protocol/sample_messages.h"
+
+namespace ztask::protocol {
+namespace {
+
+using testing::Sample;
+using testing::SampleFrames;
+using testing::SampleHeader;
+
+std::vector<std::string_view> ViewsOf(const std::vector<std::string>& frames) {
+  return {frames.begin(), frames.end()};
+}
+
+const Signer kSigner("a key that only the cluster knows");
+
+template <MsgType kType>
+void ExpectRoundTrip() {
+  using B = Bodies<kType>;
+  SCOPED_TRACE(std::string(MsgTypeName(kType)));
+  auto frames = SampleFrames<kType>(kSigner);
+  auto decoded = DecodeMessage<kType>(kSigner, Limits{}, ViewsOf(frames));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->header, SampleHeader(kType));
+  EXPECT_EQ(decoded->meta, Sample<typename B::Meta>());
+  EXPECT_EQ(decoded->content, Sample<typename B::Content>());
+  EXPECT_EQ(decoded->buffers, (std::vector<std::string>{"raw-buffer"}));
+  if (kType == MsgType::kTaskReply) {
+    ASSERT_TRUE(decoded->parent.has_value());
+    EXPECT_EQ(*decoded->parent, SampleHeader(MsgType::kTaskRequest));
+  } else {
+    EXPECT_FALSE(decoded->parent.has_value());
+  }
+}
+
+TEST(Codec, EveryMessageTypeRoundTrips) {
+#define ZTASK_ROUND_TRIP(name, code, text) ExpectRoundTrip<MsgType::name>();
+  ZTASK_MESSAGE_TYPES(ZTASK_ROUND_TRIP)
+#undef ZTASK_ROUND_TRIP
+}
+
+TEST(Codec, MessageTypeNamesAndCodesAgree) {
+  EXPECT_EQ(MsgTypeName(MsgType::kTaskRequest), "task_request");
+  EXPECT_EQ(MsgTypeFromCode(2), MsgType::kTaskReply);
+  EXPECT_FALSE(MsgTypeFromCode(200).has_value());
+}
+
+TEST(Signature, AcceptedWithTheRightKey) {
+  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  EXPECT_TRUE(CheckFrames(kSigner, Limits{}, ViewsOf(frames)).ok());
+}
+
+TEST(Signature, RejectedForTheWrongKey) {
+  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  Signer other("another key");
+  EXPECT_EQ(CheckFrames(other, Limits{}, ViewsOf(frames)).code(), Status::Code::kBadSignature);
+}
+
+TEST(Signature, RejectedWhenAnySignedFrameChangesByOneByte) {
+  const auto original = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  for (size_t f = kFrameHeader; f < original.size(); ++f) {
+    for (size_t byte = 0; byte < original[f].size(); ++byte) {
+      auto frames = original;
+      frames[f][byte] = static_cast<char>(frames[f][byte] ^ 0x01);
+      EXPECT_EQ(CheckFrames(kSigner, Limits{}, ViewsOf(frames)).code(),
+                Status::Code::kBadSignature)
+          << "frame " << f << " byte " << byte;
+    }
+  }
+}
+
+TEST(Signature, RejectedWhenBytesMoveBetweenFrames) {
+  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  // Same concatenation, other boundaries.
+  frames[kFrameMeta] += frames[kFrameContent].substr(0, 1);
+  frames[kFrameContent].erase(0, 1);
+  EXPECT_EQ(CheckFrames(kSigner, Limits{}, ViewsOf(frames)).code(), Status::Code::kBadSignature);
+}
+
+TEST(Signature, MissingOrTruncatedHmacIsRejected) {
+  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  frames[kFrameHmac].clear();
+  EXPECT_EQ(CheckFrames(kSigner, Limits{}, ViewsOf(frames)).code(), Status::Code::kBadSignature);
+  frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  frames[kFrameHmac].pop_back();
+  EXPECT_EQ(CheckFrames(kSigner, Limits{}, ViewsOf(frames)).code(), Status::Code::kBadSignature);
+}
+
+TEST(Signature, UnsignedClusterRefusesSignedMessages) {
+  Signer none;
+  auto unsigned_frames = SampleFrames<MsgType::kHeartbeat>(none);
+  EXPECT_TRUE(unsigned_frames[kFrameHmac].empty());
+  EXPECT_TRUE(CheckFrames(none, Limits{}, ViewsOf(unsigned_frames)).ok());
+  auto signed_frames = SampleFrames<MsgType::kHeartbeat>(kSigner);
+  EXPECT_EQ(CheckFrames(none, Limits{}, ViewsOf(signed_frames)).code(),
+            Status::Code::kBadSignature);
+  EXPECT_EQ(CheckFrames(kSigner, Limits{}, ViewsOf(unsigned_frames)).code(),
+            Status::Code::kBadSignature);
+}
+
+// Bad input: each case decodes to an error Status, never a crash.
+
+std::vector<std::string> Resigned(std::vector<std::string> frames) {
+  auto views = ViewsOf(frames);
+  frames[kFrameHmac] = kSigner.Sign(views);
+  return frames;
+}
+
+Status DecodeRequest(const std::vector<std::string>& frames, Limits limits = {}) {
+  return DecodeMessage<MsgType::kTaskRequest>(kSigner, limits, ViewsOf(frames)).status();
+}
+
+TEST(BadInput, WrongVersionIsRejected) {
+  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  frames[kFrameSignature] = "ZTASK0";
+  EXPECT_EQ(DecodeRequest(frames).code(), Status::Code::kVersionMismatch);
+}
+
+TEST(BadInput, TooFewFramesAreRejected) {
+  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  for (size_t n = 0; n < kMinFrames; ++n) {
+    std::vector<std::string> truncated(frames.begin(), frames.begin() + static_cast<long>(n));
+    EXPECT_EQ(DecodeRequest(truncated).code(), Status::Code::kMalformed) << n << " frames";
+  }
+}
+
+TEST(BadInput, TruncatedMsgpackIsMalformed) {
+  const auto original = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  for (size_t f = kFrameHeader; f <= kFrameContent; ++f) {
+    for (size_t keep = 0; keep < original[f].size(); ++keep) {
+      auto frames = original;
+      frames[f].resize(keep);
+      EXPECT_EQ(DecodeRequest(Resigned(frames)).code(), Status::Code::kMalformed)
+          << "frame " << f << " cut to " << keep;
+    }
+  }
+}
+
+TEST(BadInput, GarbageIsMalformed) {
+  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  frames[kFrameMeta] = "\xc1\xff\x00garbage";
+  EXPECT_EQ(DecodeRequest(Resigned(frames)).code(), Status::Code::kMalformed);
+  frames[kFrameMeta] = std::string("\xdd\xff\xff\xff\xff", 5);  // array32 of 4G items
+  EXPECT_EQ(DecodeRequest(Resigned(frames)).code(), Status::Code::kMalformed);
+}
+
+TEST(BadInput, TrailingBytesAreMalformed) {
+  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  frames[kFrameContent] += '\x01';
+  EXPECT_EQ(DecodeRequest(Resigned(frames)).code(), Status::Code::kMalformed);
+}
+
+TEST(BadInput, MissingFieldIsNamed) {
+  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  frames[kFrameMeta] = EncodeBody(Sample<AbortRequest>());  // a map, other fields
+  Status s = DecodeRequest(Resigned(frames));
+  EXPECT_EQ(s.code(), Status::Code::kMalformed);
+  EXPECT_NE(s.message().find("missing field 'after'"), std::string::npos) << s.message();
+}
+
+TEST(BadInput, WrongTypeIsNamed) {
+  auto frames = SampleFrames<MsgType::kEngineReady>(kSigner);
+  // {"engine_id": "one", "uuid": "u"}
+  frames[kFrameContent] = std::string("\x82\xa9""engine_id\xa3one\xa4uuid\xa1u", 22);
+  auto decoded =
+      DecodeMessage<MsgType::kEngineReady>(kSigner, Limits{}, ViewsOf(Resigned(frames)));
+  EXPECT_EQ(decoded.status().code(), Status::Code::kMalformed);
+  EXPECT_NE(decoded.status().message().find("engine_id"), std::string::npos)
+      << decoded.status().message();
+}
+
+TEST(BadInput, ContentThatIsNotAMapIsMalformed) {
+  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  frames[kFrameContent] = "\x01";
+  EXPECT_EQ(DecodeRequest(Resigned(frames)).code(), Status::Code::kMalformed);
+}
+
+TEST(BadInput, UnknownMessageTypeIsMalformed) {
+  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  std::string header = frames[kFrameHeader];
+  const auto pos = header.find("type");
+  ASSERT_NE(pos, std::string::npos);
+  header[pos + 4] = static_cast<char>(0x7f);  // positive fixint 127: no such type
+  frames[kFrameHeader] = header;
+  Status s = DecodeRequest(Resigned(frames));
+  EXPECT_EQ(s.code(), Status::Code::kMalformed);
+  EXPECT_NE(s.message().find("unknown message type 127"), std::string::npos) << s.message();
+}
+
+TEST(BadInput, AnotherTypeThanExpectedIsMalformed) {
+  auto frames = SampleFrames<MsgType::kHeartbeat>(kSigner);
+  EXPECT_EQ(DecodeRequest(frames).code(), Status::Code::kMalformed);
+}
+
+TEST(BadInput, BadTaskIdSizeIsMalformed) {
+  auto frames = SampleFrames<MsgType::kAbortRequest>(kSigner);
+  frames[kFrameContent] = std::string("\x81\xa8task_ids\x91\xc4\x03\x01\x02\x03", 16);
+  auto decoded = DecodeMessage<MsgType::kAbortRequest>(kSigner, Limits{}, ViewsOf(Resigned(frames)));
+  EXPECT_EQ(decoded.status().code(), Status::Code::kMalformed);
+}
+
+TEST(BadInput, OversizedMessageIsTooLarge) {
+  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  Limits limits;
+  limits.max_message_bytes = 64;
+  EXPECT_EQ(DecodeRequest(frames, limits).code(), Status::Code::kTooLarge);
+  limits = {};
+  limits.max_frames = 6;
+  EXPECT_EQ(DecodeRequest(frames, limits).code(), Status::Code::kTooLarge);
+}
+
+TEST(BadInput, DeepNestingIsRefused) {
+  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
+  frames[kFrameContent] = std::string(100000, '\x91') + "\x01";
+  EXPECT_EQ(DecodeRequest(Resigned(frames)).code(), Status::Code::kMalformed);
+}
+
+}  // namespace
+}  // namespace ztask::protocol

@@ -1,0 +1,125 @@
+#include "protocol/connection_file.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "tests/support/temp_dir.h"
+
+namespace ztask::protocol {
+namespace {
+
+ConnectionInfo Sample() {
+  ConnectionInfo info;
+  info.key = GenerateKey();
+  info.hub = {"tcp://127.0.0.1:1001", "tcp://127.0.0.1:1002", "tcp://127.0.0.1:1003",
+              "tcp://127.0.0.1:1004", "tcp://127.0.0.1:1005"};
+  info.scheduler = {"tcp://127.0.0.1:2001", "tcp://127.0.0.1:2002"};
+  return info;
+}
+
+void WriteRaw(const std::filesystem::path& path, const std::string& text, mode_t mode = 0600) {
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), mode);
+}
+
+TEST(ConnectionFile, WriteThenReadGivesTheSameInfo) {
+  testing::TempDir dir;
+  const auto path = ConnectionFilePath(dir.path() / "profile");
+  ASSERT_TRUE(WriteConnectionFile(path, Sample()).ok());
+  auto read = ReadConnectionFile(path);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->hub, Sample().hub);
+  EXPECT_EQ(read->scheduler, Sample().scheduler);
+  EXPECT_EQ(read->key.size(), 32u);
+}
+
+TEST(ConnectionFile, IsWrittenWithMode0600) {
+  testing::TempDir dir;
+  const auto path = ConnectionFilePath(dir.path());
+  ASSERT_TRUE(WriteConnectionFile(path, Sample()).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(ConnectionFile, KeysAreFreshAndRandom) { EXPECT_NE(GenerateKey(), GenerateKey()); }
+
+TEST(ConnectionFile, MissingFileSaysSo) {
+  testing::TempDir dir;
+  auto read = ReadConnectionFile(dir.path() / "nope.json");
+  EXPECT_EQ(read.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(read.status().message().find("nope.json"), std::string::npos);
+}
+
+TEST(ConnectionFile, ReadableByOthersIsRefused) {
+  testing::TempDir dir;
+  const auto path = ConnectionFilePath(dir.path());
+  ASSERT_TRUE(WriteConnectionFile(path, Sample()).ok());
+  ::chmod(path.c_str(), 0644);
+  auto read = ReadConnectionFile(path);
+  EXPECT_EQ(read.status().code(), Status::Code::kPermissionDenied);
+  EXPECT_NE(read.status().message().find("chmod 600"), std::string::npos);
+}
+
+TEST(ConnectionFile, BadJsonIsRefused) {
+  testing::TempDir dir;
+  WriteRaw(dir.path() / "c.json", "{\"version\": 1,");
+  auto read = ReadConnectionFile(dir.path() / "c.json");
+  EXPECT_EQ(read.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(read.status().message().find("not valid JSON"), std::string::npos);
+}
+
+TEST(ConnectionFile, MissingFieldIsNamed) {
+  testing::TempDir dir;
+  const auto path = ConnectionFilePath(dir.path());
+  ASSERT_TRUE(WriteConnectionFile(path, Sample()).ok());
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  const auto at = text.find("\"notifier\"");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 10, "\"notified\"");
+  WriteRaw(path, text);
+  auto read = ReadConnectionFile(path);
+  EXPECT_EQ(read.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(read.status().message().find("hub.notifier"), std::string::npos)
+      << read.status().message();
+}
+
+TEST(ConnectionFile, WrongTypesAndValuesAreRefused) {
+  testing::TempDir dir;
+  const auto path = dir.path() / "c.json";
+  const std::string hub =
+      R"("hub": {"registration": "", "query": "", "notifier": "", "monitor": "", "events": ""},
+         "scheduler": {"client": "", "engine": ""})";
+  for (const std::string& body : {
+           R"({"version": 2, "signature_scheme": "hmac-sha256", "key": "00", )" + hub + "}",
+           R"({"version": 1, "signature_scheme": "md5", "key": "00", )" + hub + "}",
+           R"({"version": 1, "signature_scheme": "hmac-sha256", "key": "zz", )" + hub + "}",
+           R"({"version": 1, "signature_scheme": "hmac-sha256", "key": "", )" + hub + "}",
+           R"({"version": 1, "signature_scheme": "none", "key": "0011", )" + hub + "}",
+           R"({"version": 1, "signature_scheme": "hmac-sha256", "key": 7, )" + hub + "}",
+           std::string(R"({"version": 1, "signature_scheme": "none", "key": ""})"),
+           std::string("[1, 2]"),
+       }) {
+    WriteRaw(path, body);
+    EXPECT_EQ(ReadConnectionFile(path).status().code(), Status::Code::kInvalidArgument) << body;
+  }
+}
+
+TEST(ConnectionFile, UpdateChangesOnlyWhatItIsAskedTo) {
+  testing::TempDir dir;
+  const auto path = ConnectionFilePath(dir.path());
+  ASSERT_TRUE(WriteConnectionFile(path, Sample()).ok());
+  ASSERT_TRUE(UpdateConnectionFile(path, {}, [](ConnectionInfo& c) {
+                c.scheduler.client = "tcp://127.0.0.1:9";
+              }).ok());
+  auto read = ReadConnectionFile(path);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->scheduler.client, "tcp://127.0.0.1:9");
+  EXPECT_EQ(read->hub, Sample().hub);
+}
+
+}  // namespace
+}  // namespace ztask::protocol

@@ -1,0 +1,99 @@
+// One filled-in example of every message type, for round-trip tests and the
+// fuzz corpus.
+#ifndef ZTASK_TESTS_PROTOCOL_SAMPLE_MESSAGES_H_
+#define ZTASK_TESTS_PROTOCOL_SAMPLE_MESSAGES_H_
+
+#include <string>
+#include <vector>
+
+#include "protocol/codec.h"
+
+namespace ztask::protocol::testing {
+
+inline TaskId SampleId(uint64_t n) { return TaskId{0x0123456789abcdefull, n}; }
+
+inline Header SampleHeader(MsgType type) {
+  return {SampleId(1), type, "session-7f", 1'700'000'000'123'456};
+}
+
+inline WireDependencies SampleDeps() {
+  return {{SampleId(2), SampleId(3)}, DependencyMode::kAny, AcceptedOutcome::kEither};
+}
+
+inline RawValue SampleRaw() { return {std::string("\x93\x01\xa1x\xc3", 5)}; }  // [1, "x", true]
+
+template <class T> T Sample();
+template <> inline Empty Sample<Empty>() { return {}; }
+template <> inline RoutingMeta Sample<RoutingMeta>() {
+  return {SampleDeps(), {{SampleId(4)}, DependencyMode::kAll, AcceptedOutcome::kFailure},
+          {0, 3}, 2.5, 10.0, 3, -2};
+}
+template <> inline TaskSpec Sample<TaskSpec>() {
+  return {"command", "", SampleRaw(), {"/bin/echo", "hi there"}, "/tmp",
+          {{"A", "1"}, {"B", "two"}}, "render frame 7"};
+}
+template <> inline ReplyMeta Sample<ReplyMeta>() {
+  return {false, ErrorType::kTimeLimitExceeded, 4, 2};
+}
+template <> inline TaskResult Sample<TaskResult>() {
+  return {"killed after 10 s", SampleRaw(), -9, "out\n", "err\n", true, false, 100, 200};
+}
+template <> inline AbortRequest Sample<AbortRequest>() { return {{SampleId(5), SampleId(6)}}; }
+template <> inline AbortReply Sample<AbortReply>() {
+  return {{SampleId(5)}, {SampleId(6)}, {}, {SampleId(9)}};
+}
+template <> inline EngineReady Sample<EngineReady>() { return {3, "uuid-3"}; }
+template <> inline RegistrationRequest Sample<RegistrationRequest>() {
+  return {"uuid-3", "node7-0", "node7", 4242, 5};
+}
+template <> inline RegistrationReply Sample<RegistrationReply>() { return {true, 3, "", 1000}; }
+template <> inline EngineRef Sample<EngineRef>() { return {3, "uuid-3"}; }
+template <> inline TaskIdList Sample<TaskIdList>() { return {{SampleId(7)}}; }
+template <> inline ResultReply Sample<ResultReply>() {
+  TaskRecord r;
+  r.id = SampleId(7);
+  r.label = "l";
+  r.client = "c";
+  r.state = "error";
+  r.error_type = ErrorType::kTaskFailed;
+  r.error_message = "exit 3";
+  r.engine_id = 1;
+  r.attempts = 2;
+  r.submitted_us = 1;
+  r.started_us = 2;
+  r.completed_us = 3;
+  r.exit_code = 3;
+  r.stdout_text = "o";
+  r.stderr_text = "e";
+  r.result = SampleRaw();
+  r.after = SampleDeps();
+  return {{r}, {SampleId(8)}};
+}
+template <> inline QueueReply Sample<QueueReply>() { return {{{0, 1, 2, 3}, {1, 0, 0, 9}}, 12}; }
+template <> inline EngineInfo Sample<EngineInfo>() {
+  return {3, "uuid-3", "node7-0", "node7", 4242, "running", 1'700'000'000'000'000, std::nullopt};
+}
+template <> inline EnginesReply Sample<EnginesReply>() { return {{Sample<EngineInfo>()}}; }
+template <> inline PurgeRequest Sample<PurgeRequest>() { return {{SampleId(1)}, true}; }
+template <> inline Count Sample<Count>() { return {17}; }
+template <> inline Acknowledgement Sample<Acknowledgement>() { return {false, "busy"}; }
+template <> inline Assignment Sample<Assignment>() { return {2, 3}; }
+template <> inline OutcomeMeta Sample<OutcomeMeta>() {
+  return {false, false, ErrorType::kEngineError, 2, 1};
+}
+template <> inline Event Sample<Event>() {
+  return {"task_assigned", SampleId(3), 2, 1, "", ErrorType::kNone, "", 99};
+}
+
+template <MsgType kType>
+std::vector<std::string> SampleFrames(const Signer& signer) {
+  using B = Bodies<kType>;
+  std::optional<Header> parent;
+  if (kType == MsgType::kTaskReply) parent = SampleHeader(MsgType::kTaskRequest);
+  return EncodeMessage(signer, SampleHeader(kType), parent, Sample<typename B::Meta>(),
+                       Sample<typename B::Content>(), {"raw-buffer"});
+}
+
+}  // namespace ztask::protocol::testing
+
+#endif  // ZTASK_TESTS_PROTOCOL_SAMPLE_MESSAGES_H_

@@ -1,0 +1,32 @@
+// A temporary directory removed with everything in it when the object goes.
+#ifndef ZTASK_TESTS_SUPPORT_TEMP_DIR_H_
+#define ZTASK_TESTS_SUPPORT_TEMP_DIR_H_
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+
+namespace ztask::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "ztask-test-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace ztask::testing
+
+#endif  // ZTASK_TESTS_SUPPORT_TEMP_DIR_H_

@@ -1,0 +1,504 @@
+#include "scheduler/core.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+namespace ztask::scheduler {
+namespace {
+
+std::vector<TaskId> Unique(std::vector<TaskId> ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+bool Contains(const std::vector<int32_t>& v, int32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::string Outcome(bool success) { return success ? "success" : "failure"; }
+
+}  // namespace
+
+SchedulerCore::SchedulerCore(CoreOptions options, std::unique_ptr<Scheme> scheme, Clock* clock)
+    : options_(options), scheme_(std::move(scheme)), clock_(clock) {
+  assert(scheme_ && clock_);
+}
+
+bool SchedulerCore::Submit(const Submission& s) {
+  if (tasks_.count(s.id) || finished_.count(s.id)) {
+    ++counters_.duplicates;
+    return false;
+  }
+  ++counters_.submitted;
+  Task& task = tasks_[s.id];
+  task.id = s.id;
+  task.priority = s.priority;
+  task.seq = next_seq_++;
+  task.targets = s.targets;
+  task.retries_left = std::max(0, s.retries);
+  task.timeout_us = s.timeout_s > 0 ? static_cast<int64_t>(std::llround(s.timeout_s * 1e6)) : 0;
+
+  const std::vector<TaskId> after = Unique(s.after.ids);
+  const std::vector<TaskId> follow = Unique(s.follow.ids);
+  task.after = {static_cast<uint32_t>(after.size()), 0, 0, s.after.mode, s.after.outcome};
+  task.follow = {static_cast<uint32_t>(follow.size()), 0, 0, s.follow.mode, s.follow.outcome};
+
+  for (const auto* ids : {&after, &follow}) {
+    for (const TaskId& dep : *ids) {
+      if (dep == s.id) {
+        Fail(task, ErrorType::kInvalidDependency, "task " + s.id.ToHex() + " depends on itself");
+        Pump();
+        return true;
+      }
+      if (!tasks_.count(dep) && !finished_.count(dep)) {
+        Fail(task, ErrorType::kInvalidDependency,
+             "task " + s.id.ToHex() + " depends on " + dep.ToHex() +
+                 ", which this scheduler has never seen");
+        Pump();
+        return true;
+      }
+    }
+  }
+  Cause cause;  // the first dependency already finished with a rejected outcome
+  bool have_cause = false;
+  for (const auto* ids : {&after, &follow}) {
+    const bool is_follow = ids == &follow;
+    for (const TaskId& dep : *ids) {
+      if (auto f = finished_.find(dep); f != finished_.end()) {
+        if (!CountDependency(task, is_follow, f->second) && !have_cause) {
+          cause = {dep, f->second.success};
+          have_cause = true;
+        }
+      } else {
+        waiters_[dep].push_back({s.id, is_follow});
+      }
+    }
+  }
+  AddDeadline(task);
+  std::string reason;
+  switch (Evaluate(task, cause, &reason)) {
+    case Verdict::kImpossible:
+      Fail(task, ErrorType::kImpossibleDependency, std::move(reason));
+      break;
+    case Verdict::kReady:
+      MakeReady(task);
+      break;
+    case Verdict::kWait:
+      break;
+  }
+  Pump();
+  return true;
+}
+
+bool SchedulerCore::CountDependency(Task& task, bool is_follow, const Finished& f) {
+  DependencyProgress& progress = is_follow ? task.follow : task.after;
+  const bool accepted = progress.Count(f.success);
+  if (is_follow && accepted) {
+    if (f.slot == kNoSlot) {
+      ++task.follow_unlocated;
+    } else if (std::find(task.location.begin(), task.location.end(), f.slot) ==
+               task.location.end()) {
+      task.location.push_back(f.slot);
+    }
+  }
+  return accepted;
+}
+
+SchedulerCore::Verdict SchedulerCore::Evaluate(Task& task, const Cause& cause,
+                                               std::string* reason) const {
+  const std::string name = "task " + task.id.ToHex();
+  for (const bool is_follow : {false, true}) {
+    const DependencyProgress& p = is_follow ? task.follow : task.after;
+    if (!p.Impossible()) continue;
+    const char* kind = is_follow ? "follow" : "after";
+    if (p.mode == DependencyMode::kAll) {
+      *reason = name + ": " + kind + " dependency " + cause.dep.ToHex() + " ended in " +
+                Outcome(cause.success) + ", but " +
+                std::string(AcceptedOutcomeName(p.outcome)) + " was required";
+    } else {
+      *reason = name + ": none of its " + std::to_string(p.total) + " " + kind +
+                " dependencies ended in " + std::string(AcceptedOutcomeName(p.outcome));
+    }
+    return Verdict::kImpossible;
+  }
+  if (!task.after.Met() || !task.follow.Met()) return Verdict::kWait;
+  if (task.follow.total == 0) return Verdict::kReady;
+
+  auto alive = [&](EngineSlot slot) { return engines_[slot].alive; };
+  if (task.follow.mode == DependencyMode::kAll) {
+    if (task.follow_unlocated > 0) {
+      *reason = name + ": a follow dependency never ran on an engine";
+      return Verdict::kImpossible;
+    }
+    if (task.location.size() > 1) {
+      *reason = name + ": its follow dependencies ran on " +
+                std::to_string(task.location.size()) + " different engines";
+      return Verdict::kImpossible;
+    }
+    if (!alive(task.location[0])) {
+      *reason = name + ": engine " + std::to_string(engines_[task.location[0]].id) +
+                ", where its follow dependencies ran, is gone";
+      return Verdict::kImpossible;
+    }
+    return Verdict::kReady;
+  }
+  std::erase_if(task.location, [&](EngineSlot s) { return !alive(s); });
+  if (!task.location.empty()) return Verdict::kReady;
+  if (!task.follow.AllFinished()) return Verdict::kWait;
+  *reason = name + ": no engine where one of its follow dependencies ran is still alive";
+  return Verdict::kImpossible;
+}
+
+void SchedulerCore::MakeReady(Task& task) {
+  task.state = State::kReady;
+  ready_.insert({-static_cast<int64_t>(task.priority), task.seq, task.id});
+  ready_grew_ = true;
+  for (EngineSlot slot : task.location) located_on_[slot].push_back(task.id);
+}
+
+void SchedulerCore::Unready(Task& task) {
+  if (task.state != State::kReady) return;
+  ready_.erase({-static_cast<int64_t>(task.priority), task.seq, task.id});
+  task.state = State::kWaiting;
+}
+
+void SchedulerCore::Fail(Task& task, ErrorType error, std::string message, EngineSlot slot) {
+  assert(task.state != State::kRunning);
+  Unready(task);
+  ++counters_.failed;
+  const TaskId id = task.id;
+  const int32_t engine_id = slot == kNoSlot ? -1 : engines_[slot].id;
+  actions_.push_back({Action::Kind::kFail, id, slot, engine_id, task.attempt, error,
+                      std::move(message), false});
+  tasks_.erase(id);
+  Resolve(id, {slot, false});
+}
+
+void SchedulerCore::Resolve(const TaskId& id, Finished outcome) {
+  finished_.emplace(id, outcome);
+  resolving_.emplace_back(id, outcome);
+  if (draining_) return;  // the outer call drains the list: no recursion
+  draining_ = true;
+  while (!resolving_.empty()) {
+    auto [dep, f] = resolving_.back();
+    resolving_.pop_back();
+    auto it = waiters_.find(dep);
+    if (it == waiters_.end()) continue;
+    std::vector<Waiter> waiters = std::move(it->second);
+    waiters_.erase(it);
+    for (const Waiter& w : waiters) {
+      auto t = tasks_.find(w.task);
+      if (t == tasks_.end() || t->second.state != State::kWaiting) continue;
+      Task& task = t->second;
+      CountDependency(task, w.is_follow, f);
+      std::string reason;
+      switch (Evaluate(task, {dep, f.success}, &reason)) {
+        case Verdict::kImpossible:
+          Fail(task, ErrorType::kImpossibleDependency, std::move(reason));
+          break;
+        case Verdict::kReady:
+          MakeReady(task);
+          break;
+        case Verdict::kWait:
+          break;
+      }
+    }
+  }
+  draining_ = false;
+}
+
+void SchedulerCore::AddDeadline(Task& task) {
+  if (task.timeout_us <= 0) return;
+  task.deadline_us = clock_->NowMicros() + task.timeout_us;
+  deadlines_.emplace(task.deadline_us, task.id);
+}
+
+void SchedulerCore::LeaveScheme(EngineSlot slot) {
+  if (HasRoom(engines_[slot])) scheme_->Erase(ViewOf(slot));
+}
+
+void SchedulerCore::JoinScheme(EngineSlot slot) {
+  if (HasRoom(engines_[slot])) scheme_->Insert(ViewOf(slot));
+}
+
+void SchedulerCore::Assign(Task& task, EngineSlot slot) {
+  Engine& e = engines_[slot];
+  LeaveScheme(slot);
+  ++e.load;
+  e.stamp = ++next_use_stamp_;
+  task.running_index = static_cast<uint32_t>(e.running.size());
+  e.running.push_back(task.id);
+  JoinScheme(slot);
+  task.state = State::kRunning;
+  task.slot = slot;
+  ++task.attempt;
+  ++running_;
+  ++counters_.dispatched;
+  actions_.push_back({Action::Kind::kDispatch, task.id, slot, e.id, task.attempt,
+                      ErrorType::kNone, {}, false});
+}
+
+void SchedulerCore::Release(Task& task) {
+  Engine& e = engines_[task.slot];
+  LeaveScheme(task.slot);
+  --e.load;
+  const uint32_t at = task.running_index;
+  if (at + 1 != e.running.size()) {
+    e.running[at] = e.running.back();
+    tasks_.at(e.running[at]).running_index = at;
+  }
+  e.running.pop_back();
+  JoinScheme(task.slot);
+  --running_;
+  task.state = State::kWaiting;
+  task.slot = kNoSlot;
+}
+
+bool SchedulerCore::Constrained(const Task& task) const {
+  return !task.location.empty() || !task.targets.empty() || !task.blacklist.empty();
+}
+
+void SchedulerCore::Candidates(const Task& task, std::vector<EngineView>* out,
+                               std::string* never) const {
+  out->clear();
+  never->clear();
+  // The alive engines the task may use, ignoring load.
+  std::vector<EngineSlot> allowed;
+  if (!task.location.empty()) {
+    for (EngineSlot s : task.location) {
+      if (engines_[s].alive) allowed.push_back(s);
+    }
+    if (allowed.empty()) {
+      *never = "task " + task.id.ToHex() + ": the engine where its follow dependencies ran is gone";
+      return;
+    }
+  } else if (!task.targets.empty()) {
+    for (int32_t id : task.targets) {
+      if (auto it = slot_of_id_.find(id); it != slot_of_id_.end()) allowed.push_back(it->second);
+    }
+  } else {
+    for (const auto& [id, slot] : slot_of_id_) allowed.push_back(slot);
+  }
+  // Prefer engines where it has not failed; when it failed on all of them,
+  // run again on one rather than wait for an engine that may never come.
+  const bool any_fresh = std::any_of(allowed.begin(), allowed.end(), [&](EngineSlot s) {
+    return !Contains(task.blacklist, engines_[s].id);
+  });
+  for (EngineSlot s : allowed) {
+    if (!HasRoom(engines_[s])) continue;
+    if (any_fresh && Contains(task.blacklist, engines_[s].id)) continue;
+    out->push_back(ViewOf(s));
+  }
+}
+
+void SchedulerCore::Pump() {
+  std::vector<EngineView> candidates;
+  std::string never;
+  do {
+    ready_grew_ = false;
+    for (auto it = ready_.begin(); it != ready_.end() && !scheme_->Empty();) {
+      Task& task = tasks_.at(it->id);
+      if (!Constrained(task)) {
+        const EngineSlot slot = scheme_->Pick();
+        it = ready_.erase(it);
+        Assign(task, slot);
+        continue;
+      }
+      Candidates(task, &candidates, &never);
+      if (!never.empty()) {
+        it = ready_.erase(it);
+        task.state = State::kWaiting;
+        Fail(task, ErrorType::kImpossibleDependency, never);
+        continue;
+      }
+      if (candidates.empty()) {
+        ++it;
+        continue;
+      }
+      const EngineSlot slot = scheme_->PickFrom(candidates);
+      it = ready_.erase(it);
+      Assign(task, slot);
+    }
+  } while (ready_grew_ && !scheme_->Empty());
+}
+
+SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId& id,
+                                                  bool success, ErrorType error) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || it->second.state != State::kRunning || it->second.slot != slot) {
+    ++counters_.late_replies;
+    return Finish::kLate;
+  }
+  Task& task = it->second;
+  ++engines_[slot].completed;
+  Release(task);
+  if (success) {
+    ++counters_.succeeded;
+    actions_.push_back({Action::Kind::kDeliver, id, slot, engines_[slot].id, task.attempt,
+                        ErrorType::kNone, {}, true});
+    tasks_.erase(it);
+    Resolve(id, {slot, true});
+  } else {
+    AttemptFailed(task, slot, error == ErrorType::kNone ? ErrorType::kTaskFailed : error, {},
+                  /*from_reply=*/true);
+  }
+  Pump();
+  return Finish::kAccepted;
+}
+
+void SchedulerCore::AttemptFailed(Task& task, EngineSlot slot, ErrorType error,
+                                  std::string message, bool from_reply) {
+  const int32_t engine_id = engines_[slot].id;
+  if (task.retries_left > 0) {
+    --task.retries_left;
+    ++counters_.retried;
+    if (!Contains(task.blacklist, engine_id)) task.blacklist.push_back(engine_id);
+    actions_.push_back({Action::Kind::kRetry, task.id, slot, engine_id, task.attempt, error,
+                        message, from_reply});
+    const bool failed_on_every_target =
+        !task.targets.empty() &&
+        std::all_of(task.targets.begin(), task.targets.end(),
+                    [&](int32_t t) { return Contains(task.blacklist, t); });
+    if (failed_on_every_target) {
+      Fail(task, ErrorType::kImpossibleDependency,
+           "task " + task.id.ToHex() + " failed on every one of its target engines (last error: " +
+               std::string(ErrorTypeName(error)) + ")");
+      return;
+    }
+    AddDeadline(task);
+    MakeReady(task);
+    return;
+  }
+  if (from_reply) {
+    ++counters_.failed;
+    const TaskId id = task.id;
+    actions_.push_back({Action::Kind::kDeliver, id, slot, engine_id, task.attempt, error, {}, true});
+    tasks_.erase(id);
+    Resolve(id, {slot, false});
+    return;
+  }
+  Fail(task, error, std::move(message), slot);
+}
+
+AbortOutcome SchedulerCore::Abort(const std::vector<TaskId>& ids) {
+  AbortOutcome outcome;
+  for (const TaskId& id : ids) {
+    if (auto it = tasks_.find(id); it != tasks_.end()) {
+      if (it->second.state == State::kRunning) {
+        outcome.running.push_back(id);
+      } else {
+        Fail(it->second, ErrorType::kTaskAborted, "task " + id.ToHex() + " was aborted on request");
+        outcome.aborted.push_back(id);
+      }
+    } else if (finished_.count(id)) {
+      outcome.finished.push_back(id);
+    } else {
+      outcome.unknown.push_back(id);
+    }
+  }
+  Pump();
+  return outcome;
+}
+
+void SchedulerCore::Tick() {
+  const int64_t now = clock_->NowMicros();
+  while (!deadlines_.empty() && deadlines_.top().first <= now) {
+    const auto [deadline, id] = deadlines_.top();
+    deadlines_.pop();
+    auto it = tasks_.find(id);
+    if (it == tasks_.end() || it->second.state == State::kRunning ||
+        it->second.deadline_us != deadline) {
+      continue;  // finished, started, or re-queued with a later deadline
+    }
+    Task& task = it->second;
+    Fail(task, ErrorType::kTaskTimeout,
+         "task " + id.ToHex() + " did not start within " +
+             std::to_string(task.timeout_us / 1e6).substr(0, 8) + " s of being queued");
+  }
+  Pump();
+}
+
+std::optional<int64_t> SchedulerCore::NextDeadline() const {
+  if (deadlines_.empty()) return std::nullopt;
+  return deadlines_.top().first;
+}
+
+EngineSlot SchedulerCore::EngineAdded(int32_t engine_id) {
+  if (auto it = slot_of_id_.find(engine_id); it != slot_of_id_.end()) EngineRemoved(it->second);
+  const auto slot = static_cast<EngineSlot>(engines_.size());
+  Engine engine;
+  engine.id = engine_id;
+  engine.alive = true;
+  engine.stamp = next_new_stamp_++;
+  engines_.push_back(std::move(engine));
+  slot_of_id_[engine_id] = slot;
+  JoinScheme(slot);
+  Pump();
+  return slot;
+}
+
+void SchedulerCore::EngineRemoved(EngineSlot slot) {
+  if (slot >= engines_.size() || !engines_[slot].alive) return;
+  Engine& e = engines_[slot];
+  LeaveScheme(slot);
+  e.alive = false;
+  slot_of_id_.erase(e.id);
+  std::vector<TaskId> running = std::move(e.running);
+  e.running.clear();
+  e.load = 0;
+  for (const TaskId& id : running) {
+    Task& task = tasks_.at(id);
+    task.state = State::kWaiting;
+    task.slot = kNoSlot;
+    --running_;
+    AttemptFailed(task, slot, ErrorType::kEngineError,
+                  "engine " + std::to_string(e.id) + " was lost while running task " + id.ToHex() +
+                      " (attempt " + std::to_string(task.attempt) + ")",
+                  /*from_reply=*/false);
+  }
+  if (auto it = located_on_.find(slot); it != located_on_.end()) {
+    std::vector<TaskId> located = std::move(it->second);
+    located_on_.erase(it);
+    for (const TaskId& id : located) {
+      auto t = tasks_.find(id);
+      if (t == tasks_.end() || t->second.state != State::kReady) continue;
+      Task& task = t->second;
+      const bool any_alive = std::any_of(task.location.begin(), task.location.end(),
+                                         [&](EngineSlot s) { return engines_[s].alive; });
+      if (!any_alive) {
+        Fail(task, ErrorType::kImpossibleDependency,
+             "task " + id.ToHex() + ": engine " + std::to_string(e.id) +
+                 ", where its follow dependencies ran, is gone");
+      }
+    }
+  }
+  Pump();
+}
+
+void SchedulerCore::TakeActions(std::vector<Action>* out) {
+  out->clear();
+  out->swap(actions_);
+}
+
+int32_t SchedulerCore::EngineIdOf(EngineSlot slot) const {
+  return slot < engines_.size() && engines_[slot].alive ? engines_[slot].id : -1;
+}
+
+uint32_t SchedulerCore::LoadOf(EngineSlot slot) const {
+  return slot < engines_.size() ? engines_[slot].load : 0;
+}
+
+uint64_t SchedulerCore::CompletedOn(EngineSlot slot) const {
+  return slot < engines_.size() ? engines_[slot].completed : 0;
+}
+
+std::vector<EngineSlot> SchedulerCore::LiveSlots() const {
+  std::vector<EngineSlot> slots;
+  for (const auto& [id, slot] : slot_of_id_) slots.push_back(slot);
+  std::sort(slots.begin(), slots.end());
+  return slots;
+}
+
+}  // namespace ztask::scheduler

@@ -1,0 +1,243 @@
+// SchedulerCore: every scheduling rule of ztask, with no I/O. Events go in
+// (a task submitted, an engine added or removed, an attempt finished, an
+// abort, the time passing); actions come out (send this task to that engine,
+// deliver this reply, fail this task, tell the hub a retry happened). The
+// clock is injected, so tests drive it in microseconds with a fake one and
+// benchmarks measure it without a network.
+//
+// Every task submitted and accepted gets exactly one final action (kDeliver
+// or kFail). The core never sees a task's arguments: only what routing needs.
+//
+// Thread safety: owned by one thread.
+#ifndef ZTASK_SCHEDULER_CORE_H_
+#define ZTASK_SCHEDULER_CORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "scheduler/dependencies.h"
+#include "scheduler/scheme.h"
+#include "ztask/task.h"
+#include "ztask/task_id.h"
+
+namespace ztask::scheduler {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual int64_t NowMicros() = 0;  // monotonic
+};
+
+struct CoreOptions {
+  // Most tasks outstanding on one engine; 0 means no limit. Default: 1.
+  uint32_t hwm = 1;
+};
+
+struct Submission {
+  TaskId id;
+  DependencySet after;
+  DependencySet follow;
+  std::vector<int32_t> targets;  // engine ids; empty: any engine
+  double timeout_s = 0;          // 0: no timeout
+  int32_t retries = 0;
+  int32_t priority = 0;
+};
+
+struct Action {
+  enum class Kind : uint8_t {
+    kDispatch,  // send the task to engine (slot, engine_id) as `attempt`
+    kDeliver,   // final: the reply just given to TaskFinished goes to the client
+    kFail,      // final: the scheduler fails the task with error/message
+    kRetry,     // attempt `attempt` failed on engine_id; the task waits again
+  };
+  Kind kind;
+  TaskId task;
+  EngineSlot slot = kNoSlot;
+  int32_t engine_id = -1;  // -1: no engine involved
+  int32_t attempt = 0;
+  ErrorType error = ErrorType::kNone;
+  std::string message;
+  bool from_reply = false;  // kDeliver/kRetry caused by an engine's reply
+};
+
+struct CoreCounters {
+  uint64_t submitted = 0;
+  uint64_t duplicates = 0;       // submissions with an id already known
+  uint64_t dispatched = 0;
+  uint64_t succeeded = 0;
+  uint64_t failed = 0;
+  uint64_t retried = 0;
+  uint64_t late_replies = 0;     // replies for tasks not running there
+};
+
+struct AbortOutcome {
+  std::vector<TaskId> aborted, running, finished, unknown;
+};
+
+class SchedulerCore {
+ public:
+  // REQUIRES: scheme and clock non-null; clock outlives the core.
+  SchedulerCore(CoreOptions options, std::unique_ptr<Scheme> scheme, Clock* clock);
+
+  // Accepts a task. Returns false (and does nothing else) when a task with
+  // this id was already submitted: a duplicate is a peer's bug, not a task.
+  bool Submit(const Submission& submission);
+
+  // An engine life begins; returns its slot. An engine id already alive is
+  // first removed (it restarted before we heard it was gone).
+  EngineSlot EngineAdded(int32_t engine_id);
+  // The engine is gone: its running tasks fail with EngineError (retried
+  // when they may be). Unknown or already removed slots are ignored.
+  void EngineRemoved(EngineSlot slot);
+
+  enum class Finish { kAccepted, kLate };
+  // An attempt ended on `slot`. kLate when the task is not running there
+  // (its engine was declared lost, or the id is unknown): nothing changes.
+  Finish TaskFinished(EngineSlot slot, const TaskId& task, bool success, ErrorType error);
+
+  // Fails every listed task still waiting with TaskAborted.
+  AbortOutcome Abort(const std::vector<TaskId>& tasks);
+
+  // Fails the tasks whose timeout passed.
+  void Tick();
+  // When Tick() next has work, if ever.
+  std::optional<int64_t> NextDeadline() const;
+
+  // Moves the actions produced since the last call into *out (cleared first).
+  void TakeActions(std::vector<Action>* out);
+
+  const CoreCounters& counters() const { return counters_; }
+  size_t live_tasks() const { return tasks_.size(); }
+  size_t unassigned_tasks() const { return tasks_.size() - running_; }
+  size_t finished_tasks() const { return finished_.size(); }
+  // The engine id of a live slot, or -1.
+  int32_t EngineIdOf(EngineSlot slot) const;
+  uint32_t LoadOf(EngineSlot slot) const;
+  uint64_t CompletedOn(EngineSlot slot) const;
+  std::vector<EngineSlot> LiveSlots() const;
+
+ private:
+  enum class State : uint8_t { kWaiting, kReady, kRunning };
+
+  struct Task {
+    TaskId id;
+    State state = State::kWaiting;
+    int32_t priority = 0;
+    uint64_t seq = 0;
+    DependencyProgress after;
+    DependencyProgress follow;
+    uint32_t follow_unlocated = 0;      // accepted follow deps that never ran
+    std::vector<EngineSlot> location;   // follow: where it may run
+    std::vector<int32_t> targets;
+    std::vector<int32_t> blacklist;     // engine ids where it failed
+    int64_t timeout_us = 0;
+    int64_t deadline_us = 0;
+    int32_t retries_left = 0;
+    int32_t attempt = 0;
+    EngineSlot slot = kNoSlot;
+    uint32_t running_index = 0;         // in Engine::running
+  };
+
+  struct Engine {
+    int32_t id = -1;
+    bool alive = false;
+    uint32_t load = 0;
+    int64_t stamp = 0;
+    uint64_t completed = 0;
+    std::vector<TaskId> running;
+  };
+
+  // What later dependents need of a finished task: 8 bytes.
+  struct Finished {
+    EngineSlot slot;
+    bool success;
+  };
+
+  struct ReadyKey {
+    int64_t neg_priority;
+    uint64_t seq;
+    TaskId id;
+    bool operator<(const ReadyKey& o) const {
+      return neg_priority != o.neg_priority ? neg_priority < o.neg_priority : seq < o.seq;
+    }
+  };
+
+  struct Waiter {
+    TaskId task;
+    bool is_follow;
+  };
+
+  enum class Verdict { kWait, kReady, kImpossible };
+  // The dependency whose outcome is being applied, for error messages.
+  struct Cause {
+    TaskId dep;
+    bool success = false;
+  };
+
+  // Re-checks a waiting task's dependency sets; may prune dead engines from
+  // a follow-any location.
+  Verdict Evaluate(Task& task, const Cause& cause, std::string* reason) const;
+  // Applies one finished dependency; returns whether its outcome was accepted.
+  bool CountDependency(Task& task, bool is_follow, const Finished& f);
+  void MakeReady(Task& task);
+  void Unready(Task& task);
+  // Final failure of a task not running; `slot` is where it last ran, if it
+  // matters to follow dependents. Cascades to dependents.
+  void Fail(Task& task, ErrorType error, std::string message, EngineSlot slot = kNoSlot);
+  // Records a final outcome and applies it to every waiting dependent,
+  // iteratively (a failed chain of a million tasks must not recurse).
+  void Resolve(const TaskId& id, Finished outcome);
+  void AttemptFailed(Task& task, EngineSlot slot, ErrorType error, std::string message,
+                     bool from_reply);
+  void Assign(Task& task, EngineSlot slot);
+  void Release(Task& task);
+  bool Constrained(const Task& task) const;
+  // Engines with room that `task` may use now; sets *never when it can never run.
+  void Candidates(const Task& task, std::vector<EngineView>* out, std::string* never) const;
+  void Pump();
+  void AddDeadline(Task& task);
+
+  bool HasRoom(const Engine& e) const { return e.alive && (options_.hwm == 0 || e.load < options_.hwm); }
+  EngineView ViewOf(EngineSlot slot) const {
+    const Engine& e = engines_[slot];
+    return {slot, e.load, e.stamp};
+  }
+  void LeaveScheme(EngineSlot slot);
+  void JoinScheme(EngineSlot slot);
+
+  CoreOptions options_;
+  std::unique_ptr<Scheme> scheme_;
+  Clock* clock_;
+
+  std::unordered_map<TaskId, Task, TaskIdHash> tasks_;
+  std::unordered_map<TaskId, Finished, TaskIdHash> finished_;
+  std::unordered_map<TaskId, std::vector<Waiter>, TaskIdHash> waiters_;
+  std::set<ReadyKey> ready_;
+  bool ready_grew_ = false;
+  size_t running_ = 0;
+  uint64_t next_seq_ = 0;
+
+  std::vector<Engine> engines_;  // by slot
+  std::unordered_map<int32_t, EngineSlot> slot_of_id_;
+  std::unordered_map<EngineSlot, std::vector<TaskId>> located_on_;
+  int64_t next_new_stamp_ = INT64_MIN / 2;  // new engines: older than any use
+  int64_t next_use_stamp_ = 0;
+
+  using Deadline = std::pair<int64_t, TaskId>;
+  std::priority_queue<Deadline, std::vector<Deadline>, std::greater<>> deadlines_;
+
+  std::vector<Action> actions_;
+  std::vector<std::pair<TaskId, Finished>> resolving_;
+  bool draining_ = false;
+  CoreCounters counters_;
+};
+
+}  // namespace ztask::scheduler
+
+#endif  // ZTASK_SCHEDULER_CORE_H_

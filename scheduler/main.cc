@@ -1,0 +1,66 @@
+// taskscheduler: routes tasks from clients to engines. See server.h.
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <spdlog/spdlog.h>
+
+#include "scheduler/scheme.h"
+#include "scheduler/server.h"
+
+namespace {
+ztask::scheduler::SchedulerServer* g_server = nullptr;
+void OnSignal(int) {
+  if (g_server) g_server->RequestStop();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  ztask::scheduler::SchedulerOptions options;
+  std::string ip;
+  std::string log_level = "info";
+  std::string schemes;
+  for (const auto& n : ztask::scheduler::SchemeNames()) schemes += (schemes.empty() ? "" : ", ") + n;
+
+  CLI::App app{"taskscheduler: routes ztask tasks from clients to engines"};
+  app.add_option("--scheme", options.scheme, "how to choose an engine: " + schemes)
+      ->capture_default_str();
+  app.add_option("--hwm", options.hwm, "most tasks outstanding per engine; 0: no limit")
+      ->capture_default_str();
+  app.add_option("--profile-dir", options.profile_dir,
+                 "profile directory holding the connection file (default ~/.ztask/profile_default)");
+  app.add_option("--client-endpoint", options.client_endpoint, "where clients connect")
+      ->capture_default_str();
+  app.add_option("--engine-endpoint", options.engine_endpoint, "where engines connect")
+      ->capture_default_str();
+  app.add_option("--ip", ip, "bind both endpoints on this address, any free port");
+  app.add_option("--max-message-bytes", options.limits.max_message_bytes,
+                 "largest message accepted")
+      ->capture_default_str();
+  app.add_option("--seed", options.seed, "seed of the sampling schemes; 0: random");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (!ip.empty()) {
+    options.client_endpoint = "tcp://" + ip + ":*";
+    options.engine_endpoint = "tcp://" + ip + ":*";
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskscheduler %l: %v");
+
+  auto server = ztask::scheduler::SchedulerServer::Create(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "taskscheduler: %s\n", server.status().message().c_str());
+    return 2;
+  }
+  g_server = server->get();
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  spdlog::info("scheme {}, hwm {}; clients at {}, engines at {}", options.scheme, options.hwm,
+               (*server)->client_endpoint(), (*server)->engine_endpoint());
+  (*server)->Run();
+  g_server = nullptr;
+  return 0;
+}

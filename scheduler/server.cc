@@ -1,0 +1,555 @@
+#include "scheduler/server.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+#include <zmq.hpp>
+
+#include "protocol/connection_file.h"
+#include "protocol/wire.h"
+#include "scheduler/core.h"
+
+namespace ztask::scheduler {
+namespace {
+
+using protocol::Frames;
+using protocol::MsgType;
+using protocol::Share;
+using protocol::View;
+
+class SteadyClock final : public Clock {
+ public:
+  int64_t NowMicros() override { return Now(); }
+  static int64_t Now() {
+    using namespace std::chrono;
+    return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+  }
+};
+
+DependencySet ToSet(const protocol::WireDependencies& w) { return {w.ids, w.mode, w.outcome}; }
+
+// A submitted task's request, kept until its final reply: the client's
+// routing id in frames[0], then the message as it came.
+struct Pending {
+  Frames frames;
+};
+
+// What the hub and the engine itself have told us of one engine.
+struct EngineEntry {
+  int32_t id = -1;
+  bool registered = false;  // the hub says so
+  bool ready = false;       // its DEALER has reached us
+  EngineSlot slot = kNoSlot;
+};
+
+constexpr size_t kBatch = 256;          // messages per socket per turn
+constexpr size_t kMaxWarnedPeers = 4096;
+
+}  // namespace
+
+class SchedulerServer::Impl {
+ public:
+  Impl(const SchedulerOptions& options, protocol::ConnectionInfo info,
+       std::unique_ptr<Scheme> scheme)
+      : options_(options),
+        info_(std::move(info)),
+        signer_(info_.key),
+        core_(CoreOptions{options.hwm}, std::move(scheme), &clock_),
+        client_(context_, zmq::socket_type::router),
+        engine_(context_, zmq::socket_type::router),
+        notifier_(context_, zmq::socket_type::sub),
+        monitor_(context_, zmq::socket_type::dealer) {
+    session_ = TaskId::Random();
+  }
+
+  ~Impl() {
+    if (wake_[0] >= 0) ::close(wake_[0]);
+    if (wake_[1] >= 0) ::close(wake_[1]);
+  }
+
+  Status Start() {
+    if (::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) return Status::IoError("cannot make a pipe");
+    for (zmq::socket_t* s : {&client_, &engine_}) {
+      s->set(zmq::sockopt::router_mandatory, 1);
+      s->set(zmq::sockopt::sndhwm, 1000000);
+      s->set(zmq::sockopt::rcvhwm, 1000000);
+      s->set(zmq::sockopt::linger, 1000);
+      s->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options_.limits.max_message_bytes));
+    }
+    auto client = protocol::Bind(client_, options_.client_endpoint);
+    if (!client.ok()) return client.status();
+    auto engine = protocol::Bind(engine_, options_.engine_endpoint);
+    if (!engine.ok()) return engine.status();
+    client_endpoint_ = *client;
+    engine_endpoint_ = *engine;
+    notifier_.set(zmq::sockopt::subscribe, "");
+    if (!info_.hub.notifier.empty()) {
+      ZTASK_RETURN_IF_ERROR(protocol::Connect(notifier_, info_.hub.notifier));
+    } else {
+      spdlog::warn("the connection file names no hub notifier: no engine will ever be known");
+    }
+    monitor_.set(zmq::sockopt::sndhwm, 1000000);
+    monitor_.set(zmq::sockopt::linger, 2000);
+    if (!info_.hub.monitor.empty()) {
+      ZTASK_RETURN_IF_ERROR(protocol::Connect(monitor_, info_.hub.monitor));
+      monitor_enabled_ = true;
+    }
+    return Status::Ok();
+  }
+
+  void Run() {
+    while (!stop_.load()) {
+      zmq::pollitem_t items[] = {
+          {client_.handle(), 0, ZMQ_POLLIN, 0},
+          {engine_.handle(), 0, ZMQ_POLLIN, 0},
+          {notifier_.handle(), 0, ZMQ_POLLIN, 0},
+          {monitor_.handle(), 0, static_cast<short>(monitor_backlog_.empty() ? 0 : ZMQ_POLLOUT), 0},
+          {nullptr, wake_[0], ZMQ_POLLIN, 0},
+      };
+      try {
+        zmq::poll(items, std::size(items), PollTimeout());
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        spdlog::error("poll failed: {}", e.what());
+        return;
+      }
+      if (items[0].revents & ZMQ_POLLIN) Drain(client_, &Impl::OnClientMessage);
+      if (items[1].revents & ZMQ_POLLIN) Drain(engine_, &Impl::OnEngineMessage);
+      if (items[2].revents & ZMQ_POLLIN) Drain(notifier_, &Impl::OnNotifierMessage);
+      FlushMonitor();
+      core_.Tick();
+      DrainActions();
+    }
+    spdlog::info("stopping: {} tasks live, {} dropped messages, {} late replies",
+                 core_.live_tasks(), counters_.dropped, counters_.late_replies);
+  }
+
+  void RequestStop() {
+    stop_.store(true);
+    char byte = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_[1], &byte, 1);
+  }
+
+  const std::string& client_endpoint() const { return client_endpoint_; }
+  const std::string& engine_endpoint() const { return engine_endpoint_; }
+  ServerCounters counters() const { return counters_; }
+
+ private:
+  std::chrono::milliseconds PollTimeout() const {
+    auto next = core_.NextDeadline();
+    if (!next) return std::chrono::milliseconds(-1);
+    const int64_t wait_us = *next - SteadyClock::Now();
+    if (wait_us <= 0) return std::chrono::milliseconds(0);
+    return std::chrono::milliseconds((wait_us + 999) / 1000);
+  }
+
+  void Drain(zmq::socket_t& socket, void (Impl::*handle)(Frames&)) {
+    for (size_t i = 0; i < kBatch; ++i) {
+      if (!protocol::TryReceive(socket, frames_)) return;
+      (this->*handle)(frames_);
+    }
+  }
+
+  // ---- inbound ----------------------------------------------------------
+
+  void Drop(std::string_view peer, const std::string& why) {
+    ++counters_.dropped;
+    std::string key(peer);
+    if (warned_.size() < kMaxWarnedPeers && warned_.insert(key).second) {
+      spdlog::warn("dropped a message from peer {}: {} (further drops from it are counted, "
+                   "not logged)", Printable(peer), why);
+    }
+  }
+
+  static std::string Printable(std::string_view peer) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : peer.substr(0, 16)) {
+      if (c >= 0x20 && c < 0x7f) {
+        out += static_cast<char>(c);
+      } else {
+        out += kDigits[c >> 4];
+        out += kDigits[c & 0xf];
+      }
+    }
+    return out.empty() ? "(anonymous)" : out;
+  }
+
+  // Verifies frames[first..] and decodes the header.
+  Result<protocol::Header> Open(const Frames& frames, size_t first,
+                                std::vector<std::string_view>* views) {
+    if (frames.size() < first) return Status::Malformed("no routing id");
+    *views = protocol::Views(frames, first);
+    ZTASK_RETURN_IF_ERROR(protocol::CheckFrames(signer_, options_.limits, *views));
+    return protocol::DecodeHeader((*views)[protocol::kFrameHeader]);
+  }
+
+  void OnClientMessage(Frames& frames) {
+    std::vector<std::string_view> views;
+    auto header = Open(frames, 1, &views);
+    const std::string_view peer = frames.empty() ? "" : View(frames[0]);
+    if (!header.ok()) return Drop(peer, header.status().ToString());
+    switch (header->type) {
+      case MsgType::kTaskRequest: return OnTaskRequest(*header, views, frames);
+      case MsgType::kAbortRequest: return OnAbortRequest(views, frames);
+      default:
+        return Drop(peer, "unexpected " + std::string(protocol::MsgTypeName(header->type)) +
+                              " on the client socket");
+    }
+  }
+
+  void OnTaskRequest(const protocol::Header& header, const std::vector<std::string_view>& views,
+                     Frames& frames) {
+    const std::string_view peer = View(frames[0]);
+    auto meta = protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]);
+    if (!meta.ok()) return Drop(peer, "task_request metadata: " + meta.status().message());
+    auto [it, inserted] = pending_.try_emplace(header.id);
+    if (!inserted) {
+      ++counters_.duplicate_tasks;
+      return Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
+    }
+    it->second.frames = std::move(frames);
+    Submission submission{header.id,        ToSet(meta->after), ToSet(meta->follow),
+                          meta->targets,    meta->timeout_s,    meta->retries,
+                          meta->priority};
+    // Monitor first, so the hub hears of the task before of its outcome.
+    SendMonitor(MonitorCopy(MsgType::kTaskSubmitted, it->second.frames));
+    if (!core_.Submit(submission)) {
+      pending_.erase(it);
+      ++counters_.duplicate_tasks;
+      return Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
+    }
+    DrainActions();
+  }
+
+  void OnAbortRequest(const std::vector<std::string_view>& views, Frames& frames) {
+    auto request = protocol::DecodeBody<protocol::AbortRequest>(views[protocol::kFrameContent]);
+    if (!request.ok()) return Drop(View(frames[0]), "abort_request: " + request.status().message());
+    AbortOutcome outcome = core_.Abort(request->task_ids);
+    DrainActions();
+    protocol::AbortReply reply{outcome.aborted, outcome.running, outcome.finished, outcome.unknown};
+    Frames out;
+    out.push_back(std::move(frames[0]));
+    Append(out, MsgType::kAbortReply, Share(frames[1 + protocol::kFrameHeader]),
+           protocol::EncodeBody(protocol::Empty{}), protocol::EncodeBody(reply));
+    SendToClient(out);
+  }
+
+  void OnEngineMessage(Frames& frames) {
+    std::vector<std::string_view> views;
+    auto header = Open(frames, 1, &views);
+    const std::string_view peer = frames.empty() ? "" : View(frames[0]);
+    if (!header.ok()) return Drop(peer, header.status().ToString());
+    if (header->type == MsgType::kEngineReady) {
+      auto ready = protocol::DecodeBody<protocol::EngineReady>(views[protocol::kFrameContent]);
+      if (!ready.ok()) return Drop(peer, "engine_ready: " + ready.status().message());
+      EngineEntry& entry = engines_[std::string(peer)];
+      entry.ready = true;
+      Activate(std::string(peer), entry);
+      return DrainActions();
+    }
+    if (header->type != MsgType::kTaskReply) {
+      return Drop(peer, "unexpected " + std::string(protocol::MsgTypeName(header->type)) +
+                            " on the engine socket");
+    }
+    auto entry = engines_.find(std::string(peer));
+    if (entry == engines_.end() || entry->second.slot == kNoSlot) {
+      ++counters_.unknown_engines;
+      return Drop(peer, "task_reply from an engine that is not registered");
+    }
+    auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
+    if (!parent.ok() || !*parent) return Drop(peer, "task_reply without a parent header");
+    auto meta = protocol::DecodeBody<protocol::ReplyMeta>(views[protocol::kFrameMeta]);
+    if (!meta.ok()) return Drop(peer, "task_reply metadata: " + meta.status().message());
+    current_reply_ = &frames;
+    if (core_.TaskFinished(entry->second.slot, (*parent)->id, meta->ok, meta->error_type) ==
+        SchedulerCore::Finish::kLate) {
+      ++counters_.late_replies;
+      spdlog::debug("ignored a late reply for task {}", (*parent)->id.ToHex());
+    }
+    DrainActions();
+    current_reply_ = nullptr;
+  }
+
+  void OnNotifierMessage(Frames& frames) {
+    std::vector<std::string_view> views;
+    auto header = Open(frames, 0, &views);
+    if (!header.ok()) return Drop("hub-notifier", header.status().ToString());
+    if (header->type == MsgType::kEngineRegistered) {
+      auto info = protocol::DecodeBody<protocol::EngineInfo>(views[protocol::kFrameContent]);
+      if (!info.ok()) return Drop("hub-notifier", "engine_registered: " + info.status().message());
+      EngineEntry& entry = engines_[info->uuid];
+      if (entry.registered && entry.id == info->id) return;  // heard it already
+      if (entry.slot != kNoSlot) {
+        core_.EngineRemoved(entry.slot);
+        entry.slot = kNoSlot;
+      }
+      entry.id = info->id;
+      entry.registered = true;
+      Activate(info->uuid, entry);
+    } else if (header->type == MsgType::kEngineUnregistered) {
+      auto ref = protocol::DecodeBody<protocol::EngineRef>(views[protocol::kFrameContent]);
+      if (!ref.ok()) return Drop("hub-notifier", "engine_unregistered: " + ref.status().message());
+      auto it = engines_.find(ref->uuid);
+      if (it == engines_.end()) return;
+      if (it->second.slot != kNoSlot) {
+        spdlog::info("engine {} is gone", it->second.id);
+        core_.EngineRemoved(it->second.slot);
+      }
+      engines_.erase(it);
+    } else {
+      return Drop("hub-notifier", "unexpected " + std::string(protocol::MsgTypeName(header->type)));
+    }
+    DrainActions();
+  }
+
+  // An engine takes tasks once the hub registered it and it reached us.
+  void Activate(const std::string& uuid, EngineEntry& entry) {
+    if (!entry.registered || !entry.ready || entry.slot != kNoSlot) return;
+    entry.slot = core_.EngineAdded(entry.id);
+    if (uuid_of_slot_.size() <= entry.slot) uuid_of_slot_.resize(entry.slot + 1);
+    uuid_of_slot_[entry.slot] = uuid;
+    spdlog::info("engine {} can take tasks", entry.id);
+  }
+
+  // ---- actions ----------------------------------------------------------
+
+  void DrainActions() {
+    while (true) {
+      core_.TakeActions(&actions_);
+      if (actions_.empty()) return;
+      std::vector<Action> batch;
+      batch.swap(actions_);
+      for (const Action& a : batch) Handle(a);
+    }
+  }
+
+  void Handle(const Action& a) {
+    auto it = pending_.find(a.task);
+    if (it == pending_.end()) {
+      spdlog::error("no request kept for task {}: a bug", a.task.ToHex());
+      return;
+    }
+    Frames& request = it->second.frames;
+    switch (a.kind) {
+      case Action::Kind::kDispatch: return Dispatch(a, request);
+      case Action::Kind::kDeliver:
+        Deliver(a, request);
+        pending_.erase(it);
+        return;
+      case Action::Kind::kFail:
+        FailTask(a, request);
+        pending_.erase(it);
+        return;
+      case Action::Kind::kRetry: return Retried(a, request);
+    }
+  }
+
+  void Dispatch(const Action& a, Frames& request) {
+    Frames out;
+    out.reserve(request.size());
+    out.push_back(protocol::Frame(uuid_of_slot_[a.slot]));
+    for (size_t i = 1; i < request.size(); ++i) out.push_back(Share(request[i]));
+    protocol::Assignment assignment{a.engine_id, a.attempt};
+    Frames monitor;
+    Append(monitor, MsgType::kTaskAssigned, Share(request[1 + protocol::kFrameHeader]),
+           protocol::EncodeBody(assignment), protocol::EncodeBody(protocol::Empty{}));
+    SendMonitor(std::move(monitor));
+    Status sent = protocol::SendFrames(engine_, out);
+    if (!sent.ok()) {
+      // Registered but unreachable: treat it as lost, its tasks go elsewhere.
+      spdlog::warn("engine {} is unreachable ({}); removing it", a.engine_id, sent.message());
+      for (auto& [uuid, entry] : engines_) {
+        if (entry.slot == a.slot) {
+          entry.slot = kNoSlot;
+          entry.ready = false;
+        }
+      }
+      core_.EngineRemoved(a.slot);
+    }
+  }
+
+  void Deliver(const Action& a, Frames& request) {
+    Frames& reply = *current_reply_;
+    SendMonitor(OutcomeFrames(a, /*final=*/true, Share(reply[1 + protocol::kFrameParent]),
+                              Share(reply[1 + protocol::kFrameContent]), &reply));
+    Frames out;
+    out.reserve(reply.size());
+    out.push_back(Share(request[0]));
+    for (size_t i = 1; i < reply.size(); ++i) out.push_back(std::move(reply[i]));
+    SendToClient(out);
+  }
+
+  void FailTask(const Action& a, Frames& request) {
+    protocol::ReplyMeta meta{false, a.error, std::nullopt, a.attempt};
+    if (a.engine_id >= 0) meta.engine_id = a.engine_id;
+    protocol::TaskResult result;
+    result.error_message = a.message;
+    const std::string content = protocol::EncodeBody(result);
+    SendMonitor(OutcomeFrames(a, /*final=*/true, Share(request[1 + protocol::kFrameHeader]),
+                              protocol::Frame(content), nullptr));
+    Frames out;
+    out.push_back(Share(request[0]));
+    Append(out, MsgType::kTaskReply, Share(request[1 + protocol::kFrameHeader]),
+           protocol::EncodeBody(meta), content);
+    SendToClient(out);
+  }
+
+  void Retried(const Action& a, Frames& request) {
+    if (a.from_reply) {
+      Frames& reply = *current_reply_;
+      SendMonitor(OutcomeFrames(a, /*final=*/false, Share(reply[1 + protocol::kFrameParent]),
+                                Share(reply[1 + protocol::kFrameContent]), &reply));
+      return;
+    }
+    protocol::TaskResult result;
+    result.error_message = a.message;
+    SendMonitor(OutcomeFrames(a, /*final=*/false, Share(request[1 + protocol::kFrameHeader]),
+                              protocol::Frame(protocol::EncodeBody(result)), nullptr));
+  }
+
+  // ---- building and sending ---------------------------------------------
+
+  protocol::Header NewHeader(MsgType type) {
+    return {TaskId{session_.hi, ++message_counter_}, type, session_.ToHex(),
+            protocol::NowMicros()};
+  }
+
+  // Appends a whole signed message to `out` (after any routing ids in it).
+  void Append(Frames& out, MsgType type, zmq::message_t parent, const std::string& meta,
+              const std::string& content) {
+    const size_t first = out.size();
+    out.push_back(protocol::Frame(protocol::kProtocolSignature));
+    out.emplace_back();
+    out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(type))));
+    out.push_back(std::move(parent));
+    out.push_back(protocol::Frame(meta));
+    out.push_back(protocol::Frame(content));
+    protocol::SignFrames(signer_, out, first);
+  }
+
+  // A monitor message carrying a request's parts as they came.
+  Frames MonitorCopy(MsgType type, Frames& request) {
+    Frames out;
+    out.push_back(protocol::Frame(protocol::kProtocolSignature));
+    out.emplace_back();
+    out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(type))));
+    out.push_back(Share(request[1 + protocol::kFrameHeader]));
+    for (size_t i = 1 + protocol::kFrameMeta; i < request.size(); ++i) {
+      out.push_back(Share(request[i]));
+    }
+    protocol::SignFrames(signer_, out);
+    return out;
+  }
+
+  Frames OutcomeFrames(const Action& a, bool final, zmq::message_t parent,
+                       zmq::message_t content, Frames* reply) {
+    protocol::OutcomeMeta meta{final, a.error == ErrorType::kNone, a.error, std::nullopt,
+                               a.attempt};
+    if (a.engine_id >= 0) meta.engine_id = a.engine_id;
+    Frames out;
+    out.push_back(protocol::Frame(protocol::kProtocolSignature));
+    out.emplace_back();
+    out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(MsgType::kTaskOutcome))));
+    out.push_back(std::move(parent));
+    out.push_back(protocol::Frame(protocol::EncodeBody(meta)));
+    out.push_back(std::move(content));
+    if (reply) {
+      for (size_t i = 1 + protocol::kFirstBuffer; i < reply->size(); ++i) {
+        out.push_back(Share((*reply)[i]));
+      }
+    }
+    protocol::SignFrames(signer_, out);
+    return out;
+  }
+
+  void SendToClient(Frames& out) {
+    Status sent = protocol::SendFrames(client_, out);
+    if (!sent.ok()) {
+      ++counters_.undeliverable;
+      spdlog::warn("could not reply to client {}: {} (the hub keeps the record)",
+                   Printable(View(out[0])), sent.message());
+    }
+  }
+
+  // The monitor never blocks the loop: what the socket will not take now
+  // waits here, in order, until it will.
+  void SendMonitor(Frames frames) {
+    if (!monitor_enabled_) return;
+    if (monitor_backlog_.empty()) {
+      if (protocol::SendFrames(monitor_, frames).ok()) return;
+    }
+    monitor_backlog_.push_back(std::move(frames));
+  }
+
+  void FlushMonitor() {
+    while (!monitor_backlog_.empty()) {
+      if (!protocol::SendFrames(monitor_, monitor_backlog_.front()).ok()) return;
+      monitor_backlog_.pop_front();
+    }
+  }
+
+  SchedulerOptions options_;
+  protocol::ConnectionInfo info_;
+  protocol::Signer signer_;
+  SteadyClock clock_;
+  SchedulerCore core_;
+
+  zmq::context_t context_{1};
+  zmq::socket_t client_, engine_, notifier_, monitor_;
+  bool monitor_enabled_ = false;
+  std::deque<Frames> monitor_backlog_;
+  std::string client_endpoint_, engine_endpoint_;
+  int wake_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
+
+  TaskId session_;
+  uint64_t message_counter_ = 0;
+  Frames frames_;
+  Frames* current_reply_ = nullptr;
+  std::vector<Action> actions_;
+  std::unordered_map<TaskId, Pending, TaskIdHash> pending_;
+  std::unordered_map<std::string, EngineEntry> engines_;
+  std::vector<std::string> uuid_of_slot_;
+  std::unordered_set<std::string> warned_;
+  ServerCounters counters_;
+};
+
+Result<std::unique_ptr<SchedulerServer>> SchedulerServer::Create(const SchedulerOptions& options) {
+  uint64_t seed = options.seed;
+  if (seed == 0) seed = TaskId::Random().lo | 1;
+  auto scheme = MakeScheme(options.scheme, seed);
+  if (!scheme) {
+    std::string names;
+    for (const auto& n : SchemeNames()) names += (names.empty() ? "" : ", ") + n;
+    return Status::InvalidArgument("unknown scheme '" + options.scheme +
+                                   "'; valid schemes: " + names);
+  }
+  const auto profile =
+      options.profile_dir.empty() ? protocol::DefaultProfileDir() : options.profile_dir;
+  const auto path = protocol::ConnectionFilePath(profile);
+  auto info = protocol::ReadConnectionFile(path);
+  if (!info.ok()) return info.status();
+  auto impl = std::make_unique<Impl>(options, *info, std::move(scheme));
+  ZTASK_RETURN_IF_ERROR(impl->Start());
+  const std::string client = impl->client_endpoint(), engine = impl->engine_endpoint();
+  ZTASK_RETURN_IF_ERROR(protocol::UpdateConnectionFile(
+      path, *info, [&](protocol::ConnectionInfo& c) { c.scheduler = {client, engine}; }));
+  return std::unique_ptr<SchedulerServer>(new SchedulerServer(std::move(impl)));
+}
+
+SchedulerServer::SchedulerServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SchedulerServer::~SchedulerServer() = default;
+void SchedulerServer::Run() { impl_->Run(); }
+void SchedulerServer::RequestStop() { impl_->RequestStop(); }
+const std::string& SchedulerServer::client_endpoint() const { return impl_->client_endpoint(); }
+const std::string& SchedulerServer::engine_endpoint() const { return impl_->engine_endpoint(); }
+ServerCounters SchedulerServer::counters() const { return impl_->counters(); }
+
+}  // namespace ztask::scheduler

@@ -1,0 +1,74 @@
+// SchedulerServer: the taskscheduler process's socket loop around the
+// SchedulerCore. One thread owns every socket:
+//
+//   client ROUTER  <- task_request, abort_request; -> task_reply, abort_reply
+//   engine ROUTER  -> task_request; <- task_reply, engine_ready
+//   notifier SUB   <- engine_registered / engine_unregistered (from the hub)
+//   monitor DEALER -> task_submitted / task_assigned / task_outcome (to the hub)
+//
+// It verifies and decodes only the header and routing metadata of a task,
+// and forwards every other frame as it came (shared, never re-encoded).
+//
+// Thread safety: Create and Run on one thread; RequestStop from any thread
+// or from a signal handler.
+#ifndef ZTASK_SCHEDULER_SERVER_H_
+#define ZTASK_SCHEDULER_SERVER_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "protocol/codec.h"
+#include "ztask/status.h"
+
+namespace ztask::scheduler {
+
+struct SchedulerOptions {
+  // Scheme name (scheme.h). Default: "leastload".
+  std::string scheme = "leastload";
+  // Most tasks outstanding per engine, 0 for no limit. Default: 1.
+  uint32_t hwm = 1;
+  // Where the connection file is. Default: ~/.ztask/profile_default.
+  std::filesystem::path profile_dir;
+  // Where clients and engines connect. Default: loopback, any free port.
+  std::string client_endpoint = "tcp://127.0.0.1:*";
+  std::string engine_endpoint = "tcp://127.0.0.1:*";
+  // Bounds on what a peer may send.
+  protocol::Limits limits;
+  // Seed for the sampling schemes; 0 picks one at random. Default: 0.
+  uint64_t seed = 0;
+};
+
+struct ServerCounters {
+  uint64_t dropped = 0;          // unsigned, malformed or unexpected messages
+  uint64_t duplicate_tasks = 0;  // task ids submitted twice
+  uint64_t late_replies = 0;     // replies from an engine not running the task
+  uint64_t unknown_engines = 0;  // replies from an engine never registered
+  uint64_t undeliverable = 0;    // replies to a client that is gone
+};
+
+class SchedulerServer {
+ public:
+  // Reads the connection file, binds, records the endpoints in the file.
+  static Result<std::unique_ptr<SchedulerServer>> Create(const SchedulerOptions& options);
+  ~SchedulerServer();
+
+  // Serves until RequestStop().
+  void Run();
+  // Safe from a signal handler.
+  void RequestStop();
+
+  const std::string& client_endpoint() const;
+  const std::string& engine_endpoint() const;
+  ServerCounters counters() const;
+
+ private:
+  class Impl;
+  explicit SchedulerServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ztask::scheduler
+
+#endif  // ZTASK_SCHEDULER_SERVER_H_

@@ -1,0 +1,178 @@
+// HWM, order, targets, engines coming and going, and each scheme's choice
+// inside the core.
+#include <set>
+
+#include "tests/scheduler/core_fixture.h"
+
+namespace ztask::scheduler {
+namespace {
+
+class Dispatch : public CoreTest {};
+
+TEST_F(Dispatch, HwmOneKeepsExtraTasksInTheScheduler) {
+  Make(1);
+  AddEngine(1);
+  for (uint64_t n = 1; n <= 3; ++n) Submit(TaskSpec(n));
+  EXPECT_EQ(DispatchOrder(), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(core().LoadOf(slots_[1]), 1u);
+  EXPECT_EQ(core().unassigned_tasks(), 2u);
+  Finish(1, true);
+  EXPECT_EQ(DispatchOrder(), (std::vector<uint64_t>{1, 2}));
+}
+
+TEST_F(Dispatch, HwmNAllowsNOutstanding) {
+  Make(3);
+  AddEngine(1);
+  for (uint64_t n = 1; n <= 5; ++n) Submit(TaskSpec(n));
+  EXPECT_EQ(DispatchOrder().size(), 3u);
+  EXPECT_EQ(core().LoadOf(slots_[1]), 3u);
+}
+
+TEST_F(Dispatch, HwmZeroIsUnlimited) {
+  Make(0);
+  AddEngine(1);
+  for (uint64_t n = 1; n <= 50; ++n) Submit(TaskSpec(n));
+  EXPECT_EQ(DispatchOrder().size(), 50u);
+  EXPECT_EQ(core().unassigned_tasks(), 0u);
+}
+
+TEST_F(Dispatch, TasksWaitWhenNoEngineIsRegistered) {
+  for (uint64_t n = 1; n <= 3; ++n) EXPECT_TRUE(Submit(TaskSpec(n)));
+  EXPECT_TRUE(DispatchOrder().empty());
+  EXPECT_EQ(core().unassigned_tasks(), 3u);
+  AddEngine(7);
+  EXPECT_EQ(DispatchOrder(), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(DispatchesOf(1), (std::vector<int32_t>{7}));
+}
+
+TEST_F(Dispatch, FifoWithinAPriority) {
+  for (uint64_t n = 1; n <= 5; ++n) Submit(TaskSpec(n));
+  AddEngine(1);
+  for (uint64_t n = 1; n <= 5; ++n) Finish(n, true);
+  EXPECT_EQ(DispatchOrder(), (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+}
+
+TEST_F(Dispatch, HigherPriorityFirst) {
+  Submit(TaskSpec(1).Priority(0));
+  Submit(TaskSpec(2).Priority(5));
+  Submit(TaskSpec(3).Priority(-1));
+  Submit(TaskSpec(4).Priority(5));
+  AddEngine(1);
+  for (uint64_t n : {2, 4, 1, 3}) Finish(n, true);
+  EXPECT_EQ(DispatchOrder(), (std::vector<uint64_t>{2, 4, 1, 3}));
+}
+
+TEST_F(Dispatch, PassedOverTasksKeepTheirOrder) {
+  AddEngine(1);
+  AddEngine(2);
+  Submit(TaskSpec(1).Targets({1}));  // engine 1 now busy
+  // Passed over again and again while engine 2 takes other work.
+  Submit(TaskSpec(2).Targets({1}));
+  Submit(TaskSpec(3).Targets({1}));
+  Submit(TaskSpec(4).Targets({1}));
+  Submit(TaskSpec(5));
+  Finish(5, true);
+  Submit(TaskSpec(6));
+  Finish(1, true);
+  Finish(2, true);
+  Finish(3, true);
+  std::vector<uint64_t> on_one;
+  for (uint64_t n : DispatchOrder()) {
+    if (DispatchesOf(n)[0] == 1) on_one.push_back(n);
+  }
+  EXPECT_EQ(on_one, (std::vector<uint64_t>{1, 2, 3, 4}));
+}
+
+TEST_F(Dispatch, TargetsRestrictTheEngines) {
+  Make(0);
+  AddEngine(1);
+  AddEngine(2);
+  AddEngine(3);
+  for (uint64_t n = 1; n <= 6; ++n) Submit(TaskSpec(n).Targets({2, 3}));
+  for (uint64_t n = 1; n <= 6; ++n) EXPECT_NE(DispatchesOf(n).at(0), 1) << n;
+}
+
+TEST_F(Dispatch, TargetsNotRegisteredWaitForTheEngine) {
+  AddEngine(1);
+  Submit(TaskSpec(1).Targets({4}));
+  EXPECT_TRUE(DispatchesOf(1).empty());
+  EXPECT_FALSE(FinalOf(1).has_value());
+  AddEngine(4);
+  EXPECT_EQ(DispatchesOf(1), (std::vector<int32_t>{4}));
+}
+
+TEST_F(Dispatch, ADuplicateIdIsRefused) {
+  AddEngine(1);
+  EXPECT_TRUE(Submit(TaskSpec(1)));
+  EXPECT_FALSE(Submit(TaskSpec(1)));
+  Finish(1, true);
+  EXPECT_FALSE(Submit(TaskSpec(1)));
+  EXPECT_EQ(core().counters().duplicates, 2u);
+  EXPECT_EQ(FinalCount(1), 1);
+}
+
+TEST_F(Dispatch, LeastLoadPicksTheFewestOutstanding) {
+  Make(0, "leastload");
+  AddEngine(1);
+  AddEngine(2);
+  AddEngine(3);
+  // Build loads 2, 0, 1 on engines 1, 2, 3 with targeted tasks.
+  Submit(TaskSpec(1).Targets({1}));
+  Submit(TaskSpec(2).Targets({1}));
+  Submit(TaskSpec(3).Targets({3}));
+  Submit(TaskSpec(4));
+  EXPECT_EQ(DispatchesOf(4), (std::vector<int32_t>{2}));
+  Submit(TaskSpec(5));  // loads now 2, 1, 1: tie, engine 2 used more recently
+  EXPECT_EQ(DispatchesOf(5), (std::vector<int32_t>{3}));
+}
+
+TEST_F(Dispatch, LeastLoadTiesGoToTheLeastRecentlyUsed) {
+  Make(0, "leastload");
+  AddEngine(1);
+  AddEngine(2);
+  Submit(TaskSpec(1));
+  Finish(1, true);  // engine 1 used, load back to 0
+  Submit(TaskSpec(2));
+  EXPECT_EQ(DispatchesOf(2), (std::vector<int32_t>{2}));
+}
+
+TEST_F(Dispatch, NewEnginesCountAsLeastRecentlyUsed) {
+  Make(0, "lru");
+  AddEngine(1);
+  Submit(TaskSpec(1));
+  Finish(1, true);
+  AddEngine(2);
+  Submit(TaskSpec(2));
+  EXPECT_EQ(DispatchesOf(2), (std::vector<int32_t>{2}));
+}
+
+TEST_F(Dispatch, LruIgnoresLoad) {
+  Make(0, "lru");
+  AddEngine(1);
+  AddEngine(2);
+  Submit(TaskSpec(1));  // engine 1 (never used, first registered)
+  Submit(TaskSpec(2));  // engine 2
+  Submit(TaskSpec(3));  // engine 1 again: least recently used, though loaded
+  EXPECT_EQ(DispatchesOf(1), (std::vector<int32_t>{1}));
+  EXPECT_EQ(DispatchesOf(2), (std::vector<int32_t>{2}));
+  EXPECT_EQ(DispatchesOf(3), (std::vector<int32_t>{1}));
+}
+
+TEST_F(Dispatch, EveryTaskGetsAnEngineUnderEveryScheme) {
+  for (const auto& scheme : SchemeNames()) {
+    Make(2, scheme);
+    finals_.clear();
+    running_on_.clear();
+    log_.clear();
+    for (int32_t e = 1; e <= 4; ++e) AddEngine(e);
+    for (uint64_t n = 1; n <= 40; ++n) Submit(TaskSpec(n));
+    for (uint64_t n = 1; n <= 40; ++n) Finish(n, true);
+    for (uint64_t n = 1; n <= 40; ++n) {
+      EXPECT_EQ(FinalCount(n), 1) << scheme << " task " << n;
+    }
+    EXPECT_EQ(core().live_tasks(), 0u) << scheme;
+  }
+}
+
+}  // namespace
+}  // namespace ztask::scheduler

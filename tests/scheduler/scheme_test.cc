@@ -1,0 +1,95 @@
+// Each scheme's choice on constructed load and recency vectors.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "scheduler/scheme.h"
+
+namespace ztask::scheduler {
+namespace {
+
+std::unique_ptr<Scheme> With(const std::string& name, std::vector<EngineView> views) {
+  auto scheme = MakeScheme(name, 7);
+  for (const auto& v : views) scheme->Insert(v);
+  return scheme;
+}
+
+// slot, load, stamp (lower stamp: used less recently)
+const std::vector<EngineView> kPool = {{0, 3, 10}, {1, 0, 30}, {2, 1, 5}, {3, 0, 20}};
+
+TEST(Schemes, UnknownNameIsNull) { EXPECT_EQ(MakeScheme("fastest", 1), nullptr); }
+
+TEST(Schemes, RegistryListsFiveWithLeastLoadFirst) {
+  EXPECT_EQ(SchemeNames(),
+            (std::vector<std::string>{"leastload", "lru", "twobin", "weighted", "random"}));
+}
+
+TEST(Schemes, LeastLoadPicksFewestOutstandingThenLeastRecent) {
+  auto s = With("leastload", kPool);
+  EXPECT_EQ(s->Pick(), 3u);  // loads 0 on slots 1 and 3; slot 3 less recent
+  EXPECT_EQ(s->PickFrom(kPool), 3u);
+  s->Erase(kPool[3]);
+  EXPECT_EQ(s->Pick(), 1u);
+}
+
+TEST(Schemes, LruPicksLeastRecentWhateverTheLoad) {
+  auto s = With("lru", kPool);
+  EXPECT_EQ(s->Pick(), 2u);
+  EXPECT_EQ(s->PickFrom(kPool), 2u);
+  s->Erase(kPool[2]);
+  EXPECT_EQ(s->Pick(), 0u);
+}
+
+TEST(Schemes, TwoBinNeverPicksTheMostRecentOfMany) {
+  auto s = With("twobin", kPool);
+  std::map<EngineSlot, int> seen;
+  for (int i = 0; i < 2000; ++i) ++seen[s->Pick()];
+  EXPECT_EQ(seen.count(1), 0u) << "slot 1 is the most recently used";
+  EXPECT_GT(seen[2], seen[0]);
+  EXPECT_EQ(seen.size(), 3u);
+}
+
+TEST(Schemes, TwoBinOfTwoPicksTheLessRecent) {
+  std::vector<EngineView> two = {{0, 0, 9}, {1, 0, 4}};
+  auto s = With("twobin", two);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(s->Pick(), 1u);
+}
+
+TEST(Schemes, WeightedNeverPicksTheMostLoadedOfMany) {
+  auto s = With("weighted", kPool);
+  std::map<EngineSlot, int> seen;
+  for (int i = 0; i < 2000; ++i) ++seen[s->Pick()];
+  EXPECT_EQ(seen.count(0), 0u) << "slot 0 carries the most load";
+  EXPECT_GT(seen[1] + seen[3], seen[2]);
+}
+
+TEST(Schemes, WeightedOfTwoPicksTheLessLoaded) {
+  std::vector<EngineView> two = {{0, 5, 1}, {1, 0, 9}};
+  auto s = With("weighted", two);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(s->PickFrom(two), 1u);
+}
+
+TEST(Schemes, RandomReachesEveryEngine) {
+  auto s = With("random", kPool);
+  std::map<EngineSlot, int> seen;
+  for (int i = 0; i < 400; ++i) ++seen[s->Pick()];
+  EXPECT_EQ(seen.size(), kPool.size());
+}
+
+TEST(Schemes, SamplingSchemesForgetErasedEngines) {
+  for (const char* name : {"twobin", "weighted", "random"}) {
+    auto s = With(name, kPool);
+    s->Erase(kPool[1]);
+    s->Erase(kPool[3]);
+    for (int i = 0; i < 200; ++i) {
+      EngineSlot slot = s->Pick();
+      EXPECT_TRUE(slot == 0 || slot == 2) << name;
+    }
+    s->Erase(kPool[0]);
+    s->Erase(kPool[2]);
+    EXPECT_TRUE(s->Empty()) << name;
+  }
+}
+
+}  // namespace
+}  // namespace ztask::scheduler

@@ -1,5 +1,6 @@
 // taskscheduler: routes tasks from clients to engines. See server.h.
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <spdlog/spdlog.h>
@@ -8,9 +9,13 @@
 #include "scheduler/server.h"
 
 namespace {
-ztask::scheduler::SchedulerServer* g_server = nullptr;
+std::atomic<ztask::scheduler::SchedulerServer*> g_server{nullptr};
+std::atomic<bool> g_stop_requested{false};
+// A signal may come before the server exists (it is asked to stop while
+// starting): remember it, and the server stops as soon as it runs.
 void OnSignal(int) {
-  if (g_server) g_server->RequestStop();
+  g_stop_requested.store(true);
+  if (auto* server = g_server.load()) server->RequestStop();
 }
 }  // namespace
 
@@ -47,6 +52,8 @@ int main(int argc, char** argv) {
     options.client_endpoint = "tcp://" + ip + ":*";
     options.engine_endpoint = "tcp://" + ip + ":*";
   }
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskscheduler %l: %v");
 
@@ -55,12 +62,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "taskscheduler: %s\n", server.status().message().c_str());
     return 2;
   }
-  g_server = server->get();
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
+  g_server.store(server->get());
+  if (g_stop_requested.load()) (*server)->RequestStop();
   spdlog::info("scheme {}, hwm {}; clients at {}, engines at {}", options.scheme, options.hwm,
                (*server)->client_endpoint(), (*server)->engine_endpoint());
   (*server)->Run();
-  g_server = nullptr;
+  g_server.store(nullptr);
   return 0;
 }

@@ -1,0 +1,283 @@
+// The real taskscheduler process with a stand-in hub, stand-in engines and
+// a raw client, all over loopback TCP.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "tests/support/process.h"
+#include "tests/support/standins.h"
+#include "tests/support/temp_dir.h"
+
+namespace ztask::testing {
+namespace {
+
+using protocol::MsgType;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const std::string kScheduler = std::string(ZTASK_BIN_DIR) + "/taskscheduler";
+
+protocol::TaskSpec Echo(const std::string& label) {
+  protocol::TaskSpec spec;
+  spec.kind = "function";
+  spec.function = "echo";
+  spec.label = label;
+  return spec;
+}
+
+class SchedulerProcess : public ::testing::Test {
+ protected:
+  void Start(std::vector<std::string> extra = {}) {
+    hub_ = std::make_unique<StandInHub>(dir_.path());
+    std::vector<std::string> argv = {kScheduler, "--profile-dir", dir_.path().string()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    process_ = std::make_unique<ChildProcess>(argv, dir_.path() / "scheduler.log");
+    ASSERT_TRUE(WaitFor([&] { return !hub_->SchedulerEndpoints().client.empty(); }))
+        << "the scheduler never wrote its endpoints:\n" << process_->Log();
+    endpoints_ = hub_->SchedulerEndpoints();
+    client_ = std::make_unique<RawClient>(endpoints_.client, hub_->signer());
+  }
+
+  StandInEngine& AddEngine(int32_t id) {
+    engines_.push_back(std::make_unique<StandInEngine>(endpoints_.engine, hub_->signer(), id));
+    engines_.back()->SendReady();
+    hub_->AnnounceEngine(id, engines_.back()->uuid());
+    return *engines_.back();
+  }
+
+  // Serves every engine (each answers with `ok`) until `want` replies reached
+  // the client. The hub's notice is repeated while nothing flows, since a SUB
+  // socket may join after the first one was sent.
+  std::vector<RawClient::Reply> Serve(size_t want, bool ok = true) {
+    std::vector<RawClient::Reply> replies;
+    WaitFor(
+        [&] {
+          for (auto& e : engines_) {
+            if (auto task = e->Receive(milliseconds(0))) {
+              e->Reply(*task, ok, ok ? ErrorType::kNone : ErrorType::kTaskFailed, "no");
+              served_by_[task->header.id] = e->id();
+            }
+          }
+          if (auto r = client_->Receive(milliseconds(1))) replies.push_back(*r);
+          if (++turns_ % 200 == 0) {
+            for (auto& e : engines_) hub_->AnnounceEngine(e->id(), e->uuid());
+          }
+          return replies.size() >= want;
+        },
+        seconds(20));
+    return replies;
+  }
+
+  // Receives monitor messages until `done` holds of them.
+  template <class F>
+  bool MonitorUntil(F&& done) {
+    return WaitFor(
+        [&] {
+          hub_->PumpMonitor(milliseconds(5));
+          return done(hub_->monitor());
+        },
+        seconds(10));
+  }
+
+  TempDir dir_;
+  std::unique_ptr<StandInHub> hub_;
+  std::unique_ptr<ChildProcess> process_;
+  protocol::SchedulerEndpoints endpoints_;
+  std::unique_ptr<RawClient> client_;
+  std::vector<std::unique_ptr<StandInEngine>> engines_;
+  std::map<TaskId, int32_t> served_by_;
+  uint64_t turns_ = 0;
+};
+
+TEST_F(SchedulerProcess, RoutesTasksToEnginesAndEveryReplyBackToTheClient) {
+  Start({"--hwm", "1"});
+  AddEngine(0);
+  AddEngine(1);
+  std::set<TaskId> submitted;
+  for (int i = 0; i < 20; ++i) submitted.insert(client_->Submit({}, Echo("t" + std::to_string(i))));
+  auto replies = Serve(20);
+  ASSERT_EQ(replies.size(), 20u) << process_->Log();
+  std::set<TaskId> replied;
+  for (const auto& r : replies) {
+    EXPECT_TRUE(r.meta.ok);
+    replied.insert(r.task);
+  }
+  EXPECT_EQ(replied, submitted);
+  std::set<int32_t> engines_used;
+  for (const auto& [task, engine] : served_by_) engines_used.insert(engine);
+  EXPECT_EQ(engines_used, (std::set<int32_t>{0, 1})) << "leastload spreads the work";
+}
+
+TEST_F(SchedulerProcess, TellsTheHubOfEverySubmissionAssignmentAndOutcome) {
+  Start({"--hwm", "1"});
+  AddEngine(0);
+  AddEngine(1);
+  for (int i = 0; i < 10; ++i) client_->Submit({}, Echo("m"));
+  ASSERT_EQ(Serve(10).size(), 10u);
+  auto finals = [](const std::vector<MonitorMessage>& m) {
+    return std::count_if(m.begin(), m.end(), [](auto& x) { return x.final; });
+  };
+  ASSERT_TRUE(MonitorUntil([&](const auto& m) { return finals(m) == 10; }));
+  std::map<TaskId, std::vector<MsgType>> by_task;
+  // HWM 1: on each engine, an assignment is always followed by its outcome
+  // before the next assignment. The monitor stream keeps the scheduler's order.
+  std::map<int32_t, int> outstanding;
+  for (const auto& m : hub_->monitor()) {
+    by_task[m.task].push_back(m.type);
+    if (m.type == MsgType::kTaskAssigned) {
+      EXPECT_EQ(++outstanding[*m.engine_id], 1) << "engine " << *m.engine_id << " over HWM";
+      EXPECT_EQ(m.attempt, 1);
+    }
+    if (m.type == MsgType::kTaskOutcome) --outstanding[*m.engine_id];
+  }
+  EXPECT_EQ(by_task.size(), 10u);
+  for (const auto& [task, types] : by_task) {
+    EXPECT_EQ(types, (std::vector<MsgType>{MsgType::kTaskSubmitted, MsgType::kTaskAssigned,
+                                           MsgType::kTaskOutcome}));
+  }
+  EXPECT_EQ(hub_->bad_monitor_messages(), 0u);
+}
+
+TEST_F(SchedulerProcess, HwmThreeKeepsAtMostThreeOnAnEngine) {
+  Start({"--hwm", "3"});
+  AddEngine(0);
+  std::vector<TaskId> ids;
+  for (int i = 0; i < 9; ++i) ids.push_back(client_->Submit({}, Echo("h")));
+  std::vector<ReceivedTask> held;
+  ASSERT_TRUE(WaitFor([&] {
+    if (auto t = engines_[0]->Receive(milliseconds(1))) held.push_back(*t);
+    if (turns_++ % 200 == 0) hub_->AnnounceEngine(0, engines_[0]->uuid());
+    return held.size() == 3;
+  }));
+  // The scheduler now holds six; the monitor says only three were assigned.
+  ASSERT_TRUE(MonitorUntil([&](const auto& m) {
+    return std::count_if(m.begin(), m.end(),
+                         [](auto& x) { return x.type == MsgType::kTaskSubmitted; }) == 9;
+  }));
+  auto assigned = [&] {
+    const auto& m = hub_->monitor();
+    return std::count_if(m.begin(), m.end(), [](auto& x) { return x.type == MsgType::kTaskAssigned; });
+  };
+  EXPECT_EQ(assigned(), 3);
+  for (const auto& t : held) engines_[0]->Reply(t, true);
+  EXPECT_EQ(Serve(9).size(), 9u);  // the three answered above, then six more
+}
+
+TEST_F(SchedulerProcess, SchedulerMadeErrorsReachTheClientAsReplies) {
+  Start();
+  protocol::RoutingMeta meta;
+  const TaskId ghost = TaskId::Random();
+  meta.after.ids = {ghost};
+  const TaskId id = client_->Submit(meta, Echo("orphan"));
+  auto reply = client_->Receive(seconds(10));
+  ASSERT_TRUE(reply.has_value()) << process_->Log();
+  EXPECT_EQ(reply->task, id);
+  EXPECT_FALSE(reply->meta.ok);
+  EXPECT_EQ(reply->meta.error_type, ErrorType::kInvalidDependency);
+  EXPECT_NE(reply->result.error_message.find(ghost.ToHex()), std::string::npos);
+  EXPECT_NE(reply->result.error_message.find(id.ToHex()), std::string::npos);
+}
+
+TEST_F(SchedulerProcess, EngineGoneMidTaskFailsItWithEngineErrorAndCascades) {
+  Start();
+  StandInEngine& engine = AddEngine(0);
+  const TaskId first = client_->Submit({}, Echo("doomed"));
+  protocol::RoutingMeta after;
+  after.after.ids = {first};
+  const TaskId second = client_->Submit(after, Echo("child"));
+  std::optional<ReceivedTask> task;
+  ASSERT_TRUE(WaitFor([&] {
+    task = engine.Receive(milliseconds(2));
+    if (!task && turns_++ % 100 == 0) hub_->AnnounceEngine(0, engine.uuid());
+    return task.has_value();
+  }));
+  hub_->RetireEngine(0, engine.uuid());
+  std::map<TaskId, RawClient::Reply> replies;
+  ASSERT_TRUE(WaitFor([&] {
+    if (auto r = client_->Receive(milliseconds(5))) replies[r->task] = *r;
+    return replies.size() == 2;
+  })) << process_->Log();
+  EXPECT_EQ(replies[first].meta.error_type, ErrorType::kEngineError);
+  EXPECT_EQ(replies[second].meta.error_type, ErrorType::kImpossibleDependency);
+  // The engine's late answer is ignored: no third reply ever comes.
+  engine.Reply(*task, true);
+  const TaskId probe = TaskId::Random();
+  auto abort = client_->Abort({probe}, seconds(10));
+  ASSERT_TRUE(abort.has_value());
+  EXPECT_EQ(abort->unknown, (std::vector<TaskId>{probe}));
+  EXPECT_FALSE(client_->Receive(milliseconds(0)).has_value());
+}
+
+TEST_F(SchedulerProcess, AbortFailsWaitingTasksAndReportsRunningOnes) {
+  Start();
+  StandInEngine& engine = AddEngine(0);
+  const TaskId running = client_->Submit({}, Echo("running"));
+  std::optional<ReceivedTask> task;
+  ASSERT_TRUE(WaitFor([&] {
+    task = engine.Receive(milliseconds(2));
+    if (!task && turns_++ % 100 == 0) hub_->AnnounceEngine(0, engine.uuid());
+    return task.has_value();
+  }));
+  const TaskId waiting = client_->Submit({}, Echo("waiting"));
+  auto abort = client_->Abort({waiting, running}, seconds(10));
+  ASSERT_TRUE(abort.has_value());
+  EXPECT_EQ(abort->aborted, (std::vector<TaskId>{waiting}));
+  EXPECT_EQ(abort->running, (std::vector<TaskId>{running}));
+  auto reply = client_->Receive(seconds(10));
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->task, waiting);
+  EXPECT_EQ(reply->meta.error_type, ErrorType::kTaskAborted);
+}
+
+TEST_F(SchedulerProcess, GarbageIsDroppedLoggedAndServingGoesOn) {
+  Start();
+  AddEngine(0);
+  client_->SendRaw({"not", "a", "message"});
+  client_->SendRaw({"ZTASK1", "bad-hmac", "h", "p", "m", "c"});
+  auto unsigned_frames = protocol::EncodeMessage(
+      protocol::Signer("wrong key"),
+      protocol::Header{TaskId::Random(), MsgType::kTaskRequest, "x", 0}, std::nullopt,
+      protocol::RoutingMeta{}, Echo("forged"));
+  client_->SendRaw(unsigned_frames);
+  // The engine socket gets garbage too.
+  engines_[0]->socket().send(zmq::str_buffer("garbage"), zmq::send_flags::none);
+  const TaskId good = client_->Submit({}, Echo("good"));
+  auto replies = Serve(1);
+  ASSERT_EQ(replies.size(), 1u) << process_->Log();
+  EXPECT_EQ(replies[0].task, good) << "the forged task must never run";
+  EXPECT_EQ(served_by_.size(), 1u);
+  EXPECT_TRUE(process_->Poll() == std::nullopt) << "the scheduler must stay up";
+  EXPECT_TRUE(WaitFor([&] { return process_->Log().find("dropped a message") != std::string::npos; }));
+}
+
+TEST_F(SchedulerProcess, StartsWithEverySchemeAndRefusesAnUnknownOne) {
+  for (const char* scheme : {"leastload", "lru", "twobin", "weighted", "random"}) {
+    TempDir dir;
+    StandInHub hub(dir.path());
+    ChildProcess p({kScheduler, "--profile-dir", dir.path().string(), "--scheme", scheme},
+                   dir.path() / "log");
+    EXPECT_TRUE(WaitFor([&] { return !hub.SchedulerEndpoints().client.empty(); }))
+        << scheme << ": " << p.Log();
+    EXPECT_EQ(p.Stop(), 0) << scheme;
+  }
+  TempDir dir;
+  StandInHub hub(dir.path());
+  ChildProcess bad({kScheduler, "--profile-dir", dir.path().string(), "--scheme", "fastest"},
+                   dir.path() / "log");
+  EXPECT_EQ(bad.Wait(seconds(10)), 2);
+  EXPECT_NE(bad.Log().find("unknown scheme 'fastest'; valid schemes: leastload, lru, twobin, "
+                           "weighted, random"),
+            std::string::npos)
+      << bad.Log();
+}
+
+TEST_F(SchedulerProcess, WithoutAConnectionFileItSaysWhatToDo) {
+  ChildProcess p({kScheduler, "--profile-dir", (dir_.path() / "empty").string()},
+                 dir_.path() / "log");
+  EXPECT_EQ(p.Wait(seconds(10)), 2);
+  EXPECT_NE(p.Log().find("no connection file"), std::string::npos) << p.Log();
+}
+
+}  // namespace
+}  // namespace ztask::testing

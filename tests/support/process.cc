@@ -1,0 +1,72 @@
+#include "tests/support/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace ztask::testing {
+
+ChildProcess::ChildProcess(std::vector<std::string> argv, std::filesystem::path log)
+    : log_(std::move(log)) {
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::close(fd);
+    }
+    ::setpgid(0, 0);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    std::_Exit(127);
+  }
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && !exit_code_) Stop(std::chrono::seconds(2));
+}
+
+std::optional<int> ChildProcess::Poll() {
+  if (exit_code_ || pid_ <= 0) return exit_code_;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  return exit_code_;
+}
+
+std::optional<int> ChildProcess::Wait(std::chrono::milliseconds timeout) {
+  WaitFor([&] { return Poll().has_value(); }, timeout);
+  return exit_code_;
+}
+
+void ChildProcess::Kill(int signal) {
+  if (pid_ > 0 && !Poll()) ::kill(pid_, signal);
+}
+
+int ChildProcess::Stop(std::chrono::milliseconds grace) {
+  Kill(SIGTERM);
+  if (!Wait(grace)) {
+    Kill(SIGKILL);
+    Wait(std::chrono::seconds(5));
+  }
+  return exit_code_.value_or(-1);
+}
+
+std::string ChildProcess::Log() const {
+  std::ifstream in(log_);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace ztask::testing

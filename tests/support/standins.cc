@@ -1,0 +1,215 @@
+#include "tests/support/standins.h"
+
+#include "protocol/wire.h"
+
+namespace ztask::testing {
+namespace {
+
+using protocol::Frames;
+using protocol::MsgType;
+
+protocol::Header NewHeader(MsgType type, const std::string& session) {
+  return {TaskId::Random(), type, session, protocol::NowMicros()};
+}
+
+bool ReceiveWithin(zmq::socket_t& socket, Frames& frames, milliseconds wait) {
+  if (protocol::TryReceive(socket, frames)) return true;
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  zmq::poll(&item, 1, wait);
+  return protocol::TryReceive(socket, frames);
+}
+
+void Send(zmq::socket_t& socket, std::vector<std::string> frames) {
+  Status s = protocol::SendEncoded(socket, {}, std::move(frames));
+  if (!s.ok()) throw std::runtime_error("stand-in send failed: " + s.ToString());
+}
+
+}  // namespace
+
+zmq::context_t& SharedContext() {
+  static zmq::context_t context(1);
+  return context;
+}
+
+StandInHub::StandInHub(const std::filesystem::path& profile_dir)
+    : path_(protocol::ConnectionFilePath(profile_dir)),
+      signer_(),
+      notifier_(SharedContext(), zmq::socket_type::pub),
+      monitor_socket_(SharedContext(), zmq::socket_type::router) {
+  notifier_.set(zmq::sockopt::linger, 0);
+  monitor_socket_.set(zmq::sockopt::linger, 0);
+  protocol::ConnectionInfo info;
+  info.key = protocol::GenerateKey();
+  signer_ = protocol::Signer(info.key);
+  info.hub.notifier = *protocol::Bind(notifier_, "tcp://127.0.0.1:*");
+  info.hub.monitor = *protocol::Bind(monitor_socket_, "tcp://127.0.0.1:*");
+  Status written = protocol::WriteConnectionFile(path_, info);
+  if (!written.ok()) throw std::runtime_error(written.ToString());
+}
+
+protocol::SchedulerEndpoints StandInHub::SchedulerEndpoints() const {
+  auto info = protocol::ReadConnectionFile(path_);
+  return info.ok() ? info->scheduler : protocol::SchedulerEndpoints{};
+}
+
+void StandInHub::AnnounceEngine(int32_t id, const std::string& uuid) {
+  protocol::EngineInfo info{id, uuid, "standin-" + std::to_string(id), "127.0.0.1", 0,
+                            "running", protocol::NowMicros(), std::nullopt};
+  Send(notifier_, protocol::EncodeMessage(signer_, NewHeader(MsgType::kEngineRegistered, "hub"),
+                                          std::nullopt, protocol::Empty{}, info));
+}
+
+void StandInHub::RetireEngine(int32_t id, const std::string& uuid) {
+  Send(notifier_,
+       protocol::EncodeMessage(signer_, NewHeader(MsgType::kEngineUnregistered, "hub"),
+                               std::nullopt, protocol::Empty{}, protocol::EngineRef{id, uuid}));
+}
+
+size_t StandInHub::PumpMonitor(milliseconds wait) {
+  size_t count = 0;
+  Frames frames;
+  while (ReceiveWithin(monitor_socket_, frames, count == 0 ? wait : milliseconds(0))) {
+    auto views = protocol::Views(frames, 1);  // skip the scheduler's routing id
+    if (!protocol::CheckFrames(signer_, {}, views).ok()) {
+      ++bad_monitor_;
+      continue;
+    }
+    auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
+    auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
+    if (!header.ok() || !parent.ok() || !*parent) {
+      ++bad_monitor_;
+      continue;
+    }
+    MonitorMessage m{header->type, (*parent)->id, std::nullopt, 0, false, false, ErrorType::kNone};
+    if (header->type == MsgType::kTaskAssigned) {
+      auto a = protocol::DecodeBody<protocol::Assignment>(views[protocol::kFrameMeta]);
+      if (!a.ok()) { ++bad_monitor_; continue; }
+      m.engine_id = a->engine_id;
+      m.attempt = a->attempt;
+    } else if (header->type == MsgType::kTaskOutcome) {
+      auto o = protocol::DecodeBody<protocol::OutcomeMeta>(views[protocol::kFrameMeta]);
+      if (!o.ok()) { ++bad_monitor_; continue; }
+      m.engine_id = o->engine_id;
+      m.attempt = o->attempt;
+      m.final = o->final;
+      m.ok = o->ok;
+      m.error = o->error_type;
+    } else if (header->type == MsgType::kTaskSubmitted) {
+      if (!protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]).ok()) {
+        ++bad_monitor_;
+        continue;
+      }
+    }
+    monitor_.push_back(m);
+    ++count;
+  }
+  return count;
+}
+
+StandInEngine::StandInEngine(const std::string& endpoint, const protocol::Signer& signer,
+                             int32_t id)
+    : signer_(signer),
+      id_(id),
+      uuid_(TaskId::Random().ToHex()),
+      socket_(SharedContext(), zmq::socket_type::dealer) {
+  socket_.set(zmq::sockopt::routing_id, uuid_);
+  socket_.set(zmq::sockopt::linger, 0);
+  socket_.connect(endpoint);
+}
+
+void StandInEngine::SendReady() {
+  Send(socket_, protocol::EncodeMessage(signer_, NewHeader(MsgType::kEngineReady, uuid_),
+                                        std::nullopt, protocol::Empty{},
+                                        protocol::EngineReady{id_, uuid_}));
+}
+
+std::optional<ReceivedTask> StandInEngine::Receive(milliseconds wait) {
+  Frames frames;
+  if (!ReceiveWithin(socket_, frames, wait)) return std::nullopt;
+  auto views = protocol::Views(frames);
+  auto decoded = protocol::DecodeMessage<MsgType::kTaskRequest>(signer_, {}, views);
+  if (!decoded.ok()) throw std::runtime_error("engine got a bad task: " + decoded.status().ToString());
+  return ReceivedTask{decoded->header, std::string(views[protocol::kFrameHeader]), decoded->meta,
+                      decoded->content};
+}
+
+void StandInEngine::Reply(const ReceivedTask& task, bool ok, ErrorType error, std::string message,
+                          protocol::RawValue result) {
+  protocol::ReplyMeta meta{ok, ok ? ErrorType::kNone : error, id_, 0};
+  protocol::TaskResult content;
+  content.error_message = std::move(message);
+  content.result = std::move(result);
+  content.started_us = content.completed_us = protocol::NowMicros();
+  auto frames = protocol::EncodeMessage(signer_, NewHeader(MsgType::kTaskReply, uuid_),
+                                        task.header, meta, content);
+  Send(socket_, std::move(frames));
+}
+
+RawClient::RawClient(const std::string& endpoint, const protocol::Signer& signer)
+    : signer_(signer),
+      session_(TaskId::Random().ToHex()),
+      socket_(SharedContext(), zmq::socket_type::dealer) {
+  socket_.set(zmq::sockopt::routing_id, session_);
+  socket_.set(zmq::sockopt::linger, 0);
+  socket_.connect(endpoint);
+}
+
+TaskId RawClient::Submit(const protocol::RoutingMeta& meta, const protocol::TaskSpec& spec,
+                         TaskId id) {
+  protocol::Header header{id, MsgType::kTaskRequest, session_, protocol::NowMicros()};
+  Send(socket_, protocol::EncodeMessage(signer_, header, std::nullopt, meta, spec));
+  return id;
+}
+
+bool RawClient::ReceiveOne(milliseconds wait, std::optional<protocol::AbortReply>* abort) {
+  Frames frames;
+  if (!ReceiveWithin(socket_, frames, wait)) return false;
+  auto views = protocol::Views(frames);
+  if (!protocol::CheckFrames(signer_, {}, views).ok()) {
+    throw std::runtime_error("client got a message that fails its signature");
+  }
+  auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
+  if (header.ok() && header->type == MsgType::kAbortReply) {
+    auto reply = protocol::DecodeMessage<MsgType::kAbortReply>(signer_, {}, views);
+    if (reply.ok()) *abort = reply->content;
+    return true;
+  }
+  auto reply = protocol::DecodeMessage<MsgType::kTaskReply>(signer_, {}, views);
+  if (!reply.ok() || !reply->parent) {
+    throw std::runtime_error("client got a bad reply: " + reply.status().ToString());
+  }
+  replies_.push_back({reply->parent->id, reply->meta, reply->content});
+  return true;
+}
+
+std::optional<RawClient::Reply> RawClient::Receive(milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (replies_.empty()) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() < 0) return std::nullopt;
+    std::optional<protocol::AbortReply> ignored;
+    ReceiveOne(left, &ignored);
+  }
+  Reply r = std::move(replies_.front());
+  replies_.pop_front();
+  return r;
+}
+
+std::optional<protocol::AbortReply> RawClient::Abort(const std::vector<TaskId>& ids,
+                                                     milliseconds wait) {
+  Send(socket_, protocol::EncodeMessage(signer_, NewHeader(MsgType::kAbortRequest, session_),
+                                        std::nullopt, protocol::Empty{},
+                                        protocol::AbortRequest{ids}));
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  std::optional<protocol::AbortReply> reply;
+  while (!reply) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() < 0) return std::nullopt;
+    ReceiveOne(left, &reply);
+  }
+  return reply;
+}
+
+void RawClient::SendRaw(const std::vector<std::string>& frames) { Send(socket_, frames); }
+
+}  // namespace ztask::testing

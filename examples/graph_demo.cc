@@ -54,8 +54,7 @@ std::string Self() {
 int main(int argc, char** argv) {
   int engines = 3;
   std::string scheduler =
-      (std::filesystem::path(Self()).parent_path().parent_path() / "scheduler" / "taskscheduler")
-          .string();
+(std::filesystem::path(Self()).parent_path() / "taskscheduler").string();
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--engines") == 0) engines = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--scheduler") == 0) scheduler = argv[i + 1];

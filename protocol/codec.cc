@@ -445,6 +445,8 @@ ZTASK_INSTANTIATE(Assignment)
 ZTASK_INSTANTIATE(OutcomeMeta)
 ZTASK_INSTANTIATE(EngineInfo)
 ZTASK_INSTANTIATE(Event)
+ZTASK_INSTANTIATE(TaskRecord)
+ZTASK_INSTANTIATE(DispatchInfo)
 #undef ZTASK_INSTANTIATE
 
 }  // namespace ztask::protocol

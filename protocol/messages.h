@@ -189,6 +189,19 @@ struct EngineReady {
   friend bool operator==(const EngineReady&, const EngineReady&) = default;
 };
 
+// The one frame the scheduler puts before a task_request it sends to an
+// engine (after the routing id): what only the scheduler knows.
+struct DispatchInfo {
+  int32_t attempt = 1;
+  int32_t engines = 0;  // engines registered with the scheduler now
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("attempt", s.attempt);
+    v("engines", s.engines);
+  }
+  friend bool operator==(const DispatchInfo&, const DispatchInfo&) = default;
+};
+
 // ---- engines and the hub -------------------------------------------------
 
 struct RegistrationRequest {

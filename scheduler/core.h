@@ -121,6 +121,7 @@ class SchedulerCore {
   uint32_t LoadOf(EngineSlot slot) const;
   uint64_t CompletedOn(EngineSlot slot) const;
   std::vector<EngineSlot> LiveSlots() const;
+  size_t live_engines() const { return slot_of_id_.size(); }
 
  private:
   enum class State : uint8_t { kWaiting, kReady, kRunning };

@@ -1,23 +1,12 @@
 // taskscheduler: routes tasks from clients to engines. See server.h.
 #include <CLI/CLI.hpp>
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <spdlog/spdlog.h>
 
 #include "scheduler/scheme.h"
+#include "protocol/signals.h"
 #include "scheduler/server.h"
 
-namespace {
-std::atomic<ztask::scheduler::SchedulerServer*> g_server{nullptr};
-std::atomic<bool> g_stop_requested{false};
-// A signal may come before the server exists (it is asked to stop while
-// starting): remember it, and the server stops as soon as it runs.
-void OnSignal(int) {
-  g_stop_requested.store(true);
-  if (auto* server = g_server.load()) server->RequestStop();
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   ztask::scheduler::SchedulerOptions options;
@@ -52,8 +41,7 @@ int main(int argc, char** argv) {
     options.client_endpoint = "tcp://" + ip + ":*";
     options.engine_endpoint = "tcp://" + ip + ":*";
   }
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
+  ztask::InstallStopSignals();
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskscheduler %l: %v");
 
@@ -62,11 +50,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "taskscheduler: %s\n", server.status().message().c_str());
     return 2;
   }
-  g_server.store(server->get());
-  if (g_stop_requested.load()) (*server)->RequestStop();
+  ztask::SetStopTarget(server->get());
   spdlog::info("scheme {}, hwm {}; clients at {}, engines at {}", options.scheme, options.hwm,
                (*server)->client_endpoint(), (*server)->engine_endpoint());
   (*server)->Run();
-  g_server.store(nullptr);
+  ztask::SetStopTarget(nullptr);
   return 0;
 }

@@ -353,8 +353,10 @@ class SchedulerServer::Impl {
 
   void Dispatch(const Action& a, Frames& request) {
     Frames out;
-    out.reserve(request.size());
+    out.reserve(request.size() + 1);
     out.push_back(protocol::Frame(uuid_of_slot_[a.slot]));
+    const protocol::DispatchInfo dispatch{a.attempt, static_cast<int32_t>(core_.live_engines())};
+    out.push_back(protocol::Frame(protocol::EncodeBody(dispatch)));
     for (size_t i = 1; i < request.size(); ++i) out.push_back(Share(request[i]));
     protocol::Assignment assignment{a.engine_id, a.attempt};
     Frames monitor;

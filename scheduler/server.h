@@ -20,6 +20,7 @@
 #include <string>
 
 #include "protocol/codec.h"
+#include "protocol/signals.h"
 #include "ztask/status.h"
 
 namespace ztask::scheduler {
@@ -48,7 +49,7 @@ struct ServerCounters {
   uint64_t undeliverable = 0;    // replies to a client that is gone
 };
 
-class SchedulerServer {
+class SchedulerServer final : public Stoppable {
  public:
   // Reads the connection file, binds, records the endpoints in the file.
   static Result<std::unique_ptr<SchedulerServer>> Create(const SchedulerOptions& options);
@@ -57,7 +58,7 @@ class SchedulerServer {
   // Serves until RequestStop().
   void Run();
   // Safe from a signal handler.
-  void RequestStop();
+  void RequestStop() override;
 
   const std::string& client_endpoint() const;
   const std::string& engine_endpoint() const;

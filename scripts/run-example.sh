@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j2 --target taskscheduler graph_demo
-exec build/examples/graph_demo "$@"
+exec build/bin/graph_demo "$@"

@@ -126,11 +126,13 @@ void StandInEngine::SendReady() {
 std::optional<ReceivedTask> StandInEngine::Receive(milliseconds wait) {
   Frames frames;
   if (!ReceiveWithin(socket_, frames, wait)) return std::nullopt;
-  auto views = protocol::Views(frames);
+  auto dispatch = protocol::DecodeBody<protocol::DispatchInfo>(protocol::View(frames.at(0)));
+  if (!dispatch.ok()) throw std::runtime_error("engine got no dispatch frame");
+  auto views = protocol::Views(frames, 1);
   auto decoded = protocol::DecodeMessage<MsgType::kTaskRequest>(signer_, {}, views);
   if (!decoded.ok()) throw std::runtime_error("engine got a bad task: " + decoded.status().ToString());
   return ReceivedTask{decoded->header, std::string(views[protocol::kFrameHeader]), decoded->meta,
-                      decoded->content};
+                      decoded->content, *dispatch};
 }
 
 void StandInEngine::Reply(const ReceivedTask& task, bool ok, ErrorType error, std::string message,

@@ -66,6 +66,7 @@ struct ReceivedTask {
   std::string header_frame;  // as it came, to be the reply's parent
   protocol::RoutingMeta meta;
   protocol::TaskSpec spec;
+  protocol::DispatchInfo dispatch;
 };
 
 class StandInEngine {

@@ -1,0 +1,40 @@
+// taskhub: the registry of engines, the record of every task, queries and the
+// event stream. See server.h.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <spdlog/spdlog.h>
+
+#include "hub/server.h"
+
+int main(int argc, char** argv) {
+  ztask::hub::HubOptions options;
+  std::string log_level = "info";
+  CLI::App app{"taskhub: engine registry, task records, queries and events of a ztask cluster"};
+  app.add_option("--profile-dir", options.profile_dir,
+                 "profile directory holding the connection file (default ~/.ztask/profile_default)");
+  app.add_option("--db", options.db, "task records: a SQLite file, or :memory: (default PROFILE/tasks.db)");
+  app.add_option("--ip", options.ip, "address to bind every socket to")->capture_default_str();
+  app.add_option("--heartbeat-ms", options.heartbeat_ms, "engines heartbeat this often")
+      ->capture_default_str()->check(CLI::Range(10, 600000));
+  app.add_option("--heartbeat-misses", options.heartbeat_misses,
+                 "an engine silent for this many periods is lost")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  ztask::InstallStopSignals();
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskhub %l: %v");
+  auto server = ztask::hub::HubServer::Create(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "taskhub: %s\n", server.status().message().c_str());
+    return 2;
+  }
+  ztask::SetStopTarget(server->get());
+  (*server)->Run();
+  ztask::SetStopTarget(nullptr);
+  return 0;
+}

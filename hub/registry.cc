@@ -1,0 +1,60 @@
+#include "hub/registry.h"
+
+namespace ztask::hub {
+
+EngineRegistry::Registered EngineRegistry::Register(const protocol::RegistrationRequest& request,
+                                                    int64_t now_us, int64_t wall_us) {
+  if (auto it = by_uuid_.find(request.uuid); it != by_uuid_.end()) {
+    alive_[it->second].last_seen_us = now_us;  // the same engine asking again
+    return {it->second, std::nullopt};
+  }
+  Registered result{0, std::nullopt};
+  if (auto it = by_name_.find(request.name); it != by_name_.end()) {
+    result.id = it->second;
+    if (auto old = alive_.find(result.id); old != alive_.end()) {
+      result.replaced = protocol::EngineRef{result.id, old->second.info.uuid};
+      by_uuid_.erase(old->second.info.uuid);
+      alive_.erase(old);
+    }
+  } else {
+    result.id = next_id_++;
+    by_name_[request.name] = result.id;
+  }
+  EngineRecord& record = alive_[result.id];
+  record.info = {result.id,   request.uuid, request.name,  request.host,
+                 request.pid, "running",    wall_us,       request.mpi_rank};
+  record.last_seen_us = now_us;
+  by_uuid_[request.uuid] = result.id;
+  return result;
+}
+
+bool EngineRegistry::Touch(const std::string& uuid, int64_t now_us) {
+  auto it = by_uuid_.find(uuid);
+  if (it == by_uuid_.end()) return false;
+  alive_[it->second].last_seen_us = now_us;
+  return true;
+}
+
+std::optional<EngineRecord> EngineRegistry::Unregister(const std::string& uuid) {
+  auto it = by_uuid_.find(uuid);
+  if (it == by_uuid_.end()) return std::nullopt;
+  auto node = alive_.extract(it->second);
+  by_uuid_.erase(it);
+  return std::move(node.mapped());
+}
+
+std::vector<EngineRecord> EngineRegistry::Expire(int64_t now_us, int64_t expiry_us) {
+  std::vector<EngineRecord> gone;
+  for (auto it = alive_.begin(); it != alive_.end();) {
+    if (now_us - it->second.last_seen_us > expiry_us) {
+      by_uuid_.erase(it->second.info.uuid);
+      gone.push_back(std::move(it->second));
+      it = alive_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return gone;
+}
+
+}  // namespace ztask::hub

@@ -1,0 +1,54 @@
+// EngineRegistry: the hub's list of engines, with no I/O. Engines get
+// integer ids in registration order; an engine that registers again under a
+// name it had before gets its old id back. An engine not heard from within
+// the expiry is removed.
+//
+// Thread safety: owned by one thread.
+#ifndef ZTASK_HUB_REGISTRY_H_
+#define ZTASK_HUB_REGISTRY_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "protocol/messages.h"
+
+namespace ztask::hub {
+
+struct EngineRecord {
+  protocol::EngineInfo info;
+  int64_t last_seen_us = 0;  // steady clock
+};
+
+class EngineRegistry {
+ public:
+  struct Registered {
+    int32_t id;
+    // Another live engine held this name (an engine that restarted before it
+    // was found dead): it is removed, and the caller tells the scheduler.
+    std::optional<protocol::EngineRef> replaced;
+  };
+  Registered Register(const protocol::RegistrationRequest& request, int64_t now_us,
+                      int64_t wall_us);
+  // Returns false for an engine not registered.
+  bool Touch(const std::string& uuid, int64_t now_us);
+  std::optional<EngineRecord> Unregister(const std::string& uuid);
+  // Removes and returns every engine silent for longer than `expiry_us`.
+  std::vector<EngineRecord> Expire(int64_t now_us, int64_t expiry_us);
+
+  const std::map<int32_t, EngineRecord>& alive() const { return alive_; }
+  size_t size() const { return alive_.size(); }
+
+ private:
+  std::map<int32_t, EngineRecord> alive_;              // by id
+  std::unordered_map<std::string, int32_t> by_uuid_;   // alive only
+  std::unordered_map<std::string, int32_t> by_name_;   // every name ever seen
+  int32_t next_id_ = 0;
+};
+
+}  // namespace ztask::hub
+
+#endif  // ZTASK_HUB_REGISTRY_H_

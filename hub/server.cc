@@ -1,0 +1,411 @@
+#include "hub/server.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <unordered_set>
+#include <zmq.hpp>
+
+#include "hub/registry.h"
+#include "hub/store.h"
+#include "protocol/codec.h"
+#include "protocol/connection_file.h"
+#include "protocol/wire.h"
+
+namespace ztask::hub {
+namespace {
+
+using protocol::Frames;
+using protocol::MsgType;
+using protocol::View;
+
+int64_t SteadyMicros() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+constexpr size_t kBatch = 512;
+constexpr int64_t kFlushEveryUs = 50'000;
+
+}  // namespace
+
+class HubServer::Impl {
+ public:
+  Impl(const HubOptions& options, protocol::ConnectionInfo info, std::unique_ptr<TaskStore> store)
+      : options_(options),
+        signer_(info.key),
+        store_(std::move(store)),
+        registration_(context_, zmq::socket_type::router),
+        query_(context_, zmq::socket_type::router),
+        monitor_(context_, zmq::socket_type::router),
+        notifier_(context_, zmq::socket_type::pub),
+        events_(context_, zmq::socket_type::pub),
+        session_(TaskId::Random()) {}
+
+  ~Impl() {
+    for (int fd : wake_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  Result<protocol::HubEndpoints> Start() {
+    if (::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) return Status::IoError("cannot make a pipe");
+    const std::string any = "tcp://" + options_.ip + ":*";
+    protocol::HubEndpoints endpoints;
+    for (auto [socket, out] : {std::pair{&registration_, &endpoints.registration},
+                               {&query_, &endpoints.query},
+                               {&monitor_, &endpoints.monitor},
+                               {&notifier_, &endpoints.notifier},
+                               {&events_, &endpoints.events}}) {
+      socket->set(zmq::sockopt::linger, 1000);
+      socket->set(zmq::sockopt::sndhwm, 1000000);
+      socket->set(zmq::sockopt::rcvhwm, 1000000);
+      auto bound = protocol::Bind(*socket, any);
+      if (!bound.ok()) return bound.status();
+      *out = *bound;
+    }
+    return endpoints;
+  }
+
+  void Run() {
+    int64_t next_tick = 0;
+    while (!stop_.load()) {
+      zmq::pollitem_t items[] = {
+          {registration_.handle(), 0, ZMQ_POLLIN, 0},
+          {query_.handle(), 0, ZMQ_POLLIN, 0},
+          {monitor_.handle(), 0, ZMQ_POLLIN, 0},
+          {nullptr, wake_[0], ZMQ_POLLIN, 0},
+      };
+      const int64_t now = SteadyMicros();
+      const auto wait = std::chrono::milliseconds(std::max<int64_t>(0, (next_tick - now) / 1000));
+      try {
+        zmq::poll(items, std::size(items), wait);
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        spdlog::error("poll failed: {}", e.what());
+        break;
+      }
+      if (items[0].revents & ZMQ_POLLIN) Drain(registration_, &Impl::OnEngineMessage);
+      if (items[1].revents & ZMQ_POLLIN) Drain(query_, &Impl::OnQuery);
+      if (items[2].revents & ZMQ_POLLIN) Drain(monitor_, &Impl::OnMonitor);
+      if (SteadyMicros() >= next_tick) {
+        Tick();
+        next_tick = SteadyMicros() + std::min<int64_t>(kFlushEveryUs, options_.heartbeat_ms * 1000);
+      }
+    }
+    FlushStore();
+    spdlog::info("stopping: {} records, {} dropped messages", store_->records().size(), dropped_);
+  }
+
+  void RequestStop() {
+    stop_.store(true);
+    char byte = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_[1], &byte, 1);
+  }
+
+ private:
+  void Drain(zmq::socket_t& socket, void (Impl::*handle)(Frames&)) {
+    for (size_t i = 0; i < kBatch; ++i) {
+      if (!protocol::TryReceive(socket, frames_)) return;
+      (this->*handle)(frames_);
+    }
+  }
+
+  void Drop(std::string_view peer, const std::string& why) {
+    ++dropped_;
+    if (warned_.size() < 4096 && warned_.insert(std::string(peer)).second) {
+      spdlog::warn("dropped a message from a peer: {} (further drops from it are counted only)",
+                   why);
+    }
+  }
+
+  Result<protocol::Header> Open(const Frames& frames, std::vector<std::string_view>* views) {
+    if (frames.empty()) return Status::Malformed("no routing id");
+    *views = protocol::Views(frames, 1);
+    ZTASK_RETURN_IF_ERROR(protocol::CheckFrames(signer_, limits_, *views));
+    return protocol::DecodeHeader((*views)[protocol::kFrameHeader]);
+  }
+
+  protocol::Header NewHeader(MsgType type) {
+    return {TaskId{session_.hi, ++counter_}, type, "hub", protocol::NowMicros()};
+  }
+
+  template <class Content>
+  void Reply(zmq::socket_t& socket, zmq::message_t& peer, MsgType type,
+             const protocol::Header& request, const Content& content) {
+    const std::string_view prefix[] = {View(peer)};
+    (void)protocol::SendEncoded(socket, prefix,
+                                protocol::EncodeMessage(signer_, NewHeader(type), request,
+                                                        protocol::Empty{}, content));
+  }
+
+  template <class Content>
+  void Publish(zmq::socket_t& socket, MsgType type, const Content& content) {
+    (void)protocol::SendEncoded(socket, {},
+                                protocol::EncodeMessage(signer_, NewHeader(type), std::nullopt,
+                                                        protocol::Empty{}, content));
+  }
+
+  void Emit(protocol::Event event) {
+    event.at_us = protocol::NowMicros();
+    Publish(events_, MsgType::kEvent, event);
+  }
+
+  // ---- engines ----------------------------------------------------------
+
+  void OnEngineMessage(Frames& frames) {
+    std::vector<std::string_view> views;
+    auto header = Open(frames, &views);
+    if (!header.ok()) return Drop(View(frames[0]), header.status().ToString());
+    const std::string_view content = views[protocol::kFrameContent];
+    switch (header->type) {
+      case MsgType::kRegistrationRequest: {
+        auto request = protocol::DecodeBody<protocol::RegistrationRequest>(content);
+        if (!request.ok()) return Drop(View(frames[0]), request.status().message());
+        auto registered = registry_.Register(*request, SteadyMicros(), protocol::NowMicros());
+        if (registered.replaced) EngineGone(*registered.replaced, "restarted");
+        Reply(registration_, frames[0], MsgType::kRegistrationReply, *header,
+              protocol::RegistrationReply{true, registered.id, "", options_.heartbeat_ms});
+        const auto& info = registry_.alive().at(registered.id).info;
+        Publish(notifier_, MsgType::kEngineRegistered, info);
+        spdlog::info("engine {} registered: {} on {} (pid {})", info.id, info.name, info.host,
+                     info.pid);
+        protocol::Event event;
+        event.kind = "engine_registered";
+        event.engine_id = info.id;
+        event.text = info.name;
+        return Emit(std::move(event));
+      }
+      case MsgType::kHeartbeat: {
+        auto ref = protocol::DecodeBody<protocol::EngineRef>(content);
+        if (!ref.ok()) return Drop(View(frames[0]), ref.status().message());
+        if (registry_.Touch(ref->uuid, SteadyMicros())) {
+          return Reply(registration_, frames[0], MsgType::kHeartbeat, *header, *ref);
+        }
+        // Not (or no longer) registered: tell it to register again.
+        return Reply(registration_, frames[0], MsgType::kRegistrationReply, *header,
+                     protocol::RegistrationReply{false, -1, "not registered", 0});
+      }
+      case MsgType::kUnregistration: {
+        auto ref = protocol::DecodeBody<protocol::EngineRef>(content);
+        if (!ref.ok()) return Drop(View(frames[0]), ref.status().message());
+        if (auto gone = registry_.Unregister(ref->uuid)) {
+          EngineGone({gone->info.id, gone->info.uuid}, "unregistered");
+        }
+        return;
+      }
+      default:
+        return Drop(View(frames[0]), "unexpected " +
+                                         std::string(protocol::MsgTypeName(header->type)));
+    }
+  }
+
+  void EngineGone(const protocol::EngineRef& ref, const std::string& why) {
+    spdlog::info("engine {} is gone: {}", ref.engine_id, why);
+    Publish(notifier_, MsgType::kEngineUnregistered, ref);
+    protocol::Event event;
+    event.kind = "engine_unregistered";
+    event.engine_id = ref.engine_id;
+    event.text = why;
+    Emit(std::move(event));
+  }
+
+  void Tick() {
+    const int64_t expiry = int64_t{options_.heartbeat_ms} * options_.heartbeat_misses * 1000;
+    for (const auto& gone : registry_.Expire(SteadyMicros(), expiry)) {
+      EngineGone({gone.info.id, gone.info.uuid}, "missed its heartbeats");
+    }
+    // Notices are idempotent: repeating them lets a scheduler that started
+    // (or restarted) after an engine registered learn of it.
+    if (SteadyMicros() >= next_announce_) {
+      for (const auto& [id, record] : registry_.alive()) {
+        Publish(notifier_, MsgType::kEngineRegistered, record.info);
+      }
+      next_announce_ = SteadyMicros() + int64_t{options_.heartbeat_ms} * 1000;
+    }
+    FlushStore();
+  }
+
+  void FlushStore() {
+    Status s = store_->Flush();
+    if (!s.ok() && !flush_failing_) {
+      spdlog::error("{} (records stay in memory; retrying)", s.message());
+      protocol::Event event;
+      event.kind = "store_error";
+      event.text = s.message();
+      Emit(std::move(event));
+    }
+    flush_failing_ = !s.ok();
+  }
+
+  // ---- the scheduler's monitor -------------------------------------------
+
+  void OnMonitor(Frames& frames) {
+    std::vector<std::string_view> views;
+    auto header = Open(frames, &views);
+    if (!header.ok()) return Drop(View(frames[0]), header.status().ToString());
+    auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
+    if (!parent.ok() || !*parent) return Drop(View(frames[0]), "monitor message without parent");
+    const TaskId id = (*parent)->id;
+    protocol::Event event;
+    event.task_id = id;
+    switch (header->type) {
+      case MsgType::kTaskSubmitted: {
+        auto meta = protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]);
+        auto spec = protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]);
+        if (!meta.ok() || !spec.ok()) return Drop(View(frames[0]), "bad task_submitted");
+        store_->Submitted(**parent, *meta, *spec);
+        event.kind = "task_submitted";
+        event.text = spec->label;
+        break;
+      }
+      case MsgType::kTaskAssigned: {
+        auto a = protocol::DecodeBody<protocol::Assignment>(views[protocol::kFrameMeta]);
+        if (!a.ok()) return Drop(View(frames[0]), "bad task_assigned");
+        store_->Assigned(id, *a);
+        event.kind = "task_assigned";
+        event.engine_id = a->engine_id;
+        event.attempt = a->attempt;
+        break;
+      }
+      case MsgType::kTaskOutcome: {
+        auto meta = protocol::DecodeBody<protocol::OutcomeMeta>(views[protocol::kFrameMeta]);
+        auto result = protocol::DecodeBody<protocol::TaskResult>(views[protocol::kFrameContent]);
+        if (!meta.ok() || !result.ok()) return Drop(View(frames[0]), "bad task_outcome");
+        store_->Outcome(id, *meta, *result, protocol::NowMicros());
+        event.kind = meta->final ? "task_finished" : "task_retried";
+        event.engine_id = meta->engine_id;
+        event.attempt = meta->attempt;
+        event.status = meta->ok ? "ok" : "error";
+        event.error_type = meta->error_type;
+        event.text = result->error_message;
+        break;
+      }
+      default:
+        return Drop(View(frames[0]), "unexpected " +
+                                         std::string(protocol::MsgTypeName(header->type)));
+    }
+    Emit(std::move(event));
+  }
+
+  // ---- client queries -----------------------------------------------------
+
+  void OnQuery(Frames& frames) {
+    std::vector<std::string_view> views;
+    auto header = Open(frames, &views);
+    if (!header.ok()) return Drop(View(frames[0]), header.status().ToString());
+    const std::string_view content = views[protocol::kFrameContent];
+    switch (header->type) {
+      case MsgType::kResultRequest: {
+        auto request = protocol::DecodeBody<protocol::TaskIdList>(content);
+        if (!request.ok()) return Drop(View(frames[0]), request.status().message());
+        protocol::ResultReply reply;
+        for (const TaskId& id : request->task_ids) {
+          if (const auto* r = store_->Find(id)) {
+            reply.records.push_back(*r);
+          } else {
+            reply.unknown.push_back(id);
+          }
+        }
+        return Reply(query_, frames[0], MsgType::kResultReply, *header, reply);
+      }
+      case MsgType::kQueueRequest:
+        return Reply(query_, frames[0], MsgType::kQueueReply, *header, QueueStatus());
+      case MsgType::kEnginesRequest: {
+        protocol::EnginesReply reply;
+        for (const auto& [id, record] : registry_.alive()) reply.engines.push_back(record.info);
+        return Reply(query_, frames[0], MsgType::kEnginesReply, *header, reply);
+      }
+      case MsgType::kPurgeRequest: {
+        auto request = protocol::DecodeBody<protocol::PurgeRequest>(content);
+        if (!request.ok()) return Drop(View(frames[0]), request.status().message());
+        const auto count = static_cast<int64_t>(store_->Purge(request->task_ids, request->all));
+        return Reply(query_, frames[0], MsgType::kPurgeReply, *header, protocol::Count{count});
+      }
+      case MsgType::kShutdownRequest:
+        spdlog::info("shutdown requested");
+        Reply(query_, frames[0], MsgType::kShutdownReply, *header, protocol::Acknowledgement{});
+        return RequestStop();
+      default:
+        return Drop(View(frames[0]), "unexpected " +
+                                         std::string(protocol::MsgTypeName(header->type)));
+    }
+  }
+
+  protocol::QueueReply QueueStatus() const {
+    std::map<int32_t, protocol::EngineQueue> by_engine;
+    for (const auto& [id, record] : registry_.alive()) by_engine[id].engine_id = id;
+    protocol::QueueReply reply;
+    for (const auto& [id, r] : store_->records()) {
+      if (r.state == "waiting") {
+        ++reply.unassigned;
+      } else if (r.engine_id) {
+        auto& q = by_engine[*r.engine_id];
+        q.engine_id = *r.engine_id;
+        if (r.state == "running") {
+          // An engine runs one task at a time; the rest it holds are queued.
+          (q.running == 0 ? q.running : q.queued) += 1;
+        } else {
+          ++q.completed;
+        }
+      }
+    }
+    for (auto& [id, q] : by_engine) reply.engines.push_back(q);
+    return reply;
+  }
+
+  HubOptions options_;
+  protocol::Signer signer_;
+  protocol::Limits limits_;
+  std::unique_ptr<TaskStore> store_;
+  EngineRegistry registry_;
+  zmq::context_t context_{1};
+  zmq::socket_t registration_, query_, monitor_, notifier_, events_;
+  TaskId session_;
+  uint64_t counter_ = 0;
+  int wake_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
+  Frames frames_;
+  uint64_t dropped_ = 0;
+  std::unordered_set<std::string> warned_;
+  int64_t next_announce_ = 0;
+  bool flush_failing_ = false;
+};
+
+Result<std::unique_ptr<HubServer>> HubServer::Create(const HubOptions& options) {
+  const auto profile =
+      options.profile_dir.empty() ? protocol::DefaultProfileDir() : options.profile_dir;
+  const auto path = protocol::ConnectionFilePath(profile);
+  protocol::ConnectionInfo initial;
+  initial.key = protocol::GenerateKey();
+  protocol::ConnectionInfo info = initial;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    auto read = protocol::ReadConnectionFile(path);
+    if (!read.ok()) return read.status();
+    info = *read;
+  }
+  const std::string db = options.db.empty() ? (profile / "tasks.db").string() : options.db;
+  std::filesystem::create_directories(profile, ec);
+  auto store = TaskStore::Open(db);
+  if (!store.ok()) return store.status();
+  auto impl = std::make_unique<Impl>(options, info, std::move(*store));
+  auto endpoints = impl->Start();
+  if (!endpoints.ok()) return endpoints.status();
+  ZTASK_RETURN_IF_ERROR(protocol::UpdateConnectionFile(
+      path, info, [&](protocol::ConnectionInfo& c) { c.hub = *endpoints; }));
+  spdlog::info("hub ready: engines register at {}, clients query at {}, records in {}",
+               endpoints->registration, endpoints->query, db);
+  return std::unique_ptr<HubServer>(new HubServer(std::move(impl)));
+}
+
+HubServer::HubServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HubServer::~HubServer() = default;
+void HubServer::Run() { impl_->Run(); }
+void HubServer::RequestStop() { impl_->RequestStop(); }
+
+}  // namespace ztask::hub

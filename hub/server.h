@@ -1,0 +1,54 @@
+// HubServer: the taskhub process's loop. One thread owns every socket:
+//
+//   registration ROUTER <- registration_request, heartbeat, unregistration (engines)
+//   query ROUTER        <- result/queue/engines/purge/shutdown requests (clients)
+//   monitor ROUTER      <- task_submitted, task_assigned, task_outcome (scheduler)
+//   notifier PUB        -> engine_registered / engine_unregistered (scheduler)
+//   events PUB          -> event (monitors)
+//
+// Thread safety: Create and Run on one thread; RequestStop from anywhere,
+// including a signal handler.
+#ifndef ZTASK_HUB_SERVER_H_
+#define ZTASK_HUB_SERVER_H_
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "protocol/signals.h"
+#include "ztask/status.h"
+
+namespace ztask::hub {
+
+struct HubOptions {
+  // Where the connection file is. Default: ~/.ztask/profile_default.
+  std::filesystem::path profile_dir;
+  // Task records: a SQLite file, or ":memory:". Default: <profile>/tasks.db.
+  std::string db;
+  // Address every socket binds to, on free ports. Default: 127.0.0.1.
+  std::string ip = "127.0.0.1";
+  // Engines heartbeat this often, and are lost after `heartbeat_misses`
+  // periods of silence. Defaults: 1000 ms, 3 (a dead engine is found
+  // within 3-4 s).
+  int heartbeat_ms = 1000;
+  int heartbeat_misses = 3;
+};
+
+class HubServer final : public Stoppable {
+ public:
+  // Opens the store, binds, writes the hub's endpoints into the connection
+  // file (creating it, with a fresh key, when there is none).
+  static Result<std::unique_ptr<HubServer>> Create(const HubOptions& options);
+  ~HubServer();
+  void Run();
+  void RequestStop() override;
+
+ private:
+  class Impl;
+  explicit HubServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ztask::hub
+
+#endif  // ZTASK_HUB_SERVER_H_

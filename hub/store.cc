@@ -1,0 +1,178 @@
+#include "hub/store.h"
+
+#include <sqlite3.h>
+
+#include "protocol/codec.h"
+
+namespace ztask::hub {
+namespace {
+
+bool Finished(const protocol::TaskRecord& r) { return r.state == "ok" || r.state == "error"; }
+
+Status SqlError(sqlite3* db, const std::string& what) {
+  return Status::IoError(what + ": " + (db ? sqlite3_errmsg(db) : "no database"));
+}
+
+// A prepared statement, finalized when it goes.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  sqlite3_stmt* get() { return stmt_; }
+  bool ok() const { return stmt_ != nullptr; }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path) {
+  std::unique_ptr<TaskStore> store(new TaskStore());
+  if (path == ":memory:") return store;
+  if (sqlite3_open(path.c_str(), &store->db_) != SQLITE_OK) {
+    return SqlError(store->db_, "cannot open the task database " + path);
+  }
+  sqlite3_busy_timeout(store->db_, 5000);
+  const char* setup =
+      "PRAGMA journal_mode=WAL;"
+      "PRAGMA synchronous=NORMAL;"
+      "CREATE TABLE IF NOT EXISTS tasks (id BLOB PRIMARY KEY, record BLOB NOT NULL);";
+  if (sqlite3_exec(store->db_, setup, nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return SqlError(store->db_, "cannot set up the task database " + path);
+  }
+  ZTASK_RETURN_IF_ERROR(store->Load());
+  return store;
+}
+
+TaskStore::~TaskStore() {
+  if (db_) {
+    (void)Flush();
+    sqlite3_close(db_);
+  }
+}
+
+Status TaskStore::Load() {
+  Statement select(db_, "SELECT record FROM tasks");
+  if (!select.ok()) return SqlError(db_, "cannot read the task database");
+  while (sqlite3_step(select.get()) == SQLITE_ROW) {
+    const void* blob = sqlite3_column_blob(select.get(), 0);
+    const int size = sqlite3_column_bytes(select.get(), 0);
+    auto record = protocol::DecodeBody<protocol::TaskRecord>(
+        {static_cast<const char*>(blob), static_cast<size_t>(size)});
+    if (record.ok()) records_[record->id] = std::move(*record);
+  }
+  return Status::Ok();
+}
+
+protocol::TaskRecord& TaskStore::Touch(const TaskId& id) {
+  dirty_.insert(id);
+  deleted_.erase(id);
+  protocol::TaskRecord& r = records_[id];
+  r.id = id;
+  return r;
+}
+
+void TaskStore::Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
+                          const protocol::TaskSpec& spec) {
+  protocol::TaskRecord& r = Touch(request.id);
+  r.label = spec.label;
+  r.client = request.session;
+  if (r.state.empty()) r.state = "waiting";
+  r.submitted_us = request.date_us;
+  r.after = meta.after;
+  r.follow = meta.follow;
+}
+
+void TaskStore::Assigned(const TaskId& id, const protocol::Assignment& assignment) {
+  protocol::TaskRecord& r = Touch(id);
+  if (Finished(r)) return;
+  r.state = "running";
+  r.engine_id = assignment.engine_id;
+  r.attempts = std::max(r.attempts, assignment.attempt);
+}
+
+void TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
+                        const protocol::TaskResult& result, int64_t now_us) {
+  protocol::TaskRecord& r = Touch(id);
+  r.attempts = std::max(r.attempts, meta.attempt);
+  r.error_type = meta.error_type;
+  r.error_message = result.error_message;
+  if (meta.engine_id) r.engine_id = meta.engine_id;
+  if (!meta.final) {
+    r.state = "waiting";  // queued again for another attempt
+    return;
+  }
+  r.state = meta.ok ? "ok" : "error";
+  r.result = result.result;
+  r.exit_code = result.exit_code;
+  r.stdout_text = result.stdout_text;
+  r.stderr_text = result.stderr_text;
+  if (result.started_us) r.started_us = result.started_us;
+  r.completed_us = result.completed_us ? result.completed_us : now_us;
+}
+
+const protocol::TaskRecord* TaskStore::Find(const TaskId& id) const {
+  auto it = records_.find(id);
+  return it == records_.end() ? nullptr : &it->second;
+}
+
+size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
+  std::vector<TaskId> doomed;
+  if (all) {
+    for (const auto& [id, r] : records_) {
+      if (Finished(r)) doomed.push_back(id);
+    }
+  } else {
+    for (const TaskId& id : ids) {
+      if (auto* r = Find(id); r && Finished(*r)) doomed.push_back(id);
+    }
+  }
+  for (const TaskId& id : doomed) {
+    records_.erase(id);
+    dirty_.erase(id);
+    deleted_.insert(id);
+  }
+  return doomed.size();
+}
+
+Status TaskStore::Flush() {
+  if (!db_ || unflushed() == 0) return Status::Ok();
+  if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return SqlError(db_, "cannot begin a transaction");
+  }
+  Statement upsert(db_, "INSERT OR REPLACE INTO tasks (id, record) VALUES (?1, ?2)");
+  Statement erase(db_, "DELETE FROM tasks WHERE id = ?1");
+  bool ok = upsert.ok() && erase.ok();
+  for (const TaskId& id : dirty_) {
+    if (!ok) break;
+    const std::string key = id.ToBytes();
+    const std::string blob = protocol::EncodeBody(records_.at(id));
+    sqlite3_bind_blob(upsert.get(), 1, key.data(), static_cast<int>(key.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_blob(upsert.get(), 2, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+    ok = sqlite3_step(upsert.get()) == SQLITE_DONE;
+    sqlite3_reset(upsert.get());
+  }
+  for (const TaskId& id : deleted_) {
+    if (!ok) break;
+    const std::string key = id.ToBytes();
+    sqlite3_bind_blob(erase.get(), 1, key.data(), static_cast<int>(key.size()), SQLITE_TRANSIENT);
+    ok = sqlite3_step(erase.get()) == SQLITE_DONE;
+    sqlite3_reset(erase.get());
+  }
+  if (!ok) {
+    Status error = SqlError(db_, "cannot write task records");
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return error;  // the records stay in memory and dirty: the next flush retries
+  }
+  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    Status error = SqlError(db_, "cannot commit task records");
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return error;
+  }
+  dirty_.clear();
+  deleted_.clear();
+  return Status::Ok();
+}
+
+}  // namespace ztask::hub

@@ -1,0 +1,25 @@
+// SIGINT and SIGTERM for a server process: installed before the server
+// exists, so a signal that arrives while it starts is not lost; delivered as
+// RequestStop() once it does.
+//
+// Thread safety: call both from the main thread; the handler is async-signal-safe.
+#ifndef ZTASK_PROTOCOL_SIGNALS_H_
+#define ZTASK_PROTOCOL_SIGNALS_H_
+
+namespace ztask {
+
+class Stoppable {
+ public:
+  virtual ~Stoppable() = default;
+  // Must be async-signal-safe.
+  virtual void RequestStop() = 0;
+};
+
+void InstallStopSignals();
+// From now on a signal stops `target` (nullptr: forget it). A signal that
+// came earlier stops it at once.
+void SetStopTarget(Stoppable* target);
+
+}  // namespace ztask
+
+#endif  // ZTASK_PROTOCOL_SIGNALS_H_

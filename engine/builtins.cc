@@ -1,0 +1,28 @@
+// The functions every stock engine has.
+#include <chrono>
+#include <thread>
+
+#include "ztask/engine.h"
+
+namespace ztask {
+
+void RegisterBuiltins(Engine& engine) {
+  engine.Register("noop", [](const Value&, const TaskContext&) { return Value(); });
+  engine.Register("echo", [](const Value& args, const TaskContext&) { return args; });
+  engine.Register("sleep", [](const Value& args, const TaskContext& context) {
+    const Value& seconds = args.is_array() && !args.empty() ? args[0] : args;
+    if (!seconds.is_number()) throw std::invalid_argument("sleep takes a number of seconds");
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::microseconds(static_cast<int64_t>(seconds.get<double>() * 1e6));
+    while (std::chrono::steady_clock::now() < until) {
+      if (context.OutOfTime()) throw TimeLimitReached();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return Value();
+  });
+  engine.Register("fail", [](const Value& args, const TaskContext&) -> Value {
+    throw std::runtime_error(args.is_string() ? args.get<std::string>() : "failed on request");
+  });
+}
+
+}  // namespace ztask

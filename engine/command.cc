@@ -1,0 +1,170 @@
+#include "engine/command.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+extern char** environ;
+
+namespace ztask::engine {
+namespace {
+
+// Resolved in the parent: after fork only async-signal-safe calls are made.
+std::string Resolve(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string candidate = dirs.substr(start, end - start);
+    candidate = (candidate.empty() ? "." : candidate) + "/" + program;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    start = end + 1;
+  }
+  return {};
+}
+
+std::vector<std::string> Environment(const std::map<std::string, std::string>& extra) {
+  std::map<std::string, std::string> merged;
+  for (char** e = environ; *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq) merged[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
+  }
+  for (const auto& [k, v] : extra) merged[k] = v;
+  std::vector<std::string> out;
+  for (const auto& [k, v] : merged) out.push_back(k + "=" + v);
+  return out;
+}
+
+void Append(std::string& out, bool& truncated, const char* data, size_t n, size_t limit) {
+  const size_t room = out.size() < limit ? limit - out.size() : 0;
+  if (n > room) truncated = true;
+  out.append(data, std::min(n, room));
+}
+
+}  // namespace
+
+CommandOutcome RunCommand(const CommandRequest& request) {
+  CommandOutcome outcome;
+  if (request.argv.empty()) {
+    outcome.spawn_error = "the command is empty";
+    return outcome;
+  }
+  const std::string program = Resolve(request.argv[0]);
+  if (program.empty()) {
+    outcome.spawn_error = "cannot run '" + request.argv[0] + "': not found in PATH";
+    return outcome;
+  }
+  std::vector<std::string> env = Environment(request.env);
+  std::vector<char*> argv, envp;
+  for (const auto& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int out[2], err[2], status[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
+      ::pipe2(status, O_CLOEXEC) != 0) {
+    outcome.spawn_error = std::string("cannot make pipes: ") + std::strerror(errno);
+    return outcome;
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    if (!request.cwd.empty() && ::chdir(request.cwd.c_str()) != 0) {
+      int e = errno;
+      [[maybe_unused]] ssize_t n = ::write(status[1], &e, sizeof e);
+      ::_exit(127);
+    }
+    ::execve(program.c_str(), argv.data(), envp.data());
+    int e = errno;
+    [[maybe_unused]] ssize_t n = ::write(status[1], &e, sizeof e);
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  ::close(status[1]);
+  if (pid < 0) {
+    outcome.spawn_error = std::string("cannot fork: ") + std::strerror(errno);
+    ::close(out[0]);
+    ::close(err[0]);
+    ::close(status[0]);
+    return outcome;
+  }
+  ::setpgid(pid, pid);  // also here, so a kill cannot race the child's own call
+
+  int child_errno = 0;
+  if (::read(status[0], &child_errno, sizeof child_errno) == sizeof child_errno) {
+    outcome.spawn_error = "cannot run '" + request.argv[0] + "'" +
+                          (request.cwd.empty() ? "" : " in " + request.cwd) + ": " +
+                          std::strerror(child_errno);
+  }
+  ::close(status[0]);
+
+  using Clock = std::chrono::steady_clock;
+  const bool limited = request.time_limit_s > 0;
+  const auto deadline = Clock::now() + std::chrono::microseconds(
+                                           static_cast<int64_t>(request.time_limit_s * 1e6));
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  int open_fds = 2;
+  char buffer[65536];
+  while (open_fds > 0) {
+    int wait_ms = -1;
+    if (limited) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        outcome.timed_out = true;
+        ::kill(-pid, SIGKILL);
+        break;
+      }
+      wait_ms = static_cast<int>(std::min<int64_t>(left.count() + 1, 1000));
+    }
+    if (::poll(fds, 2, wait_ms) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        if (i == 0) {
+          Append(outcome.stdout_text, outcome.stdout_truncated, buffer, static_cast<size_t>(n),
+                 request.max_output_bytes);
+        } else {
+          Append(outcome.stderr_text, outcome.stderr_truncated, buffer, static_cast<size_t>(n),
+                 request.max_output_bytes);
+        }
+      } else if (n == 0 || errno != EINTR) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (auto& f : fds) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  // Grandchildren that kept the pipes open are gone with the group.
+  if (outcome.timed_out) ::kill(-pid, SIGKILL);
+  outcome.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+  return outcome;
+}
+
+}  // namespace ztask::engine

@@ -1,0 +1,362 @@
+// The engine's loop: registration and heartbeats with the hub, tasks from
+// the scheduler, and one worker thread that runs them so that heartbeats go
+// on while a task runs.
+#include "ztask/engine.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <zmq.hpp>
+
+#include "engine/command.h"
+#include "protocol/codec.h"
+#include "protocol/connection_file.h"
+#include "protocol/signals.h"
+#include "protocol/wire.h"
+
+namespace ztask {
+namespace {
+
+using protocol::Frames;
+using protocol::MsgType;
+
+int64_t SteadyMicros() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+struct Job {
+  protocol::Header header;
+  protocol::RoutingMeta meta;
+  protocol::TaskSpec spec;
+  protocol::DispatchInfo dispatch;
+};
+
+struct Done {
+  protocol::Header request;
+  protocol::ReplyMeta meta;
+  protocol::TaskResult result;
+};
+
+std::string Hostname() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+}  // namespace
+
+bool TaskContext::OutOfTime() const { return deadline_us > 0 && SteadyMicros() >= deadline_us; }
+
+class EngineLoop final : public Stoppable {
+ public:
+  EngineLoop(const EngineOptions& options, const std::map<std::string, Function>& functions,
+             protocol::ConnectionInfo info)
+      : options_(options),
+        functions_(functions),
+        info_(std::move(info)),
+        signer_(info_.key),
+        uuid_(TaskId::Random().ToHex()),
+        hub_(context_, zmq::socket_type::dealer),
+        scheduler_(context_, zmq::socket_type::dealer),
+        wake_loop_(context_, zmq::socket_type::pair),
+        wake_worker_(context_, zmq::socket_type::pair) {}
+
+  Status Start() {
+    if (options_.name.empty()) options_.name = Hostname() + "-" + std::to_string(::getpid());
+    for (auto* s : {&hub_, &scheduler_}) {
+      s->set(zmq::sockopt::linger, 2000);
+      s->set(zmq::sockopt::routing_id, uuid_);
+    }
+    wake_loop_.bind("inproc://worker-" + uuid_);
+    wake_worker_.connect("inproc://worker-" + uuid_);
+    ZTASK_RETURN_IF_ERROR(protocol::Connect(hub_, info_.hub.registration));
+    ZTASK_RETURN_IF_ERROR(Register());
+    ZTASK_RETURN_IF_ERROR(protocol::Connect(scheduler_, info_.scheduler.engine));
+    Send(scheduler_, MsgType::kEngineReady, std::nullopt, protocol::Empty{},
+         protocol::EngineReady{engine_id_, uuid_});
+    worker_ = std::thread([this] { WorkerMain(); });
+    return Status::Ok();
+  }
+
+  void Run() {
+    int64_t next_heartbeat = 0;
+    while (!stop_.load()) {
+      const int64_t now = SteadyMicros();
+      if (now >= next_heartbeat) {
+        Send(hub_, MsgType::kHeartbeat, std::nullopt, protocol::Empty{},
+             protocol::EngineRef{engine_id_, uuid_});
+        next_heartbeat = now + int64_t{heartbeat_ms_} * 1000;
+      }
+      zmq::pollitem_t items[] = {{scheduler_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {hub_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {wake_loop_.handle(), 0, ZMQ_POLLIN, 0}};
+      try {
+        zmq::poll(items, 3, std::chrono::milliseconds((next_heartbeat - now) / 1000 + 1));
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        break;
+      }
+      if (items[0].revents & ZMQ_POLLIN) OnScheduler();
+      if (items[1].revents & ZMQ_POLLIN) OnHub();
+      if (items[2].revents & ZMQ_POLLIN) OnWorkerDone();
+    }
+    Send(hub_, MsgType::kUnregistration, std::nullopt, protocol::Empty{},
+         protocol::EngineRef{engine_id_, uuid_});
+    {
+      std::lock_guard lock(mutex_);
+      quitting_ = true;
+    }
+    ready_.notify_all();
+    if (worker_.joinable()) worker_.join();
+    spdlog::info("engine {} stopped", engine_id_);
+  }
+
+  void RequestStop() override { stop_.store(true); }
+
+ private:
+  template <class Meta, class Content>
+  void Send(zmq::socket_t& socket, MsgType type, const std::optional<protocol::Header>& parent,
+            const Meta& meta, const Content& content) {
+    protocol::Header header{TaskId::Random(), type, uuid_, protocol::NowMicros()};
+    (void)protocol::SendEncoded(socket, {},
+                                protocol::EncodeMessage(signer_, header, parent, meta, content));
+  }
+
+  Status Register() {
+    protocol::RegistrationRequest request{uuid_, options_.name, Hostname(), ::getpid(),
+                                          std::nullopt};
+    if (const char* rank = std::getenv("OMPI_COMM_WORLD_RANK")) request.mpi_rank = std::atoi(rank);
+    Send(hub_, MsgType::kRegistrationRequest, std::nullopt, protocol::Empty{}, request);
+    zmq::pollitem_t item{hub_.handle(), 0, ZMQ_POLLIN, 0};
+    const int64_t deadline = SteadyMicros() + int64_t{options_.register_timeout_ms} * 1000;
+    Frames frames;
+    while (SteadyMicros() < deadline && !stop_.load()) {
+      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      if (!protocol::TryReceive(hub_, frames)) continue;
+      auto reply = protocol::DecodeMessage<MsgType::kRegistrationReply>(
+          signer_, {}, protocol::Views(frames));
+      if (!reply.ok()) continue;
+      if (!reply->content.ok) return Status::Unavailable("the hub refused: " + reply->content.error);
+      engine_id_ = reply->content.engine_id;
+      heartbeat_ms_ = reply->content.heartbeat_ms > 0 ? reply->content.heartbeat_ms : 1000;
+      spdlog::info("registered as engine {} ({})", engine_id_, options_.name);
+      return Status::Ok();
+    }
+    return Status::TimedOut("the hub at " + info_.hub.registration + " did not answer within " +
+                            std::to_string(options_.register_timeout_ms) + " ms");
+  }
+
+  void OnHub() {
+    Frames frames;
+    while (protocol::TryReceive(hub_, frames)) {
+      auto views = protocol::Views(frames);
+      if (!protocol::CheckFrames(signer_, {}, views).ok()) continue;
+      auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
+      if (header.ok() && header->type == MsgType::kRegistrationReply) {
+        // The hub lost us (it restarted, or we were silent too long).
+        spdlog::warn("the hub no longer knows this engine; registering again");
+        (void)Register();
+      }
+    }
+  }
+
+  void OnScheduler() {
+    Frames frames;
+    while (protocol::TryReceive(scheduler_, frames)) {
+      if (frames.size() < 1 + protocol::kMinFrames) continue;
+      auto dispatch = protocol::DecodeBody<protocol::DispatchInfo>(protocol::View(frames[0]));
+      auto task = protocol::DecodeMessage<MsgType::kTaskRequest>(signer_, {},
+                                                                 protocol::Views(frames, 1));
+      if (!dispatch.ok() || !task.ok()) {
+        spdlog::warn("dropped a task the engine cannot read: {}",
+                     task.ok() ? dispatch.status().ToString() : task.status().ToString());
+        continue;
+      }
+      {
+        std::lock_guard lock(mutex_);
+        queue_.push_back({task->header, task->meta, task->content, *dispatch});
+      }
+      ready_.notify_one();
+    }
+  }
+
+  void OnWorkerDone() {
+    Frames frames;
+    while (protocol::TryReceive(wake_loop_, frames)) {
+      std::deque<Done> done;
+      {
+        std::lock_guard lock(mutex_);
+        done.swap(done_);
+      }
+      for (auto& d : done) {
+        Send(scheduler_, MsgType::kTaskReply, d.request, d.meta, d.result);
+      }
+    }
+  }
+
+  // ---- the worker thread ------------------------------------------------
+
+  void WorkerMain() {
+    while (true) {
+      Job job;
+      {
+        std::unique_lock lock(mutex_);
+        ready_.wait(lock, [&] { return quitting_ || !queue_.empty(); });
+        if (quitting_) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      Done done = Execute(job);
+      {
+        std::lock_guard lock(mutex_);
+        done_.push_back(std::move(done));
+      }
+      wake_worker_.send(zmq::str_buffer(""), zmq::send_flags::dontwait);
+    }
+  }
+
+  Done Execute(const Job& job) {
+    Done done{job.header, {true, ErrorType::kNone, engine_id_, job.dispatch.attempt}, {}};
+    done.result.started_us = protocol::NowMicros();
+    auto fail = [&](ErrorType type, std::string message) {
+      done.meta.ok = false;
+      done.meta.error_type = type;
+      done.result.error_message = std::move(message);
+    };
+    if (job.spec.kind == "command") {
+      engine::CommandRequest request{job.spec.argv, job.spec.cwd, job.spec.env,
+                                     job.meta.time_limit_s, options_.max_output_bytes};
+      request.env["ZTASK_TASK_ID"] = job.header.id.ToHex();
+      request.env["ZTASK_ENGINE_ID"] = std::to_string(engine_id_);
+      request.env["ZTASK_ATTEMPT"] = std::to_string(job.dispatch.attempt);
+      request.env["ZTASK_NUM_ENGINES"] = std::to_string(job.dispatch.engines);
+      engine::CommandOutcome outcome = engine::RunCommand(request);
+      done.result.stdout_text = std::move(outcome.stdout_text);
+      done.result.stderr_text = std::move(outcome.stderr_text);
+      done.result.stdout_truncated = outcome.stdout_truncated;
+      done.result.stderr_truncated = outcome.stderr_truncated;
+      if (!outcome.spawn_error.empty()) {
+        fail(ErrorType::kTaskFailed, outcome.spawn_error);
+      } else {
+        done.result.exit_code = outcome.exit_code;
+        if (outcome.timed_out) {
+          fail(ErrorType::kTimeLimitExceeded,
+               "killed after its time limit of " + std::to_string(job.meta.time_limit_s) + " s");
+        } else if (outcome.exit_code != 0) {
+          fail(ErrorType::kTaskFailed, "exited with code " + std::to_string(outcome.exit_code));
+        }
+      }
+    } else if (job.spec.kind == "function") {
+      RunFunction(job, &done, fail);
+    } else {
+      fail(ErrorType::kTaskFailed, "unknown task kind '" + job.spec.kind + "'");
+    }
+    done.result.completed_us = protocol::NowMicros();
+    return done;
+  }
+
+  template <class Fail>
+  void RunFunction(const Job& job, Done* done, Fail&& fail) {
+    auto it = functions_.find(job.spec.function);
+    if (it == functions_.end()) {
+      return fail(ErrorType::kTaskFailed,
+                  "no function named '" + job.spec.function + "' on engine " +
+                      std::to_string(engine_id_));
+    }
+    TaskContext context{job.header.id, engine_id_, job.dispatch.attempt, job.dispatch.engines, 0};
+    if (job.meta.time_limit_s > 0) {
+      context.deadline_us = SteadyMicros() + static_cast<int64_t>(job.meta.time_limit_s * 1e6);
+    }
+    try {
+      Value args;
+      if (!job.spec.args.bytes.empty()) args = Value::from_msgpack(job.spec.args.bytes);
+      Value result = it->second(args, context);
+      std::vector<uint8_t> packed = Value::to_msgpack(result);
+      done->result.result.bytes.assign(packed.begin(), packed.end());
+    } catch (const TimeLimitReached&) {
+      fail(ErrorType::kTimeLimitExceeded, "stopped at its time limit of " +
+                                              std::to_string(job.meta.time_limit_s) + " s");
+    } catch (const std::exception& e) {
+      fail(ErrorType::kTaskFailed, e.what());
+    }
+  }
+
+  EngineOptions options_;
+  const std::map<std::string, Function>& functions_;
+  protocol::ConnectionInfo info_;
+  protocol::Signer signer_;
+  std::string uuid_;
+  int32_t engine_id_ = -1;
+  int heartbeat_ms_ = 1000;
+  zmq::context_t context_{1};
+  zmq::socket_t hub_, scheduler_, wake_loop_, wake_worker_;
+  std::atomic<bool> stop_{false};
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Job> queue_;
+  std::deque<Done> done_;
+  bool quitting_ = false;
+};
+
+Engine::Engine() = default;
+Engine::~Engine() = default;
+
+void Engine::Register(const std::string& name, Function function) {
+  functions_[name] = std::move(function);
+}
+
+Status Engine::Run(const EngineOptions& options) {
+  const auto profile =
+      options.profile_dir.empty() ? protocol::DefaultProfileDir() : options.profile_dir;
+  auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile));
+  if (!info.ok()) return info.status();
+  if (info->hub.registration.empty() || info->scheduler.engine.empty()) {
+    return Status::Unavailable("the cluster in " + profile.string() +
+                               " has not started its hub and scheduler yet");
+  }
+  EngineLoop loop(options, functions_, *info);
+  SetStopTarget(&loop);
+  Status started = loop.Start();
+  if (started.ok()) loop.Run();
+  SetStopTarget(nullptr);
+  return started;
+}
+
+int Engine::Main(int argc, char** argv) {
+  EngineOptions options;
+  std::string log_level = "info";
+  CLI::App app{"taskengine: runs ztask tasks"};
+  app.add_option("--profile-dir", options.profile_dir,
+                 "profile directory holding the connection file (default ~/.ztask/profile_default)");
+  app.add_option("--name", options.name, "engine name (default HOST-PID)");
+  app.add_option("--max-output-bytes", options.max_output_bytes,
+                 "bytes of stdout and of stderr kept per command")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  InstallStopSignals();
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskengine %l: %v");
+  Status status = Run(options);
+  if (!status.ok()) {
+    std::fprintf(stderr, "taskengine: %s\n", status.message().c_str());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace ztask

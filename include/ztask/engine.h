@@ -1,0 +1,95 @@
+// The engine library: build your own engine binary by registering C++
+// functions by name, then calling Main(). Clients call them with
+// `taskctl submit --fn NAME --args JSON` or Client::Submit. Arguments and
+// results travel as msgpack and reach your function as JSON values.
+//
+//   int main(int argc, char** argv) {
+//     ztask::Engine engine;
+//     ztask::RegisterBuiltins(engine);
+//     engine.Register("square", [](const ztask::Value& x, const ztask::TaskContext&) {
+//       return ztask::Value(x.get<double>() * x.get<double>());
+//     });
+//     return engine.Main(argc, argv);
+//   }
+//
+// Thread safety: Register before Main. A function runs on the engine's
+// worker thread, one task at a time.
+#ifndef ZTASK_ENGINE_H_
+#define ZTASK_ENGINE_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "ztask/status.h"
+#include "ztask/task_id.h"
+
+namespace ztask {
+
+using Value = nlohmann::json;
+
+// What a running function may ask about its task.
+struct TaskContext {
+  TaskId task_id;
+  int32_t engine_id = -1;
+  int32_t attempt = 1;
+  int32_t num_engines = 0;
+  int64_t deadline_us = 0;  // steady-clock µs when its time limit ends; 0: none
+
+  // True once the task's time limit has passed; long functions should check
+  // and throw TimeLimitReached.
+  bool OutOfTime() const;
+};
+
+// Thrown by a function that stops because its time limit passed: the task
+// fails with TimeLimitExceeded. Any other exception fails it with TaskFailed
+// and the exception's message.
+class TimeLimitReached : public std::runtime_error {
+ public:
+  TimeLimitReached() : std::runtime_error("time limit reached") {}
+};
+
+using Function = std::function<Value(const Value& args, const TaskContext& context)>;
+
+struct EngineOptions {
+  // Where the connection file is. Default: ~/.ztask/profile_default.
+  std::filesystem::path profile_dir;
+  // The engine's name; an engine restarted under the same name keeps its id.
+  // Default: HOST-PID.
+  std::string name;
+  // Most bytes of stdout and of stderr kept per command. Default: 1 MiB.
+  size_t max_output_bytes = size_t{1} << 20;
+  // How long to wait for the hub to answer the registration. Default: 10 s.
+  int register_timeout_ms = 10000;
+};
+
+class Engine {
+ public:
+  Engine();
+  ~Engine();
+
+  // REQUIRES: called before Run/Main; a name registered twice keeps the last.
+  void Register(const std::string& name, Function function);
+
+  // Registers with the cluster and serves tasks until SIGINT/SIGTERM or the
+  // cluster goes away. Returns an error when it cannot start.
+  Status Run(const EngineOptions& options);
+  // Parses --profile-dir, --name, --log-level, then Run(). Returns the exit code.
+  int Main(int argc, char** argv);
+
+ private:
+  std::map<std::string, Function> functions_;
+};
+
+// noop (returns null), echo (returns its arguments), sleep (seconds, as a
+// number or [number]), fail (fails with its argument as the message).
+void RegisterBuiltins(Engine& engine);
+
+}  // namespace ztask
+
+#endif  // ZTASK_ENGINE_H_

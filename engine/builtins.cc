@@ -1,5 +1,6 @@
 // The functions every stock engine has.
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "ztask/engine.h"
@@ -19,6 +20,17 @@ void RegisterBuiltins(Engine& engine) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     return Value();
+  });
+  // Adds numbers, arrays of numbers, arrays of those...: a reduce step.
+  engine.Register("sum", [](const Value& args, const TaskContext&) {
+    std::function<double(const Value&)> add = [&](const Value& v) -> double {
+      if (v.is_number()) return v.get<double>();
+      if (!v.is_array()) throw std::invalid_argument("sum takes numbers and arrays of them");
+      double total = 0;
+      for (const auto& x : v) total += add(x);
+      return total;
+    };
+    return Value(add(args));
   });
   engine.Register("fail", [](const Value& args, const TaskContext&) -> Value {
     throw std::runtime_error(args.is_string() ? args.get<std::string>() : "failed on request");

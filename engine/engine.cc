@@ -28,6 +28,12 @@ namespace {
 using protocol::Frames;
 using protocol::MsgType;
 
+std::string SecondsText(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", s);
+  return text;
+}
+
 int64_t SteadyMicros() {
   using namespace std::chrono;
   return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
@@ -250,7 +256,7 @@ class EngineLoop final : public Stoppable {
         done.result.exit_code = outcome.exit_code;
         if (outcome.timed_out) {
           fail(ErrorType::kTimeLimitExceeded,
-               "killed after its time limit of " + std::to_string(job.meta.time_limit_s) + " s");
+               "killed after its time limit of " + SecondsText(job.meta.time_limit_s));
         } else if (outcome.exit_code != 0) {
           fail(ErrorType::kTaskFailed, "exited with code " + std::to_string(outcome.exit_code));
         }
@@ -278,20 +284,64 @@ class EngineLoop final : public Stoppable {
     }
     try {
       Value args;
-      if (!job.spec.args.bytes.empty()) args = Value::from_msgpack(job.spec.args.bytes);
+      if (job.spec.pass_results.value_or(false)) {
+        auto results = ResultsOf(job.meta.after.ids);
+        if (!results.ok()) return fail(ErrorType::kTaskFailed, results.status().message());
+        args = std::move(*results);
+      } else if (!job.spec.args.bytes.empty()) {
+        args = Value::from_msgpack(job.spec.args.bytes);
+      }
       Value result = it->second(args, context);
       std::vector<uint8_t> packed = Value::to_msgpack(result);
       done->result.result.bytes.assign(packed.begin(), packed.end());
     } catch (const TimeLimitReached&) {
-      fail(ErrorType::kTimeLimitExceeded, "stopped at its time limit of " +
-                                              std::to_string(job.meta.time_limit_s) + " s");
+      fail(ErrorType::kTimeLimitExceeded,
+           "stopped at its time limit of " + SecondsText(job.meta.time_limit_s));
     } catch (const std::exception& e) {
       fail(ErrorType::kTaskFailed, e.what());
     }
   }
 
+  // On the worker thread: the results of `ids`, in order, from the hub.
+  Result<Value> ResultsOf(const std::vector<TaskId>& ids) {
+    if (!query_) {
+      query_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+      query_->set(zmq::sockopt::linger, 0);
+      query_->connect(info_.hub.query);
+    }
+    protocol::Header header{TaskId::Random(), MsgType::kResultRequest, uuid_,
+                            protocol::NowMicros()};
+    (void)protocol::SendEncoded(*query_, {},
+                                protocol::EncodeMessage(signer_, header, std::nullopt,
+                                                        protocol::Empty{},
+                                                        protocol::TaskIdList{ids}));
+    const int64_t deadline = SteadyMicros() + 10'000'000;
+    Frames frames;
+    while (SteadyMicros() < deadline) {
+      zmq::pollitem_t item{query_->handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      if (!protocol::TryReceive(*query_, frames)) continue;
+      auto reply = protocol::DecodeMessage<MsgType::kResultReply>(signer_, {},
+                                                                  protocol::Views(frames));
+      if (!reply.ok() || !reply->parent || reply->parent->id != header.id) continue;
+      std::map<TaskId, Value> by_id;
+      for (const auto& r : reply->content.records) {
+        by_id[r.id] = r.result.bytes.empty() ? Value() : Value::from_msgpack(r.result.bytes);
+      }
+      Value out = Value::array();
+      for (const TaskId& id : ids) {
+        auto it = by_id.find(id);
+        if (it == by_id.end()) return Status::NotFound("the hub has no result for " + id.ToHex());
+        out.push_back(it->second);
+      }
+      return out;
+    }
+    return Status::Unavailable("the hub did not send the results of this task's dependencies");
+  }
+
   EngineOptions options_;
   const std::map<std::string, Function>& functions_;
+  std::unique_ptr<zmq::socket_t> query_;  // the worker's own
   protocol::ConnectionInfo info_;
   protocol::Signer signer_;
   std::string uuid_;

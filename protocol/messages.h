@@ -98,6 +98,10 @@ struct TaskSpec {
   std::string cwd;
   std::map<std::string, std::string> env;
   std::string label;
+  // A function task that gets, as its arguments, the results of its `after`
+  // dependencies (an array in their order), fetched by the engine from the
+  // hub: how map_reduce's reduce steps see their inputs.
+  std::optional<bool> pass_results;
 
   template <class S, class V>
   static void Visit(S& s, V& v) {
@@ -108,6 +112,7 @@ struct TaskSpec {
     v("cwd", s.cwd);
     v("env", s.env);
     v("label", s.label);
+    v("pass_results", s.pass_results);
   }
   friend bool operator==(const TaskSpec&, const TaskSpec&) = default;
 };

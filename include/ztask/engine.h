@@ -87,7 +87,8 @@ class Engine {
 };
 
 // noop (returns null), echo (returns its arguments), sleep (seconds, as a
-// number or [number]), fail (fails with its argument as the message).
+// number or [number]), sum (adds numbers and nested arrays of numbers), fail
+// (fails with its argument as the message).
 void RegisterBuiltins(Engine& engine);
 
 }  // namespace ztask

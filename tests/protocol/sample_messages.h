@@ -30,7 +30,7 @@ template <> inline RoutingMeta Sample<RoutingMeta>() {
 }
 template <> inline TaskSpec Sample<TaskSpec>() {
   return {"command", "", SampleRaw(), {"/bin/echo", "hi there"}, "/tmp",
-          {{"A", "1"}, {"B", "two"}}, "render frame 7"};
+          {{"A", "1"}, {"B", "two"}}, "render frame 7", true};
 }
 template <> inline ReplyMeta Sample<ReplyMeta>() {
   return {false, ErrorType::kTimeLimitExceeded, 4, 2};

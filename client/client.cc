@@ -1,0 +1,392 @@
+#include "ztask/client.h"
+
+#include <chrono>
+#include <set>
+#include <thread>
+#include <unordered_set>
+#include <zmq.hpp>
+
+#include "protocol/codec.h"
+#include "protocol/connection_file.h"
+#include "protocol/wire.h"
+
+namespace ztask {
+namespace {
+
+using protocol::Frames;
+using protocol::MsgType;
+
+std::optional<double> Seconds(std::optional<int64_t> us) {
+  if (!us || *us == 0) return std::nullopt;
+  return static_cast<double>(*us) / 1e6;
+}
+
+DependencySet FromWire(const protocol::WireDependencies& w) { return {w.ids, w.mode, w.outcome}; }
+protocol::WireDependencies ToWire(const DependencySet& d) { return {d.ids, d.mode, d.outcome}; }
+
+TaskInfo FromRecord(const protocol::TaskRecord& r) {
+  TaskInfo info;
+  info.id = r.id;
+  info.status = r.state;
+  info.error_type = r.error_type;
+  info.error_message = r.error_message;
+  info.engine_id = r.engine_id;
+  info.attempts = r.attempts;
+  info.submitted = Seconds(r.submitted_us);
+  info.started = Seconds(r.started_us);
+  info.completed = Seconds(r.completed_us);
+  info.exit_code = r.exit_code;
+  info.stdout_text = r.stdout_text;
+  info.stderr_text = r.stderr_text;
+  if (!r.result.bytes.empty()) {
+    info.result = Value::from_msgpack(r.result.bytes, true, false);
+    if (info.result.is_discarded()) info.result = nullptr;
+  }
+  info.label = r.label;
+  info.after = FromWire(r.after);
+  info.follow = FromWire(r.follow);
+  return info;
+}
+
+double Now() {
+  using namespace std::chrono;
+  return duration_cast<duration<double>>(steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+Value TaskInfo::ToJson() const {
+  auto number = [](const std::optional<double>& d) { return d ? Value(*d) : Value(nullptr); };
+  Value error = nullptr;
+  if (status == "error") {
+    error = {{"type", std::string(ErrorTypeName(error_type))}, {"message", error_message}};
+  }
+  return {
+      {"id", id.ToHex()},
+      {"status", status},
+      {"error", error},
+      {"engine_id", engine_id ? Value(*engine_id) : Value(nullptr)},
+      {"attempts", attempts},
+      {"submitted", number(submitted)},
+      {"started", number(started)},
+      {"completed", number(completed)},
+      {"exit_code", exit_code ? Value(*exit_code) : Value(nullptr)},
+      {"stdout", stdout_text},
+      {"stderr", stderr_text},
+      {"result", result},
+      {"label", label},
+  };
+}
+
+class Client::Impl {
+ public:
+  Impl(protocol::ConnectionInfo info, std::string profile)
+      : info_(std::move(info)),
+        profile_(std::move(profile)),
+        signer_(info_.key),
+        session_(TaskId::Random().ToHex()),
+        scheduler_(context_, zmq::socket_type::dealer),
+        hub_(context_, zmq::socket_type::dealer) {
+    for (auto* s : {&scheduler_, &hub_}) {
+      s->set(zmq::sockopt::linger, 5000);
+      s->set(zmq::sockopt::sndhwm, 1000000);
+    }
+    scheduler_.set(zmq::sockopt::routing_id, session_);
+    scheduler_.connect(info_.scheduler.client);
+    hub_.connect(info_.hub.query);
+  }
+
+  Result<TaskId> Submit(const TaskOptions& o) {
+    protocol::TaskSpec spec;
+    if (!o.command.empty() && !o.function.empty()) {
+      return Status::InvalidArgument("a task is a command or a function, not both");
+    }
+    if (o.command.empty() && o.function.empty()) {
+      return Status::InvalidArgument("a task needs a command or a function");
+    }
+    spec.kind = o.command.empty() ? "function" : "command";
+    spec.function = o.function;
+    spec.argv = o.command;
+    if (!o.args.is_null()) {
+      std::vector<uint8_t> packed = Value::to_msgpack(o.args);
+      spec.args.bytes.assign(packed.begin(), packed.end());
+    }
+    spec.cwd = o.cwd;
+    spec.env = o.env;
+    spec.label = o.label;
+    if (o.pass_results) spec.pass_results = true;
+    protocol::RoutingMeta meta{ToWire(o.after), ToWire(o.follow), o.targets, o.timeout,
+                               o.time_limit,    o.retries,       o.priority};
+    protocol::Header header{TaskId::Random(), MsgType::kTaskRequest, session_,
+                            protocol::NowMicros()};
+    Status sent = protocol::SendEncoded(scheduler_, {},
+                                        protocol::EncodeMessage(signer_, header, std::nullopt,
+                                                                meta, spec));
+    if (!sent.ok()) return Status::Unavailable("cannot send to the scheduler: " + sent.message());
+    submitted_.insert(header.id);
+    return header.id;
+  }
+
+  bool Ready(const TaskId& id) {
+    DrainReplies();
+    return replied_.count(id) > 0;
+  }
+
+  Result<std::vector<TaskInfo>> Fetch(const std::vector<TaskId>& ids, bool tolerate_unknown,
+                                      std::vector<TaskId>* unknown) {
+    auto reply = Ask<MsgType::kResultRequest, MsgType::kResultReply>(protocol::TaskIdList{ids});
+    if (!reply.ok()) return reply.status();
+    std::unordered_map<TaskId, const protocol::TaskRecord*, TaskIdHash> by_id;
+    for (const auto& r : reply->records) by_id[r.id] = &r;
+    std::vector<TaskInfo> out;
+    for (const TaskId& id : ids) {
+      auto it = by_id.find(id);
+      if (it != by_id.end()) {
+        out.push_back(FromRecord(*it->second));
+      } else if (tolerate_unknown) {
+        if (unknown) unknown->push_back(id);
+      } else {
+        return Status::NotFound("unknown task id " + id.ToHex());
+      }
+    }
+    if (ids.empty()) {
+      for (const auto& r : reply->records) out.push_back(FromRecord(r));
+    }
+    return out;
+  }
+
+  Status Wait(const std::vector<TaskId>& ids, double timeout_s) {
+    const double start = Now();
+    // A task just submitted (here or by another process) may not have
+    // reached the hub yet: unknown ids get this long before they are an error.
+    constexpr double kGrace = 3.0;
+    std::set<TaskId> pending(ids.begin(), ids.end());
+    int backoff_ms = 1;
+    while (true) {
+      DrainReplies();
+      std::vector<TaskId> ask(pending.begin(), pending.end());
+      std::vector<TaskId> unknown;
+      auto records = Fetch(ask, true, &unknown);
+      if (!records.ok()) return records.status();
+      for (const auto& r : *records) {
+        if (r.finished()) pending.erase(r.id);
+      }
+      if (pending.empty()) return Status::Ok();
+      const double waited = Now() - start;
+      for (const TaskId& id : unknown) {
+        if (waited > kGrace && !submitted_.count(id)) {
+          return Status::NotFound("unknown task id " + id.ToHex());
+        }
+      }
+      if (timeout_s >= 0 && waited > timeout_s) {
+        return Status::TimedOut(std::to_string(pending.size()) + " of " +
+                                std::to_string(ids.size()) + " tasks had not finished after " +
+                                std::to_string(timeout_s) + " s");
+      }
+      WaitForReplyOrSleep(backoff_ms);
+      backoff_ms = std::min(backoff_ms * 2, 50);
+    }
+  }
+
+  Result<AbortResult> Abort(const std::vector<TaskId>& ids) {
+    protocol::Header header{TaskId::Random(), MsgType::kAbortRequest, session_,
+                            protocol::NowMicros()};
+    Status sent = protocol::SendEncoded(
+        scheduler_, {},
+        protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{},
+                                protocol::AbortRequest{ids}));
+    if (!sent.ok()) return sent;
+    const double deadline = Now() + 10;
+    while (Now() < deadline) {
+      zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      Frames frames;
+      while (protocol::TryReceive(scheduler_, frames)) {
+        auto views = protocol::Views(frames);
+        if (!protocol::CheckFrames(signer_, {}, views).ok()) continue;
+        auto h = protocol::DecodeHeader(views[protocol::kFrameHeader]);
+        if (!h.ok()) continue;
+        if (h->type == MsgType::kTaskReply) {
+          NoteReply(views);
+          continue;
+        }
+        auto reply = protocol::DecodeMessage<MsgType::kAbortReply>(signer_, {}, views);
+        if (reply.ok() && reply->parent && reply->parent->id == header.id) {
+          const auto& c = reply->content;
+          return AbortResult{c.aborted, c.running, c.finished, c.unknown};
+        }
+      }
+    }
+    return Unreachable("scheduler", info_.scheduler.client);
+  }
+
+  Result<QueueStatus> Queue() {
+    auto reply = Ask<MsgType::kQueueRequest, MsgType::kQueueReply>(protocol::Empty{});
+    if (!reply.ok()) return reply.status();
+    QueueStatus out;
+    out.unassigned = reply->unassigned;
+    for (const auto& e : reply->engines) {
+      out.engines.push_back({e.engine_id, e.running, e.queued, e.completed});
+    }
+    return out;
+  }
+
+  Result<std::vector<EngineStatus>> Engines() {
+    auto reply = Ask<MsgType::kEnginesRequest, MsgType::kEnginesReply>(protocol::Empty{});
+    if (!reply.ok()) return reply.status();
+    std::vector<EngineStatus> out;
+    for (const auto& e : reply->engines) {
+      out.push_back({e.id, e.name, e.host, e.state, e.pid,
+                     static_cast<double>(e.registered_us) / 1e6, e.mpi_rank});
+    }
+    return out;
+  }
+
+  Status Watch(const std::function<bool(const Value&)>& on_event) {
+    zmq::socket_t events(context_, zmq::socket_type::sub);
+    events.set(zmq::sockopt::subscribe, "");
+    events.set(zmq::sockopt::linger, 0);
+    events.connect(info_.hub.events);
+    Frames frames;
+    while (true) {
+      zmq::pollitem_t item{events.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(200));
+      while (protocol::TryReceive(events, frames)) {
+        auto event = protocol::DecodeMessage<MsgType::kEvent>(signer_, {}, protocol::Views(frames));
+        if (!event.ok()) continue;
+        const auto& e = event->content;
+        Value json = {{"kind", e.kind},
+                      {"task_id", e.task_id ? Value(e.task_id->ToHex()) : Value(nullptr)},
+                      {"engine_id", e.engine_id ? Value(*e.engine_id) : Value(nullptr)},
+                      {"attempt", e.attempt ? Value(*e.attempt) : Value(nullptr)},
+                      {"status", e.status.empty() ? Value(nullptr) : Value(e.status)},
+                      {"error_type", e.error_type == ErrorType::kNone
+                                         ? Value(nullptr)
+                                         : Value(std::string(ErrorTypeName(e.error_type)))},
+                      {"text", e.text},
+                      {"at", static_cast<double>(e.at_us) / 1e6}};
+        if (!on_event(json)) return Status::Ok();
+      }
+    }
+  }
+
+  Status Shutdown() {
+    auto reply = Ask<MsgType::kShutdownRequest, MsgType::kShutdownReply>(protocol::Empty{});
+    return reply.ok() ? Status::Ok() : reply.status();
+  }
+
+ private:
+  Status Unreachable(const std::string& who, const std::string& where) {
+    return Status::Unavailable("the " + who + " at " + where + " does not answer: is the cluster in " +
+                               profile_ + " running? (start one with: taskcluster start)");
+  }
+
+  // One request to the hub and its reply, matched by parent id.
+  template <MsgType kRequest, MsgType kReply, class Content>
+  Result<typename protocol::Bodies<kReply>::Content> Ask(const Content& content) {
+    protocol::Header header{TaskId::Random(), kRequest, session_, protocol::NowMicros()};
+    Status sent = protocol::SendEncoded(
+        hub_, {}, protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{}, content));
+    if (!sent.ok()) return sent;
+    const double deadline = Now() + 5;
+    while (Now() < deadline) {
+      zmq::pollitem_t item{hub_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      Frames frames;
+      while (protocol::TryReceive(hub_, frames)) {
+        auto reply = protocol::DecodeMessage<kReply>(signer_, {}, protocol::Views(frames));
+        if (reply.ok() && reply->parent && reply->parent->id == header.id) {
+          return std::move(reply->content);
+        }
+      }
+    }
+    return Unreachable("hub", info_.hub.query);
+  }
+
+  void NoteReply(const std::vector<std::string_view>& views) {
+    auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
+    if (parent.ok() && *parent) replied_.insert((*parent)->id);
+  }
+
+  void DrainReplies() {
+    Frames frames;
+    while (protocol::TryReceive(scheduler_, frames)) {
+      auto views = protocol::Views(frames);
+      if (protocol::CheckFrames(signer_, {}, views).ok()) NoteReply(views);
+    }
+  }
+
+  void WaitForReplyOrSleep(int ms) {
+    zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(ms));
+  }
+
+  protocol::ConnectionInfo info_;
+  std::string profile_;
+  protocol::Signer signer_;
+  std::string session_;
+  zmq::context_t context_{1};
+  zmq::socket_t scheduler_, hub_;
+  std::unordered_set<TaskId, TaskIdHash> submitted_, replied_;
+};
+
+Result<std::unique_ptr<Client>> Client::Connect(const std::filesystem::path& profile_dir) {
+  const auto profile = profile_dir.empty() ? protocol::DefaultProfileDir() : profile_dir;
+  const auto path = protocol::ConnectionFilePath(profile);
+  auto info = protocol::ReadConnectionFile(path);
+  if (!info.ok()) {
+    if (info.status().code() == Status::Code::kNotFound) {
+      return Status::NotFound("no cluster is running with profile " + profile.string() +
+                              ": start one with: taskcluster start --profile-dir " +
+                              profile.string());
+    }
+    return info.status();
+  }
+  if (info->hub.query.empty() || info->scheduler.client.empty()) {
+    return Status::Unavailable("the cluster in " + profile.string() +
+                               " has not finished starting (no hub or scheduler endpoint yet)");
+  }
+  try {
+    return std::unique_ptr<Client>(new Client(std::make_unique<Impl>(*info, profile.string())));
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable(std::string("cannot connect: ") + e.what());
+  }
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+Result<TaskId> Client::Submit(const TaskOptions& options) { return impl_->Submit(options); }
+bool Client::Ready(const TaskId& id) { return impl_->Ready(id); }
+Status Client::Wait(const std::vector<TaskId>& ids, double timeout_s) {
+  return impl_->Wait(ids, timeout_s);
+}
+Result<std::vector<TaskInfo>> Client::Fetch(const std::vector<TaskId>& ids) {
+  if (ids.empty()) return std::vector<TaskInfo>{};
+  return impl_->Fetch(ids, false, nullptr);
+}
+Result<std::vector<TaskInfo>> Client::FetchAll() { return impl_->Fetch({}, true, nullptr); }
+Result<AbortResult> Client::Abort(const std::vector<TaskId>& ids) { return impl_->Abort(ids); }
+Result<QueueStatus> Client::Queue() { return impl_->Queue(); }
+Result<std::vector<EngineStatus>> Client::Engines() { return impl_->Engines(); }
+Status Client::Shutdown() { return impl_->Shutdown(); }
+Status Client::Watch(const std::function<bool(const Value&)>& on_event) {
+  return impl_->Watch(on_event);
+}
+
+Status Client::WaitForEngines(int n, double timeout_s) {
+  const double deadline = Now() + timeout_s;
+  size_t seen = 0;
+  while (true) {
+    auto engines = Engines();
+    if (!engines.ok()) return engines.status();
+    seen = engines->size();
+    if (static_cast<int>(seen) >= n) return Status::Ok();
+    if (Now() > deadline) {
+      return Status::TimedOut(std::to_string(seen) + " of " + std::to_string(n) +
+                              " engines registered within " + std::to_string(timeout_s) + " s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace ztask

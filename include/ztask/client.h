@@ -1,0 +1,165 @@
+// The client library: connect to a cluster by its profile directory, submit
+// tasks and whole graphs, wait for them, read their records, abort them,
+// and ask about the cluster. No ZeroMQ or msgpack type appears here.
+//
+//   auto client = ztask::Client::Connect(profile_dir);
+//   ztask::TaskOptions first;
+//   first.command = {"echo", "hello"};
+//   auto a = (*client)->Submit(first);
+//   ztask::TaskOptions second;
+//   second.function = "echo";
+//   second.args = {1, 2, 3};
+//   second.after.ids = {*a};
+//   auto b = (*client)->Submit(second);
+//   (*client)->Wait({*a, *b}, /*timeout_s=*/30);
+//   auto records = (*client)->Fetch({*a, *b});
+//
+// Thread safety: a Client is owned by one thread; use one per thread.
+#ifndef ZTASK_CLIENT_H_
+#define ZTASK_CLIENT_H_
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ztask/status.h"
+#include "ztask/task.h"
+#include "ztask/task_id.h"
+
+namespace ztask {
+
+using Value = nlohmann::json;
+
+struct TaskOptions {
+  std::vector<std::string> command;  // a command task (argv, run without a shell), or
+  std::string function;              // a function task registered on the engines
+  Value args;                        // the function's arguments
+  DependencySet after;               // run once these have finished as required
+  DependencySet follow;              // run where these ran
+  std::vector<int32_t> targets;      // only on these engine ids
+  double timeout = 0;                // seconds it may wait to start; 0: forever
+  double time_limit = 0;             // seconds it may run; 0: no limit
+  int32_t retries = 0;
+  int32_t priority = 0;              // higher runs first
+  std::string label;
+  std::string cwd;                   // command tasks: working directory
+  std::map<std::string, std::string> env;  // command tasks: added environment
+  bool pass_results = false;         // function tasks: args = results of `after`
+};
+
+// A task's record, as the hub keeps it.
+struct TaskInfo {
+  TaskId id;
+  std::string status;  // "waiting", "running", "ok" or "error"
+  ErrorType error_type = ErrorType::kNone;
+  std::string error_message;
+  std::optional<int32_t> engine_id;
+  int32_t attempts = 0;
+  std::optional<double> submitted, started, completed;  // seconds since the epoch
+  std::optional<int32_t> exit_code;
+  std::string stdout_text, stderr_text;
+  Value result;
+  std::string label;
+  DependencySet after, follow;
+
+  bool finished() const { return status == "ok" || status == "error"; }
+  bool ok() const { return status == "ok"; }
+  // The JSON object `taskctl wait` and `taskctl result` print.
+  Value ToJson() const;
+};
+
+struct EngineStatus {
+  int32_t id = 0;
+  std::string name, host, state;
+  int64_t pid = 0;
+  double registered = 0;  // seconds since the epoch
+  std::optional<int32_t> mpi_rank;
+};
+
+struct QueueStatus {
+  struct PerEngine {
+    int32_t id = 0;
+    int64_t running = 0, queued = 0, completed = 0;
+  };
+  std::vector<PerEngine> engines;
+  int64_t unassigned = 0;
+};
+
+struct AbortResult {
+  std::vector<TaskId> aborted, running, finished, unknown;
+};
+
+// One node of a graph: its options, and its dependencies by node name.
+struct GraphNode {
+  std::string name;
+  TaskOptions options;
+  std::vector<std::string> after, follow;
+};
+
+// Parses {"tasks": [{"name": ..., "command": [...] or "fn": ..., "args": ...,
+// "after": [names], "follow": [names], and any option by its taskctl name}]}.
+Result<std::vector<GraphNode>> ParseGraph(const std::string& json_text);
+// Node names in an order where every node comes after what it depends on;
+// an error naming the node for a cycle, an unknown or a repeated name.
+Result<std::vector<size_t>> TopologicalOrder(const std::vector<GraphNode>& graph);
+
+class Client {
+ public:
+  // Reads <profile_dir>/ztask-cluster.json and connects. Errors say what to
+  // do (no cluster running, no scheduler yet...).
+  static Result<std::unique_ptr<Client>> Connect(const std::filesystem::path& profile_dir);
+  ~Client();
+
+  // Sends the task and returns its id at once (the id is chosen here).
+  Result<TaskId> Submit(const TaskOptions& options);
+  // Validates the whole graph first (nothing is sent when it is not a DAG or
+  // names an unknown node), then submits it in topological order. Returns
+  // (name, id) in that order.
+  Result<std::vector<std::pair<std::string, TaskId>>> SubmitGraph(
+      const std::vector<GraphNode>& graph);
+  // One task of `function` per input.
+  Result<std::vector<TaskId>> Map(const std::string& function, const std::vector<Value>& inputs,
+                                  const TaskOptions& base = {});
+  // Maps, then reduces the results in a tree: each reduce task runs `after`
+  // at most `fan_in` inputs and gets their results as an array. Returns the
+  // root's id. REQUIRES: fan_in >= 2.
+  Result<TaskId> MapReduce(const std::string& map_function, const std::string& reduce_function,
+                           const std::vector<Value>& inputs, int fan_in,
+                           const TaskOptions& base = {});
+
+  // Blocks until every listed task has finished (kTimedOut when timeout_s
+  // passes first; negative: no limit). Ids the cluster does not know are an
+  // error naming them.
+  Status Wait(const std::vector<TaskId>& ids, double timeout_s = -1);
+  // True once the scheduler replied to this client for the task.
+  bool Ready(const TaskId& id);
+  // The hub's records, in the order asked; unknown ids are an error.
+  Result<std::vector<TaskInfo>> Fetch(const std::vector<TaskId>& ids);
+  // Every record the hub holds.
+  Result<std::vector<TaskInfo>> FetchAll();
+  Result<AbortResult> Abort(const std::vector<TaskId>& ids);
+  Result<QueueStatus> Queue();
+  Result<std::vector<EngineStatus>> Engines();
+  // Blocks until at least n engines are registered.
+  Status WaitForEngines(int n, double timeout_s);
+  // Stops the hub, and with it the cluster's supervisor.
+  Status Shutdown();
+  // Follows the hub's event stream, calling `on_event` with each event as a
+  // JSON object (kind, task_id, engine_id, attempt, status, error_type, text,
+  // at) until it returns false.
+  Status Watch(const std::function<bool(const Value& event)>& on_event);
+
+ private:
+  class Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ztask
+
+#endif  // ZTASK_CLIENT_H_

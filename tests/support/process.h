@@ -1,55 +1,12 @@
-// A child process started with fork/exec, its stdout and stderr sent to a
-// log file; stopped (SIGTERM, then SIGKILL after a grace period) when the
-// object goes.
+// Child processes and polling with a deadline, for tests: the cluster's own.
 #ifndef ZTASK_TESTS_SUPPORT_PROCESS_H_
 #define ZTASK_TESTS_SUPPORT_PROCESS_H_
 
-#include <sys/types.h>
-
-#include <chrono>
-#include <filesystem>
-#include <optional>
-#include <string>
-#include <vector>
+#include "cluster/child_process.h"
 
 namespace ztask::testing {
-
-class ChildProcess {
- public:
-  ChildProcess(std::vector<std::string> argv, std::filesystem::path log);
-  ~ChildProcess();
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
-
-  pid_t pid() const { return pid_; }
-  // The exit code once it has exited (128+signal when killed), else nullopt.
-  std::optional<int> Poll();
-  // Waits up to `timeout` for it to exit by itself.
-  std::optional<int> Wait(std::chrono::milliseconds timeout);
-  // SIGTERM, wait up to `grace`, then SIGKILL. Returns the exit code.
-  int Stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
-  void Kill(int signal);
-  std::string Log() const;
-
- private:
-  pid_t pid_ = -1;
-  std::optional<int> exit_code_;
-  std::filesystem::path log_;
-};
-
-// Polls `condition` every millisecond or so until it holds or `timeout`
-// passes; returns whether it held.
-template <class F>
-bool WaitFor(F&& condition, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    struct timespec ts = {0, 1'000'000};
-    nanosleep(&ts, nullptr);
-  }
-  return true;
-}
-
+using cluster::ChildProcess;
+using cluster::WaitFor;
 }  // namespace ztask::testing
 
 #endif  // ZTASK_TESTS_SUPPORT_PROCESS_H_

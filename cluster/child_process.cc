@@ -1,4 +1,4 @@
-#include "tests/support/process.h"
+#include "cluster/child_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-namespace ztask::testing {
+namespace ztask::cluster {
 
 ChildProcess::ChildProcess(std::vector<std::string> argv, std::filesystem::path log)
     : log_(std::move(log)) {
@@ -69,4 +69,4 @@ std::string ChildProcess::Log() const {
   return s.str();
 }
 
-}  // namespace ztask::testing
+}  // namespace ztask::cluster

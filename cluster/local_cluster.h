@@ -1,0 +1,70 @@
+// LocalCluster: starts and stops a whole cluster on this machine (hub,
+// scheduler, N engines), as `taskcluster start` does, and supervises it
+// until asked to stop or until the hub goes (a shutdown request).
+//
+// One cluster per profile directory: <profile>/cluster.pid holds the
+// supervisor's pid under an exclusive lock for as long as it runs.
+//
+// Thread safety: owned by one thread; RequestStop from a signal handler.
+#ifndef ZTASK_CLUSTER_LOCAL_CLUSTER_H_
+#define ZTASK_CLUSTER_LOCAL_CLUSTER_H_
+
+#include <csignal>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/child_process.h"
+#include "protocol/signals.h"
+#include "ztask/status.h"
+
+namespace ztask::cluster {
+
+struct ClusterOptions {
+  std::filesystem::path profile_dir;  // Default: ~/.ztask/profile_default.
+  int engines = 0;                    // 0: the number of cores.
+  std::string scheme = "leastload";
+  int hwm = 1;
+  std::string db;                     // Default: <profile>/tasks.db; or :memory:.
+  std::string ip = "127.0.0.1";       // where every socket binds
+  double launch_timeout_s = 30;       // for all engines to register
+  std::filesystem::path bin_dir;      // where taskhub & co. are; default: next to us
+};
+
+class LocalCluster final : public Stoppable {
+ public:
+  // Claims the profile (an error when a cluster already runs there).
+  static Result<std::unique_ptr<LocalCluster>> Claim(const ClusterOptions& options);
+  ~LocalCluster() override;
+
+  // Starts hub, scheduler and engines; returns once every engine registered.
+  // On failure everything started is stopped again.
+  Status Start();
+  // Supervises until RequestStop() or the hub exits; then stops everything.
+  void Serve();
+  void RequestStop() override;
+
+  const std::filesystem::path& profile() const { return profile_; }
+  std::filesystem::path logs() const { return profile_ / "logs"; }
+  int engines() const { return options_.engines; }
+
+  // Stops the cluster running in `profile_dir` and waits until it is gone.
+  static Status StopRunning(const std::filesystem::path& profile_dir, double timeout_s);
+
+ private:
+  LocalCluster(ClusterOptions options, std::filesystem::path profile, int lock_fd);
+  Status WaitForEndpoint(ChildProcess& process, const char* what, bool scheduler);
+  void StopAll();
+
+  ClusterOptions options_;
+  std::filesystem::path profile_;
+  int lock_fd_;
+  std::unique_ptr<ChildProcess> hub_, scheduler_;
+  std::vector<std::unique_ptr<ChildProcess>> engines_;
+  volatile sig_atomic_t stop_ = 0;
+};
+
+}  // namespace ztask::cluster
+
+#endif  // ZTASK_CLUSTER_LOCAL_CLUSTER_H_

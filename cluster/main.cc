@@ -1,0 +1,108 @@
+// taskcluster: start a whole cluster on this machine, or stop one.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <thread>
+
+#include "cluster/local_cluster.h"
+#include "protocol/signals.h"
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "taskcluster: %s\n", message.c_str());
+  return 2;
+}
+
+void Announce(const ztask::cluster::LocalCluster& cluster) {
+  std::printf("cluster ready: %d engines; profile %s; logs in %s\n", cluster.engines(),
+              cluster.profile().c_str(), cluster.logs().c_str());
+  std::printf("submit with: taskctl --profile-dir %s submit -- CMD...\n", cluster.profile().c_str());
+  std::fflush(stdout);
+}
+
+// --daemonize: the cluster starts in a child that leaves the session; this
+// process returns once it is ready (0) or has failed (its message, 2).
+int Daemonize(ztask::cluster::LocalCluster& cluster) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Fail("cannot make a pipe");
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return Fail("cannot fork");
+  if (pid > 0) {
+    ::close(pipe_fds[1]);
+    std::string report;
+    char buffer[512];
+    ssize_t n;
+    while ((n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0) report.append(buffer, static_cast<size_t>(n));
+    if (report.rfind("ok", 0) != 0) return Fail(report.empty() ? "the cluster did not start" : report);
+    Announce(cluster);
+    std::_Exit(0);  // the child owns the cluster now
+  }
+  ::close(pipe_fds[0]);
+  ::setsid();
+  ztask::Status started = cluster.Start();
+  const std::string report = started.ok() ? "ok" : started.message();
+  [[maybe_unused]] ssize_t w = ::write(pipe_fds[1], report.data(), report.size());
+  ::close(pipe_fds[1]);
+  if (!started.ok()) return 2;
+  int null_fd = ::open("/dev/null", O_RDWR);
+  ::dup2(null_fd, 0);
+  ::dup2(null_fd, 1);
+  ::dup2(null_fd, 2);
+  cluster.Serve();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"taskcluster: start a ztask cluster on this machine, or stop one"};
+  app.require_subcommand(1);
+  ztask::cluster::ClusterOptions options;
+  bool daemonize = false;
+  double stop_timeout = 30;
+  auto* start = app.add_subcommand("start", "start hub, scheduler and engines");
+  start->add_option("-n,--engines", options.engines, "number of engines (default: cores)")
+      ->check(CLI::Range(1, 100000));
+  start->add_option("--profile-dir", options.profile_dir, "profile directory");
+  start->add_option("--scheme", options.scheme, "leastload, lru, twobin, weighted, random");
+  start->add_option("--hwm", options.hwm, "most tasks outstanding per engine; 0: no limit")
+      ->check(CLI::NonNegativeNumber);
+  start->add_option("--db", options.db, "task records: a SQLite file or :memory:");
+  start->add_option("--ip", options.ip, "address to bind (and to write in the connection file)");
+  start->add_option("--launch-timeout", options.launch_timeout_s,
+                    "seconds for every engine to register");
+  start->add_flag("--daemonize", daemonize, "return once the cluster is ready");
+  auto* stop = app.add_subcommand("stop", "stop the cluster in a profile directory");
+  stop->add_option("--profile-dir", options.profile_dir, "profile directory");
+  stop->add_option("--timeout", stop_timeout, "seconds to wait for it to stop");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return Fail(std::string(e.what()) + " (see taskcluster --help)");
+  }
+
+  if (stop->parsed()) {
+    ztask::Status s = ztask::cluster::LocalCluster::StopRunning(options.profile_dir, stop_timeout);
+    if (!s.ok()) return Fail(s.message());
+    std::printf("cluster stopped\n");
+    return 0;
+  }
+  ztask::InstallStopSignals();
+  auto cluster = ztask::cluster::LocalCluster::Claim(options);
+  if (!cluster.ok()) return Fail(cluster.status().message());
+  ztask::SetStopTarget(cluster->get());
+  if (daemonize) return Daemonize(**cluster);
+  ztask::Status started = (*cluster)->Start();
+  if (!started.ok()) return Fail(started.message());
+  Announce(**cluster);
+  (*cluster)->Serve();
+  ztask::SetStopTarget(nullptr);
+  std::printf("cluster stopped\n");
+  return 0;
+}

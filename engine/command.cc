@@ -109,6 +109,7 @@ CommandOutcome RunCommand(const CommandRequest& request) {
     return outcome;
   }
   ::setpgid(pid, pid);  // also here, so a kill cannot race the child's own call
+  if (request.running_group) request.running_group->store(pid);
 
   int child_errno = 0;
   if (::read(status[0], &child_errno, sizeof child_errno) == sizeof child_errno) {
@@ -161,6 +162,7 @@ CommandOutcome RunCommand(const CommandRequest& request) {
   int wstatus = 0;
   while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
+  if (request.running_group) request.running_group->store(0);
   // Grandchildren that kept the pipes open are gone with the group.
   if (outcome.timed_out) ::kill(-pid, SIGKILL);
   outcome.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);

@@ -4,6 +4,7 @@
 #ifndef ZTASK_ENGINE_COMMAND_H_
 #define ZTASK_ENGINE_COMMAND_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -17,6 +18,9 @@ struct CommandRequest {
   std::map<std::string, std::string> env;    // added to the engine's environment
   double time_limit_s = 0;                   // 0: none
   size_t max_output_bytes = size_t{1} << 20;
+  // When set, holds the command's process group while it runs (0 after), so
+  // another thread can kill it.
+  std::atomic<int>* running_group = nullptr;
 };
 
 struct CommandOutcome {

@@ -3,6 +3,7 @@
 // on while a task runs.
 #include "ztask/engine.h"
 
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -122,6 +123,9 @@ class EngineLoop final : public Stoppable {
       quitting_ = true;
     }
     ready_.notify_all();
+    // A command still running dies with the engine (its task is failed over
+    // by the scheduler when the hub reports the engine gone).
+    if (const int group = running_group_.load(); group > 0) ::kill(-group, SIGKILL);
     if (worker_.joinable()) worker_.join();
     spdlog::info("engine {} stopped", engine_id_);
   }
@@ -217,7 +221,7 @@ class EngineLoop final : public Stoppable {
       {
         std::unique_lock lock(mutex_);
         ready_.wait(lock, [&] { return quitting_ || !queue_.empty(); });
-        if (quitting_) return;
+        if (quitting_) break;
         job = std::move(queue_.front());
         queue_.pop_front();
       }
@@ -228,6 +232,7 @@ class EngineLoop final : public Stoppable {
       }
       wake_worker_.send(zmq::str_buffer(""), zmq::send_flags::dontwait);
     }
+    query_.reset();
   }
 
   Done Execute(const Job& job) {
@@ -240,7 +245,8 @@ class EngineLoop final : public Stoppable {
     };
     if (job.spec.kind == "command") {
       engine::CommandRequest request{job.spec.argv, job.spec.cwd, job.spec.env,
-                                     job.meta.time_limit_s, options_.max_output_bytes};
+                                     job.meta.time_limit_s, options_.max_output_bytes,
+                                     &running_group_};
       request.env["ZTASK_TASK_ID"] = job.header.id.ToHex();
       request.env["ZTASK_ENGINE_ID"] = std::to_string(engine_id_);
       request.env["ZTASK_ATTEMPT"] = std::to_string(job.dispatch.attempt);
@@ -302,20 +308,42 @@ class EngineLoop final : public Stoppable {
     }
   }
 
-  // On the worker thread: the results of `ids`, in order, from the hub.
+  // On the worker thread: the results of `ids`, in order, from the hub. The
+  // scheduler may start this task a moment before the hub has recorded its
+  // inputs' outcomes, so records not yet final are asked for again.
   Result<Value> ResultsOf(const std::vector<TaskId>& ids) {
     if (!query_) {
       query_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
       query_->set(zmq::sockopt::linger, 0);
       query_->connect(info_.hub.query);
     }
+    const int64_t deadline = SteadyMicros() + 10'000'000;
+    while (SteadyMicros() < deadline) {
+      auto records = AskRecords(ids, deadline);
+      if (!records.ok()) return records.status();
+      std::map<TaskId, const protocol::TaskRecord*> by_id;
+      for (const auto& r : *records) by_id[r.id] = &r;
+      Value out = Value::array();
+      for (const TaskId& id : ids) {
+        auto it = by_id.find(id);
+        if (it == by_id.end() || (it->second->state != "ok" && it->second->state != "error")) break;
+        const auto& bytes = it->second->result.bytes;
+        out.push_back(bytes.empty() ? Value() : Value::from_msgpack(bytes));
+      }
+      if (out.size() == ids.size()) return out;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return Status::Unavailable("the hub did not have the results of this task's dependencies");
+  }
+
+  Result<std::vector<protocol::TaskRecord>> AskRecords(const std::vector<TaskId>& ids,
+                                                       int64_t deadline) {
     protocol::Header header{TaskId::Random(), MsgType::kResultRequest, uuid_,
                             protocol::NowMicros()};
     (void)protocol::SendEncoded(*query_, {},
                                 protocol::EncodeMessage(signer_, header, std::nullopt,
                                                         protocol::Empty{},
                                                         protocol::TaskIdList{ids}));
-    const int64_t deadline = SteadyMicros() + 10'000'000;
     Frames frames;
     while (SteadyMicros() < deadline) {
       zmq::pollitem_t item{query_->handle(), 0, ZMQ_POLLIN, 0};
@@ -323,25 +351,15 @@ class EngineLoop final : public Stoppable {
       if (!protocol::TryReceive(*query_, frames)) continue;
       auto reply = protocol::DecodeMessage<MsgType::kResultReply>(signer_, {},
                                                                   protocol::Views(frames));
-      if (!reply.ok() || !reply->parent || reply->parent->id != header.id) continue;
-      std::map<TaskId, Value> by_id;
-      for (const auto& r : reply->content.records) {
-        by_id[r.id] = r.result.bytes.empty() ? Value() : Value::from_msgpack(r.result.bytes);
+      if (reply.ok() && reply->parent && reply->parent->id == header.id) {
+        return std::move(reply->content.records);
       }
-      Value out = Value::array();
-      for (const TaskId& id : ids) {
-        auto it = by_id.find(id);
-        if (it == by_id.end()) return Status::NotFound("the hub has no result for " + id.ToHex());
-        out.push_back(it->second);
-      }
-      return out;
     }
-    return Status::Unavailable("the hub did not send the results of this task's dependencies");
+    return Status::Unavailable("the hub did not answer this engine's query");
   }
 
   EngineOptions options_;
   const std::map<std::string, Function>& functions_;
-  std::unique_ptr<zmq::socket_t> query_;  // the worker's own
   protocol::ConnectionInfo info_;
   protocol::Signer signer_;
   std::string uuid_;
@@ -349,6 +367,10 @@ class EngineLoop final : public Stoppable {
   int heartbeat_ms_ = 1000;
   zmq::context_t context_{1};
   zmq::socket_t hub_, scheduler_, wake_loop_, wake_worker_;
+  // The worker thread's own socket to the hub's queries; it closes it before
+  // it ends (a socket left open would block the context's destruction).
+  std::unique_ptr<zmq::socket_t> query_;
+  std::atomic<int> running_group_{0};  // process group of the running command
   std::atomic<bool> stop_{false};
   std::thread worker_;
   std::mutex mutex_;

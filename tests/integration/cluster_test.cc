@@ -1,0 +1,257 @@
+// The whole cluster, end to end: taskcluster, taskhub, taskscheduler,
+// taskengine processes, driven through taskctl and through the library.
+#include <signal.h>
+
+#include <fstream>
+#include <set>
+
+#include "tests/support/cluster_fixture.h"
+
+namespace ztask::testing {
+namespace {
+
+using std::chrono::seconds;
+
+TEST_F(ClusterTest, GraphWithAfterAndFollowThroughTaskctl) {
+  StartCluster(3);
+  std::ofstream(dir_.path() / "graph.json") << R"({"tasks": [
+    {"name": "fetch", "command": ["sh", "-c", "echo fetched"]},
+    {"name": "parse", "fn": "echo", "args": {"rows": 3}, "after": ["fetch"]},
+    {"name": "local", "command": ["sh", "-c", "echo $ZTASK_ENGINE_ID"], "follow": ["fetch"]},
+    {"name": "total", "fn": "sum", "args": [1, [2, 3]], "after": ["parse", "local"], "label": "t"}
+  ]})";
+  Ran submitted = Ctl({"submit-graph", (dir_.path() / "graph.json").string()});
+  ASSERT_EQ(submitted.code, 0) << submitted.err;
+  std::map<std::string, std::string> ids;
+  for (const auto& line : submitted.Lines()) ids[line.substr(0, line.find(' '))] = line.substr(line.find(' ') + 1);
+  ASSERT_EQ(ids.size(), 4u) << submitted.out;
+  int code = -1;
+  auto records = Wait({ids["fetch"], ids["parse"], ids["local"], ids["total"]}, &code);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(code, 0);
+  for (const auto& r : records) {
+    EXPECT_EQ(r["status"], "ok") << r.dump();
+    for (const char* key : {"id", "status", "error", "engine_id", "attempts", "submitted",
+                            "started", "completed", "exit_code", "stdout", "stderr", "result",
+                            "label"}) {
+      EXPECT_TRUE(r.contains(key)) << key;
+    }
+  }
+  EXPECT_EQ(records[0]["stdout"], "fetched\n");
+  EXPECT_EQ(records[1]["result"], Value({{"rows", 3}}));
+  EXPECT_EQ(records[2]["engine_id"], records[0]["engine_id"]) << "follow runs where fetch ran";
+  EXPECT_EQ(records[2]["stdout"], records[0]["engine_id"].dump() + "\n");
+  EXPECT_EQ(records[3]["result"], 6.0);
+  EXPECT_EQ(records[3]["label"], "t");
+  EXPECT_GE(records[1]["started"].get<double>(), records[0]["completed"].get<double>());
+  EXPECT_GE(records[3]["started"].get<double>(), records[2]["completed"].get<double>());
+
+  Ran dot = Ctl({"graph", "--dot"});
+  EXPECT_EQ(dot.code, 0);
+  EXPECT_NE(dot.out.find("\"" + ids["fetch"] + "\" -> \"" + ids["parse"] + "\""), std::string::npos)
+      << dot.out;
+  EXPECT_NE(dot.out.find("style=dashed"), std::string::npos);
+}
+
+TEST_F(ClusterTest, GraphWithACycleOrAnUnknownNameSubmitsNothing) {
+  StartCluster(1);
+  std::ofstream(dir_.path() / "cycle.json") << R"({"tasks": [
+    {"name": "a", "fn": "noop", "after": ["b"]}, {"name": "b", "fn": "noop", "after": ["a"]}]})";
+  Ran cycle = Ctl({"submit-graph", (dir_.path() / "cycle.json").string()});
+  EXPECT_EQ(cycle.code, 2);
+  EXPECT_NE(cycle.err.find("cycle through task '"), std::string::npos) << cycle.err;
+  std::ofstream(dir_.path() / "unknown.json") << R"({"tasks": [
+    {"name": "a", "fn": "noop", "after": ["ghost"]}]})";
+  Ran unknown = Ctl({"submit-graph", (dir_.path() / "unknown.json").string()});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.err.find("'ghost'"), std::string::npos) << unknown.err;
+  auto all = client_->FetchAll();
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->empty()) << "nothing may be submitted";
+}
+
+TEST_F(ClusterTest, LibraryGraphMapAndMapReduce) {
+  StartCluster(2);
+  std::vector<GraphNode> graph(3);
+  graph[0].name = "one";
+  graph[0].options.function = "echo";
+  graph[0].options.args = 1;
+  graph[1].name = "two";
+  graph[1].options.command = {"sh", "-c", "echo two"};
+  graph[1].after = {"one"};
+  graph[2].name = "three";
+  graph[2].options.function = "noop";
+  graph[2].follow = {"two"};
+  auto submitted = client_->SubmitGraph(graph);
+  ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+  std::vector<TaskId> ids;
+  for (const auto& [name, id] : *submitted) ids.push_back(id);
+  ASSERT_TRUE(client_->Wait(ids, 60).ok());
+  auto records = client_->Fetch(ids);
+  ASSERT_TRUE(records.ok());
+  for (const auto& r : *records) EXPECT_TRUE(r.ok()) << r.ToJson().dump();
+
+  auto mapped = client_->Map("echo", {Value(1), Value("x"), Value({1, 2})});
+  ASSERT_TRUE(mapped.ok());
+  ASSERT_TRUE(client_->Wait(*mapped, 60).ok());
+  auto map_records = client_->Fetch(*mapped);
+  ASSERT_TRUE(map_records.ok());
+  EXPECT_EQ((*map_records)[1].result, "x");
+  EXPECT_EQ((*map_records)[2].result, Value({1, 2}));
+
+  std::vector<Value> inputs;
+  for (int i = 1; i <= 10; ++i) inputs.push_back(i);
+  auto root = client_->MapReduce("echo", "sum", inputs, 3);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  ASSERT_TRUE(client_->Wait({*root}, 60).ok());
+  auto total = client_->Fetch({*root});
+  ASSERT_TRUE(total.ok());
+  EXPECT_EQ((*total)[0].result, 55.0) << (*total)[0].ToJson().dump();
+  EXPECT_EQ((*total)[0].after.ids.size(), 2u) << "10 inputs, fan-in 3: 4 reduces, then 2, then 1";
+}
+
+TEST_F(ClusterTest, EveryErrorTypeReachesTheUser) {
+  StartCluster(2);
+  const std::string failed = Submit({"--", "sh", "-c", "echo oops >&2; exit 3"});
+  const std::string child = Submit({"--after", failed, "--fn", "noop"});
+  const std::string grandchild = Submit({"--after", child, "--fn", "noop"});
+  const std::string invalid = Submit({"--after", std::string(32, 'a'), "--fn", "noop"});
+  const std::string timeout = Submit({"--targets", "99", "--timeout", "0.3", "--fn", "noop"});
+  const std::string limited = Submit({"--time-limit", "0.3", "--", "sleep", "30"});
+  const std::string waiting = Submit({"--targets", "98", "--fn", "noop"});
+  Ran aborted = Ctl({"abort", waiting});
+  EXPECT_EQ(aborted.code, 0) << aborted.err;
+  EXPECT_EQ(aborted.out, waiting + " aborted\n");
+
+  int code = 0;
+  auto r = Wait({failed, child, grandchild, invalid, timeout, limited, waiting}, &code);
+  ASSERT_EQ(r.size(), 7u);
+  EXPECT_EQ(code, 1);
+  auto type = [](const Value& record) { return record["error"]["type"].get<std::string>(); };
+  EXPECT_EQ(type(r[0]), "TaskFailed");
+  EXPECT_EQ(r[0]["exit_code"], 3);
+  EXPECT_EQ(r[0]["stderr"], "oops\n");
+  EXPECT_EQ(type(r[1]), "ImpossibleDependency");
+  EXPECT_EQ(type(r[2]), "ImpossibleDependency") << "the cascade reaches grandchildren";
+  EXPECT_EQ(type(r[3]), "InvalidDependency");
+  EXPECT_EQ(type(r[4]), "TaskTimeout");
+  EXPECT_EQ(type(r[5]), "TimeLimitExceeded");
+  EXPECT_LT(r[5]["completed"].get<double>() - r[5]["started"].get<double>(), 10.0);
+  EXPECT_EQ(type(r[6]), "TaskAborted");
+  for (const auto& record : r) {
+    EXPECT_FALSE(record["error"]["message"].get<std::string>().empty()) << record.dump();
+  }
+}
+
+TEST_F(ClusterTest, EngineKilledMidTaskIsAnEngineError) {
+  StartCluster(2);
+  const std::string id = Submit({"--", "sleep", "60"});
+  std::optional<int32_t> engine;
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = client_->Fetch({*TaskId::FromHex(id)});
+    if (r.ok() && (*r)[0].status == "running") engine = (*r)[0].engine_id;
+    return engine.has_value();
+  }));
+  auto engines = client_->Engines();
+  ASSERT_TRUE(engines.ok());
+  pid_t pid = 0;
+  for (const auto& e : *engines) {
+    if (e.id == *engine) pid = static_cast<pid_t>(e.pid);
+  }
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  auto r = Wait({id});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0]["error"]["type"], "EngineError") << r[0].dump();
+  // The other engine keeps working.
+  auto after = Wait({Submit({"--fn", "echo", "--args", "7"})});
+  EXPECT_EQ(after[0]["result"], 7);
+}
+
+TEST_F(ClusterTest, RetriesMoveAFailingTaskToAnotherEngine) {
+  StartCluster(2);
+  const std::string log = (dir_.path() / "attempts").string();
+  const std::string id = Submit({"--retries", "1", "--", "sh", "-c",
+                                 "echo $ZTASK_ENGINE_ID >> " + log + "; [ $ZTASK_ATTEMPT -ge 2 ]"});
+  auto r = Wait({id});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0]["status"], "ok") << r[0].dump();
+  EXPECT_EQ(r[0]["attempts"], 2);
+  std::ifstream in(log);
+  std::string first, second;
+  in >> first >> second;
+  EXPECT_NE(first, second) << "the retry should go to the engine where it had not failed";
+}
+
+TEST_F(ClusterTest, ASecondProcessFetchesResultsAfterTheFirstExited) {
+  StartCluster(1);
+  const std::string id = Submit({"--label", "kept", "--", "echo", "for later"});
+  ASSERT_TRUE(client_->Wait({*TaskId::FromHex(id)}, 60).ok());
+  Ran result = Ctl({"result", id});
+  ASSERT_EQ(result.code, 0) << result.err;
+  Value record = Value::parse(result.out);
+  EXPECT_EQ(record["stdout"], "for later\n");
+  EXPECT_EQ(record["label"], "kept");
+}
+
+TEST_F(ClusterTest, StatusAndEnginesDescribeTheCluster) {
+  StartCluster(2);
+  Ran engines = Ctl({"engines", "--json"});
+  ASSERT_EQ(engines.code, 0);
+  Value list = Value::parse(engines.out);
+  ASSERT_EQ(list.size(), 2u);
+  for (const auto& e : list) {
+    for (const char* key : {"id", "name", "host", "pid", "state", "registered"}) {
+      EXPECT_TRUE(e.contains(key)) << key;
+    }
+  }
+  Wait({Submit({"--fn", "noop"})});
+  Ran status = Ctl({"status", "--json"});
+  ASSERT_EQ(status.code, 0);
+  Value s = Value::parse(status.out);
+  EXPECT_EQ(s["unassigned"], 0);
+  int64_t completed = 0;
+  for (const auto& e : s["engines"]) completed += e["completed"].get<int64_t>();
+  EXPECT_EQ(completed, 1);
+}
+
+TEST_F(ClusterTest, UserErrorsAreOneLineWithExitTwo) {
+  Ran none = Ctl({"status"});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("taskcluster start"), std::string::npos) << none.err;
+  StartCluster(1);
+  Ran bad_id = Ctl({"wait", "xyz"});
+  EXPECT_EQ(bad_id.code, 2);
+  EXPECT_NE(bad_id.err.find("'xyz'"), std::string::npos);
+  Ran unknown = Ctl({"wait", std::string(32, 'b')});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.err.find("unknown task id"), std::string::npos);
+  Ran nothing = Ctl({"submit"});
+  EXPECT_EQ(nothing.code, 2);
+  Ran timeout = Ctl({"wait", "--timeout", "0.2", Submit({"--", "sleep", "5"})});
+  EXPECT_EQ(timeout.code, 3);
+  for (const Ran* r : {&none, &bad_id, &unknown, &nothing, &timeout}) {
+    EXPECT_EQ(std::count(r->err.begin(), r->err.end(), '\n'), 1) << r->err;
+  }
+  Ran second = RunProgram({kBin + "/taskcluster", "start", "-n", "1", "--profile-dir", profile()},
+                          dir_);
+  EXPECT_EQ(second.code, 2);
+  EXPECT_NE(second.err.find("already running"), std::string::npos) << second.err;
+}
+
+TEST_F(ClusterTest, StopLeavesNoProcessBehind) {
+  StartCluster(2);
+  auto engines = client_->Engines();
+  ASSERT_TRUE(engines.ok());
+  Ran stop = RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_);
+  ASSERT_EQ(stop.code, 0) << stop.err;
+  running_ = false;
+  for (const auto& e : *engines) {
+    EXPECT_NE(::kill(static_cast<pid_t>(e.pid), 0), 0) << "engine " << e.id << " still runs";
+  }
+  Ran again = RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_);
+  EXPECT_EQ(again.code, 2);
+}
+
+}  // namespace
+}  // namespace ztask::testing

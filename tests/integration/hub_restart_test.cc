@@ -1,0 +1,52 @@
+// Records survive a restart of the hub (SQLite), with each process started
+// by hand.
+#include "protocol/connection_file.h"
+#include "tests/support/cluster_fixture.h"
+
+namespace ztask::testing {
+namespace {
+
+TEST(HubRestart, RecordsSurviveAndAreServedAgain) {
+  TempDir dir;
+  const std::string profile = (dir.path() / "p").string();
+  auto hub = std::make_unique<ChildProcess>(
+      std::vector<std::string>{kBin + "/taskhub", "--profile-dir", profile}, dir.path() / "hub.log");
+  auto connection = [&] { return dir.path() / "p" / "ztask-cluster.json"; };
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(connection()); }));
+  ChildProcess scheduler({kBin + "/taskscheduler", "--profile-dir", profile},
+                         dir.path() / "scheduler.log");
+  ASSERT_TRUE(WaitFor([&] { return Client::Connect(profile).ok(); })) << scheduler.Log();
+  ChildProcess engine({kBin + "/taskengine", "--profile-dir", profile}, dir.path() / "engine.log");
+  auto client = Client::Connect(profile);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->WaitForEngines(1, 30).ok());
+  TaskOptions options;
+  options.command = {"echo", "durable"};
+  auto id = (*client)->Submit(options);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE((*client)->Wait({*id}, 60).ok());
+
+  const std::string old_query = protocol::ReadConnectionFile(connection())->hub.query;
+  ASSERT_EQ(hub->Stop(), 0) << hub->Log();
+  hub = std::make_unique<ChildProcess>(
+      std::vector<std::string>{kBin + "/taskhub", "--profile-dir", profile},
+      dir.path() / "hub2.log");
+  // The new hub binds new ports and writes them into the connection file.
+  ASSERT_TRUE(WaitFor([&] {
+    auto info = protocol::ReadConnectionFile(connection());
+    return info.ok() && !info->hub.query.empty() && info->hub.query != old_query;
+  }));
+  std::optional<TaskInfo> record;
+  ASSERT_TRUE(WaitFor([&] {
+    auto again = Client::Connect(profile);
+    if (!again.ok()) return false;
+    auto fetched = (*again)->Fetch({*id});
+    if (fetched.ok()) record = (*fetched)[0];
+    return record.has_value();
+  }, std::chrono::seconds(20))) << hub->Log();
+  EXPECT_EQ(record->status, "ok");
+  EXPECT_EQ(record->stdout_text, "durable\n");
+}
+
+}  // namespace
+}  // namespace ztask::testing

@@ -22,15 +22,21 @@ void RegisterBuiltins(Engine& engine) {
     return Value();
   });
   // Adds numbers, arrays of numbers, arrays of those...: a reduce step.
+  // Integers add up to an integer.
   engine.Register("sum", [](const Value& args, const TaskContext&) {
+    bool integral = true;
     std::function<double(const Value&)> add = [&](const Value& v) -> double {
-      if (v.is_number()) return v.get<double>();
+      if (v.is_number()) {
+        integral = integral && v.is_number_integer();
+        return v.get<double>();
+      }
       if (!v.is_array()) throw std::invalid_argument("sum takes numbers and arrays of them");
       double total = 0;
       for (const auto& x : v) total += add(x);
       return total;
     };
-    return Value(add(args));
+    const double total = add(args);
+    return integral ? Value(static_cast<int64_t>(total)) : Value(total);
   });
   engine.Register("fail", [](const Value& args, const TaskContext&) -> Value {
     throw std::runtime_error(args.is_string() ? args.get<std::string>() : "failed on request");

@@ -270,6 +270,12 @@ class Client::Impl {
     }
   }
 
+  Result<int64_t> Purge(const std::vector<TaskId>& ids, bool all) {
+    auto reply = Ask<MsgType::kPurgeRequest, MsgType::kPurgeReply>(protocol::PurgeRequest{ids, all});
+    if (!reply.ok()) return reply.status();
+    return reply->count;
+  }
+
   Status Shutdown() {
     auto reply = Ask<MsgType::kShutdownRequest, MsgType::kShutdownReply>(protocol::Empty{});
     return reply.ok() ? Status::Ok() : reply.status();
@@ -369,6 +375,9 @@ Result<AbortResult> Client::Abort(const std::vector<TaskId>& ids) { return impl_
 Result<QueueStatus> Client::Queue() { return impl_->Queue(); }
 Result<std::vector<EngineStatus>> Client::Engines() { return impl_->Engines(); }
 Status Client::Shutdown() { return impl_->Shutdown(); }
+Result<int64_t> Client::Purge(const std::vector<TaskId>& ids, bool all) {
+  return impl_->Purge(ids, all);
+}
 Status Client::Watch(const std::function<bool(const Value&)>& on_event) {
   return impl_->Watch(on_event);
 }

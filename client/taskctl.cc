@@ -149,23 +149,29 @@ int main(int argc, char** argv) {
 
   SubmitFlags flags;
   auto* submit = app.add_subcommand("submit", "submit one task; prints its id");
-  submit->add_option("command", flags.command, "-- CMD [ARG...]: the command to run");
+  submit->footer("The command to run goes after --: taskctl submit [options] -- CMD [ARG...]");
   submit->add_option("--fn", flags.function, "a function registered on the engines");
   submit->add_option("--args", flags.args, "the function's arguments, as JSON");
-  submit->add_option("--after", flags.after, "ids this runs after")->delimiter(',');
+  // Repeatable options take one value each time (ids may be comma-separated).
+  auto one_each = [](CLI::Option* o) {
+    o->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  };
+  one_each(submit->add_option("--after", flags.after, "ids this runs after")->delimiter(','));
   submit->add_option("--after-mode", flags.after_mode, "all or any");
   submit->add_option("--after-outcome", flags.after_outcome, "success, failure or either");
-  submit->add_option("--follow", flags.follow, "ids this runs where they ran")->delimiter(',');
+  one_each(submit->add_option("--follow", flags.follow, "ids this runs where they ran")
+               ->delimiter(','));
   submit->add_option("--follow-mode", flags.follow_mode, "all or any");
   submit->add_option("--follow-outcome", flags.follow_outcome, "success, failure or either");
-  submit->add_option("--targets", flags.options.targets, "engine ids it may run on")->delimiter(',');
+  one_each(submit->add_option("--targets", flags.options.targets, "engine ids it may run on")
+               ->delimiter(','));
   submit->add_option("--timeout", flags.options.timeout, "seconds it may wait to start");
   submit->add_option("--time-limit", flags.options.time_limit, "seconds it may run");
   submit->add_option("--retries", flags.options.retries, "times to retry on failure");
   submit->add_option("--priority", flags.options.priority, "higher runs first");
   submit->add_option("--label", flags.options.label, "a name for people");
   submit->add_option("--cwd", flags.options.cwd, "working directory of the command");
-  submit->add_option("--env", flags.env, "NAME=VALUE for the command (repeatable)");
+  one_each(submit->add_option("--env", flags.env, "NAME=VALUE for the command (repeatable)"));
 
   std::vector<std::string> ids;
   double timeout = -1;
@@ -192,10 +198,24 @@ int main(int argc, char** argv) {
   auto* graph = app.add_subcommand("graph", "the recorded tasks and their dependencies");
   graph->add_flag("--dot", dot, "as Graphviz DOT")->required();
   graph->add_option("ids", ids, "task ids (default: every record)");
+  bool purge_all = false;
+  auto* purge = app.add_subcommand("purge", "forget the records of finished tasks");
+  purge->add_flag("--all", purge_all, "every finished task");
+  purge->add_option("ids", ids, "task ids");
   auto* shutdown = app.add_subcommand("shutdown", "stop the cluster");
 
+  // Everything after the first `--` is the command, verbatim: split it off
+  // before the parser, which would otherwise read its dashes as options.
+  int parsed_argc = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      flags.command.assign(argv + i + 1, argv + argc);
+      parsed_argc = i;
+      break;
+    }
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(parsed_argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
@@ -326,6 +346,13 @@ int main(int argc, char** argv) {
     auto records = parsed_ids->empty() ? c.FetchAll() : c.Fetch(*parsed_ids);
     if (!records.ok()) return Error(records.status());
     PrintDot(*records);
+    return kOk;
+  }
+  if (purge->parsed()) {
+    if (!purge_all && parsed_ids->empty()) return Error("purge needs task ids or --all");
+    auto count = c.Purge(*parsed_ids, purge_all);
+    if (!count.ok()) return Error(count.status());
+    std::printf("%lld records purged\n", static_cast<long long>(*count));
     return kOk;
   }
   if (shutdown->parsed()) {

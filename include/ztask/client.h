@@ -147,6 +147,9 @@ class Client {
   Result<std::vector<EngineStatus>> Engines();
   // Blocks until at least n engines are registered.
   Status WaitForEngines(int n, double timeout_s);
+  // Removes finished records from the hub (the listed ones, or all of them
+  // with `all`); returns how many went. Unfinished tasks are kept.
+  Result<int64_t> Purge(const std::vector<TaskId>& ids, bool all);
   // Stops the hub, and with it the cluster's supervisor.
   Status Shutdown();
   // Follows the hub's event stream, calling `on_event` with each event as a

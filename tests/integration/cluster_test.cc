@@ -255,3 +255,89 @@ TEST_F(ClusterTest, StopLeavesNoProcessBehind) {
 
 }  // namespace
 }  // namespace ztask::testing
+
+namespace ztask::testing {
+namespace {
+
+TEST_F(ClusterTest, CommandsGetTheirDirectoryAndEnvironmentAndUnknownFunctionsFail) {
+  StartCluster(1);
+  const std::string cmd = Submit({"--cwd", dir_.path().string(), "--env", "GREETING=hi there",
+                                  "--", "sh", "-c", "pwd; echo \"$GREETING\""});
+  const std::string fn = Submit({"--fn", "no_such_function"});
+  int code = 0;
+  auto r = Wait({cmd, fn}, &code);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0]["stdout"], dir_.path().string() + "\nhi there\n");
+  EXPECT_EQ(r[1]["error"]["type"], "TaskFailed");
+  EXPECT_NE(r[1]["error"]["message"].get<std::string>().find("no_such_function"),
+            std::string::npos);
+  EXPECT_EQ(code, 1);
+}
+
+TEST_F(ClusterTest, MonitorFollowsTheEventStream) {
+  StartCluster(1);
+  ChildProcess monitor({kBin + "/taskctl", "--profile-dir", profile(), "monitor", "--json",
+                        "--count", "3"},
+                       dir_.path() / "monitor.log");
+  // Events are published, not queued: submit until the subscriber sees them.
+  ASSERT_TRUE(WaitFor([&] {
+    Submit({"--fn", "noop"});
+    return monitor.Wait(std::chrono::milliseconds(100)).has_value();
+  }, std::chrono::seconds(30)));
+  EXPECT_EQ(*monitor.Poll(), 0);
+  std::istringstream lines(monitor.Log());
+  int events = 0;
+  for (std::string line; std::getline(lines, line);) {
+    Value event = Value::parse(line);
+    EXPECT_TRUE(event["kind"].get<std::string>().rfind("task_", 0) == 0) << line;
+    ++events;
+  }
+  EXPECT_EQ(events, 3);
+}
+
+TEST_F(ClusterTest, PurgeForgetsFinishedRecords) {
+  StartCluster(1);
+  const std::string id = Submit({"--fn", "noop"});
+  Wait({id});
+  Ran purged = Ctl({"purge", id});
+  EXPECT_EQ(purged.code, 0) << purged.err;
+  EXPECT_EQ(purged.out, "1 records purged\n");
+  Ran result = Ctl({"result", id});
+  EXPECT_EQ(result.code, 2);
+  EXPECT_NE(result.err.find("unknown task id"), std::string::npos);
+}
+
+TEST_F(ClusterTest, ShutdownStopsTheWholeCluster) {
+  StartCluster(1);
+  auto engines = client_->Engines();
+  ASSERT_TRUE(engines.ok() && engines->size() == 1);
+  const pid_t engine = static_cast<pid_t>((*engines)[0].pid);
+  EXPECT_EQ(Ctl({"shutdown"}).code, 0);
+  EXPECT_TRUE(WaitFor([&] { return ::kill(engine, 0) != 0; }, std::chrono::seconds(20)));
+  EXPECT_TRUE(WaitFor([&] {
+    return RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_).code == 2;
+  }, std::chrono::seconds(20))) << "the supervisor should be gone too";
+  running_ = false;
+}
+
+TEST(TaskclusterForeground, StopsEverythingOnInterrupt) {
+  TempDir dir;
+  const std::string profile = (dir.path() / "p").string();
+  ChildProcess cluster({kBin + "/taskcluster", "start", "-n", "2", "--profile-dir", profile},
+                       dir.path() / "cluster.log");
+  std::vector<EngineStatus> engines;
+  ASSERT_TRUE(WaitFor([&] {
+    auto client = Client::Connect(profile);
+    if (!client.ok()) return false;
+    auto list = (*client)->Engines();
+    if (list.ok()) engines = *list;
+    return engines.size() == 2;
+  }, std::chrono::seconds(30))) << cluster.Log();
+  cluster.Kill(SIGINT);
+  ASSERT_EQ(cluster.Wait(std::chrono::seconds(30)), 0) << cluster.Log();
+  EXPECT_NE(cluster.Log().find("cluster ready: 2 engines"), std::string::npos) << cluster.Log();
+  for (const auto& e : engines) EXPECT_NE(::kill(static_cast<pid_t>(e.pid), 0), 0);
+}
+
+}  // namespace
+}  // namespace ztask::testing

@@ -1,0 +1,105 @@
+#include <gtest/gtest.h>
+
+#include "hub/registry.h"
+#include "hub/store.h"
+#include "tests/support/temp_dir.h"
+
+namespace ztask::hub {
+namespace {
+
+protocol::RegistrationRequest Engine(const std::string& name, const std::string& uuid) {
+  return {uuid, name, "host", 1, std::nullopt};
+}
+
+TEST(Registry, IdsInRegistrationOrderAndOldIdsForOldNames) {
+  EngineRegistry registry;
+  EXPECT_EQ(registry.Register(Engine("a", "u1"), 0, 0).id, 0);
+  EXPECT_EQ(registry.Register(Engine("b", "u2"), 0, 0).id, 1);
+  EXPECT_TRUE(registry.Unregister("u1").has_value());
+  auto again = registry.Register(Engine("a", "u3"), 0, 0);
+  EXPECT_EQ(again.id, 0) << "a name registered before gets its id back";
+  EXPECT_FALSE(again.replaced.has_value());
+  EXPECT_EQ(registry.Register(Engine("c", "u4"), 0, 0).id, 2);
+}
+
+TEST(Registry, ARestartedEngineReplacesItsOldLife) {
+  EngineRegistry registry;
+  registry.Register(Engine("a", "u1"), 0, 0);
+  auto restarted = registry.Register(Engine("a", "u2"), 0, 0);
+  EXPECT_EQ(restarted.id, 0);
+  ASSERT_TRUE(restarted.replaced.has_value());
+  EXPECT_EQ(restarted.replaced->uuid, "u1");
+  EXPECT_EQ(registry.size(), 1u);
+  EXPECT_FALSE(registry.Touch("u1", 0));
+}
+
+TEST(Registry, SilentEnginesExpire) {
+  EngineRegistry registry;
+  registry.Register(Engine("a", "u1"), 0, 0);
+  registry.Register(Engine("b", "u2"), 0, 0);
+  EXPECT_TRUE(registry.Touch("u2", 2'500'000));
+  auto gone = registry.Expire(3'500'000, 3'000'000);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].info.name, "a");
+  EXPECT_EQ(registry.size(), 1u);
+}
+
+protocol::Header Request(uint64_t n) {
+  return {TaskId{7, n}, protocol::MsgType::kTaskRequest, "client-1", 1'000'000};
+}
+
+TEST(Store, RecordsFollowTheTaskLifecycle) {
+  auto store = TaskStore::Open(":memory:");
+  ASSERT_TRUE(store.ok());
+  protocol::TaskSpec spec;
+  spec.label = "x";
+  (*store)->Submitted(Request(1), {}, spec);
+  EXPECT_EQ((*store)->Find(TaskId{7, 1})->state, "waiting");
+  (*store)->Assigned(TaskId{7, 1}, {3, 1});
+  EXPECT_EQ((*store)->Find(TaskId{7, 1})->state, "running");
+  protocol::TaskResult result;
+  result.stdout_text = "out";
+  (*store)->Outcome(TaskId{7, 1}, {false, false, ErrorType::kTaskFailed, 3, 1}, result, 5);
+  EXPECT_EQ((*store)->Find(TaskId{7, 1})->state, "waiting") << "a retried attempt";
+  (*store)->Outcome(TaskId{7, 1}, {true, true, ErrorType::kNone, 4, 2}, result, 9);
+  const auto* r = (*store)->Find(TaskId{7, 1});
+  EXPECT_EQ(r->state, "ok");
+  EXPECT_EQ(r->attempts, 2);
+  EXPECT_EQ(r->engine_id, 4);
+  EXPECT_EQ(r->stdout_text, "out");
+  EXPECT_EQ(r->client, "client-1");
+  EXPECT_EQ(r->label, "x");
+}
+
+TEST(Store, SqliteKeepsRecordsAcrossReopeningAndPurges) {
+  ztask::testing::TempDir dir;
+  const std::string path = (dir.path() / "tasks.db").string();
+  {
+    auto store = TaskStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    for (uint64_t n = 1; n <= 3; ++n) (*store)->Submitted(Request(n), {}, {});
+    (*store)->Outcome(TaskId{7, 1}, {true, true, ErrorType::kNone, 0, 1}, {}, 5);
+    EXPECT_EQ((*store)->unflushed(), 3u);
+    ASSERT_TRUE((*store)->Flush().ok());
+    EXPECT_EQ((*store)->unflushed(), 0u);
+  }
+  auto reopened = TaskStore::Open(path);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->records().size(), 3u);
+  EXPECT_EQ((*reopened)->Find(TaskId{7, 1})->state, "ok");
+  EXPECT_EQ((*reopened)->Purge({}, /*all=*/true), 1u) << "only finished records go";
+  ASSERT_TRUE((*reopened)->Flush().ok());
+  reopened->reset();
+  auto third = TaskStore::Open(path);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ((*third)->records().size(), 2u);
+}
+
+TEST(Store, AnUnwritableDatabaseIsAClearError) {
+  auto store = TaskStore::Open("/proc/no/such/dir/tasks.db");
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("tasks.db"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ztask::hub

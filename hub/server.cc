@@ -82,11 +82,8 @@ class HubServer::Impl {
       };
       const int64_t now = SteadyMicros();
       const auto wait = std::chrono::milliseconds(std::max<int64_t>(0, (next_tick - now) / 1000));
-      try {
-        zmq::poll(items, std::size(items), wait);
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;
-        spdlog::error("poll failed: {}", e.what());
+      if (Status polled = protocol::Poll(items, std::size(items), wait); !polled.ok()) {
+        spdlog::error("{}", polled.message());
         break;
       }
       if (items[0].revents & ZMQ_POLLIN) Drain(registration_, &Impl::OnEngineMessage);
@@ -98,7 +95,7 @@ class HubServer::Impl {
       }
     }
     FlushStore();
-    spdlog::info("stopping: {} records, {} dropped messages", store_->records().size(), dropped_);
+    spdlog::info("stopping: {} records, {} dropped messages", store_->records().size(), drops_.count());
   }
 
   void RequestStop() {
@@ -115,13 +112,7 @@ class HubServer::Impl {
     }
   }
 
-  void Drop(std::string_view peer, const std::string& why) {
-    ++dropped_;
-    if (warned_.size() < 4096 && warned_.insert(std::string(peer)).second) {
-      spdlog::warn("dropped a message from a peer: {} (further drops from it are counted only)",
-                   why);
-    }
-  }
+  void Drop(std::string_view peer, const std::string& why) { drops_.Drop(peer, why); }
 
   Result<protocol::Header> Open(const Frames& frames, std::vector<std::string_view>* views) {
     if (frames.empty()) return Status::Malformed("no routing id");
@@ -373,8 +364,7 @@ class HubServer::Impl {
   int wake_[2] = {-1, -1};
   std::atomic<bool> stop_{false};
   Frames frames_;
-  uint64_t dropped_ = 0;
-  std::unordered_set<std::string> warned_;
+  protocol::DropLog drops_{"taskhub"};
   int64_t next_announce_ = 0;
   bool flush_failing_ = false;
 };

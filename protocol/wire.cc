@@ -2,6 +2,8 @@
 
 #include "protocol/codec.h"
 
+#include <spdlog/spdlog.h>
+
 namespace ztask::protocol {
 
 bool TryReceive(zmq::socket_t& socket, Frames& frames) {
@@ -63,6 +65,39 @@ zmq::message_t Share(zmq::message_t& m) {
   zmq::message_t copy;
   copy.copy(m);
   return copy;
+}
+
+Status Poll(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds timeout) {
+  try {
+    zmq::poll(items, count, timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) return Status::Internal(std::string("poll failed: ") + e.what());
+    for (size_t i = 0; i < count; ++i) items[i].revents = 0;
+  }
+  return Status::Ok();
+}
+
+std::string PrintablePeer(std::string_view peer) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : peer.substr(0, 16)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += kDigits[c >> 4];
+      out += kDigits[c & 0xf];
+    }
+  }
+  return out.empty() ? "(anonymous)" : out;
+}
+
+void DropLog::Drop(std::string_view peer, const std::string& why) {
+  ++count_;
+  constexpr size_t kMaxPeers = 4096;
+  if (warned_.size() < kMaxPeers && warned_.insert(std::string(peer)).second) {
+    spdlog::warn("{}: dropped a message from peer {}: {} (further drops from it are counted, "
+                 "not logged)", process_, PrintablePeer(peer), why);
+  }
 }
 
 Result<std::string> Bind(zmq::socket_t& socket, const std::string& endpoint) {

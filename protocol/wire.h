@@ -6,7 +6,9 @@
 #ifndef ZTASK_PROTOCOL_WIRE_H_
 #define ZTASK_PROTOCOL_WIRE_H_
 
+#include <chrono>
 #include <span>
+#include <unordered_set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +48,27 @@ zmq::message_t Share(zmq::message_t& m);
 // "tcp://127.0.0.1:*").
 Result<std::string> Bind(zmq::socket_t& socket, const std::string& endpoint);
 Status Connect(zmq::socket_t& socket, const std::string& endpoint);
+
+// zmq::poll that treats an interrupted wait (a signal) as a wait with no
+// events. Returns an error only when polling itself is broken.
+Status Poll(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds timeout);
+
+// Counts messages dropped from peers and logs the first drop of each peer
+// (up to a bound on the peers remembered), so that a flood cannot fill the log.
+class DropLog {
+ public:
+  explicit DropLog(std::string process) : process_(std::move(process)) {}
+  void Drop(std::string_view peer, const std::string& why);
+  uint64_t count() const { return count_; }
+
+ private:
+  std::string process_;
+  uint64_t count_ = 0;
+  std::unordered_set<std::string> warned_;
+};
+
+// Up to 16 bytes of a routing id, printable.
+std::string PrintablePeer(std::string_view peer);
 
 inline std::string_view View(const zmq::message_t& m) {
   return {static_cast<const char*>(m.data()), m.size()};

@@ -77,17 +77,7 @@ bool SchedulerCore::Submit(const Submission& s) {
     }
   }
   AddDeadline(task);
-  std::string reason;
-  switch (Evaluate(task, cause, &reason)) {
-    case Verdict::kImpossible:
-      Fail(task, ErrorType::kImpossibleDependency, std::move(reason));
-      break;
-    case Verdict::kReady:
-      MakeReady(task);
-      break;
-    case Verdict::kWait:
-      break;
-  }
+  Settle(task, cause);
   Pump();
   return true;
 }
@@ -151,6 +141,20 @@ SchedulerCore::Verdict SchedulerCore::Evaluate(Task& task, const Cause& cause,
   return Verdict::kImpossible;
 }
 
+void SchedulerCore::Settle(Task& task, const Cause& cause) {
+  std::string reason;
+  switch (Evaluate(task, cause, &reason)) {
+    case Verdict::kImpossible:
+      Fail(task, ErrorType::kImpossibleDependency, std::move(reason));
+      break;
+    case Verdict::kReady:
+      MakeReady(task);
+      break;
+    case Verdict::kWait:
+      break;
+  }
+}
+
 void SchedulerCore::MakeReady(Task& task) {
   task.state = State::kReady;
   ready_.insert({-static_cast<int64_t>(task.priority), task.seq, task.id});
@@ -193,17 +197,7 @@ void SchedulerCore::Resolve(const TaskId& id, Finished outcome) {
       if (t == tasks_.end() || t->second.state != State::kWaiting) continue;
       Task& task = t->second;
       CountDependency(task, w.is_follow, f);
-      std::string reason;
-      switch (Evaluate(task, {dep, f.success}, &reason)) {
-        case Verdict::kImpossible:
-          Fail(task, ErrorType::kImpossibleDependency, std::move(reason));
-          break;
-        case Verdict::kReady:
-          MakeReady(task);
-          break;
-        case Verdict::kWait:
-          break;
-      }
+      Settle(task, {dep, f.success});
     }
   }
   draining_ = false;

@@ -184,6 +184,8 @@ class SchedulerCore {
   // Re-checks a waiting task's dependency sets; may prune dead engines from
   // a follow-any location.
   Verdict Evaluate(Task& task, const Cause& cause, std::string* reason) const;
+  // Evaluates a waiting task and acts: fails it, makes it ready, or leaves it.
+  void Settle(Task& task, const Cause& cause);
   // Applies one finished dependency; returns whether its outcome was accepted.
   bool CountDependency(Task& task, bool is_follow, const Finished& f);
   void MakeReady(Task& task);

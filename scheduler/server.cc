@@ -48,8 +48,7 @@ struct EngineEntry {
   EngineSlot slot = kNoSlot;
 };
 
-constexpr size_t kBatch = 256;          // messages per socket per turn
-constexpr size_t kMaxWarnedPeers = 4096;
+constexpr size_t kBatch = 256;  // messages per socket per turn
 
 }  // namespace
 
@@ -112,11 +111,8 @@ class SchedulerServer::Impl {
           {monitor_.handle(), 0, static_cast<short>(monitor_backlog_.empty() ? 0 : ZMQ_POLLOUT), 0},
           {nullptr, wake_[0], ZMQ_POLLIN, 0},
       };
-      try {
-        zmq::poll(items, std::size(items), PollTimeout());
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;
-        spdlog::error("poll failed: {}", e.what());
+      if (Status polled = protocol::Poll(items, std::size(items), PollTimeout()); !polled.ok()) {
+        spdlog::error("{}", polled.message());
         return;
       }
       if (items[0].revents & ZMQ_POLLIN) Drain(client_, &Impl::OnClientMessage);
@@ -127,7 +123,7 @@ class SchedulerServer::Impl {
       DrainActions();
     }
     spdlog::info("stopping: {} tasks live, {} dropped messages, {} late replies",
-                 core_.live_tasks(), counters_.dropped, counters_.late_replies);
+                 core_.live_tasks(), drops_.count(), counters_.late_replies);
   }
 
   void RequestStop() {
@@ -138,7 +134,11 @@ class SchedulerServer::Impl {
 
   const std::string& client_endpoint() const { return client_endpoint_; }
   const std::string& engine_endpoint() const { return engine_endpoint_; }
-  ServerCounters counters() const { return counters_; }
+  ServerCounters counters() const {
+    ServerCounters c = counters_;
+    c.dropped = drops_.count();
+    return c;
+  }
 
  private:
   std::chrono::milliseconds PollTimeout() const {
@@ -158,28 +158,7 @@ class SchedulerServer::Impl {
 
   // ---- inbound ----------------------------------------------------------
 
-  void Drop(std::string_view peer, const std::string& why) {
-    ++counters_.dropped;
-    std::string key(peer);
-    if (warned_.size() < kMaxWarnedPeers && warned_.insert(key).second) {
-      spdlog::warn("dropped a message from peer {}: {} (further drops from it are counted, "
-                   "not logged)", Printable(peer), why);
-    }
-  }
-
-  static std::string Printable(std::string_view peer) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned char c : peer.substr(0, 16)) {
-      if (c >= 0x20 && c < 0x7f) {
-        out += static_cast<char>(c);
-      } else {
-        out += kDigits[c >> 4];
-        out += kDigits[c & 0xf];
-      }
-    }
-    return out.empty() ? "(anonymous)" : out;
-  }
+  void Drop(std::string_view peer, const std::string& why) { drops_.Drop(peer, why); }
 
   // Verifies frames[first..] and decodes the header.
   Result<protocol::Header> Open(const Frames& frames, size_t first,
@@ -476,7 +455,7 @@ class SchedulerServer::Impl {
     if (!sent.ok()) {
       ++counters_.undeliverable;
       spdlog::warn("could not reply to client {}: {} (the hub keeps the record)",
-                   Printable(View(out[0])), sent.message());
+                   protocol::PrintablePeer(View(out[0])), sent.message());
     }
   }
 
@@ -519,7 +498,7 @@ class SchedulerServer::Impl {
   std::unordered_map<TaskId, Pending, TaskIdHash> pending_;
   std::unordered_map<std::string, EngineEntry> engines_;
   std::vector<std::string> uuid_of_slot_;
-  std::unordered_set<std::string> warned_;
+  protocol::DropLog drops_{"taskscheduler"};
   ServerCounters counters_;
 };
 

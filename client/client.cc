@@ -88,7 +88,7 @@ class Client::Impl {
         scheduler_(context_, zmq::socket_type::dealer),
         hub_(context_, zmq::socket_type::dealer) {
     for (auto* s : {&scheduler_, &hub_}) {
-      s->set(zmq::sockopt::linger, 5000);
+      s->set(zmq::sockopt::linger, 1000);  // time to send what is queued at exit
       s->set(zmq::sockopt::sndhwm, 1000000);
     }
     scheduler_.set(zmq::sockopt::routing_id, session_);

@@ -86,11 +86,20 @@ ztask::Status BuildOptions(SubmitFlags& f) {
   return ztask::Status::Ok();
 }
 
-// Waits (a few seconds at most) until the hub has the record, so an id
-// printed by submit can be waited for at once by any process.
-void AwaitRecorded(ztask::Client& client, const std::vector<ztask::TaskId>& ids) {
-  for (int i = 0; i < 500 && !client.Fetch(ids).ok(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+// Waits (10 s at most) until the hub has the records, so an id printed by
+// submit can be waited for at once by any process, and a cluster that does
+// not take the task is an error rather than an id that leads nowhere.
+ztask::Status AwaitRecorded(ztask::Client& client, const std::vector<ztask::TaskId>& ids) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (true) {
+    auto records = client.Fetch(ids);
+    if (records.ok()) return ztask::Status::Ok();
+    if (records.status().code() != ztask::Status::Code::kNotFound) return records.status();
+    if (std::chrono::steady_clock::now() > deadline) {
+      return ztask::Status::Unavailable(
+          "the cluster did not record the task within 10 s: is its scheduler running?");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }
 
@@ -249,7 +258,7 @@ int main(int argc, char** argv) {
   if (submit->parsed()) {
     auto id = c.Submit(flags.options);
     if (!id.ok()) return Error(id.status());
-    AwaitRecorded(c, {*id});
+    if (auto recorded = AwaitRecorded(c, {*id}); !recorded.ok()) return Error(recorded);
     std::printf("%s\n", id->ToHex().c_str());
     return kOk;
   }
@@ -258,7 +267,7 @@ int main(int argc, char** argv) {
     if (!submitted.ok()) return Error(submitted.status());
     std::vector<ztask::TaskId> all;
     for (const auto& [name, id] : *submitted) all.push_back(id);
-    AwaitRecorded(c, all);
+    if (auto recorded = AwaitRecorded(c, all); !recorded.ok()) return Error(recorded);
     for (const auto& [name, id] : *submitted) std::printf("%s %s\n", name.c_str(), id.ToHex().c_str());
     return kOk;
   }

@@ -38,13 +38,20 @@ TaskInfo FromRecord(const protocol::TaskRecord& r) {
   info.exit_code = r.exit_code;
   info.stdout_text = r.stdout_text;
   info.stderr_text = r.stderr_text;
+  info.stdout_truncated = r.stdout_truncated;
+  info.stderr_truncated = r.stderr_truncated;
   if (!r.result.bytes.empty()) {
     info.result = Value::from_msgpack(r.result.bytes, true, false);
     if (info.result.is_discarded()) info.result = nullptr;
   }
   info.label = r.label;
-  info.after = FromWire(r.after);
-  info.follow = FromWire(r.follow);
+  info.after = FromWire(r.routing.after);
+  info.follow = FromWire(r.routing.follow);
+  info.targets = r.routing.targets;
+  info.timeout = r.routing.timeout_s;
+  info.time_limit = r.routing.time_limit_s;
+  info.retries = r.routing.retries;
+  info.priority = r.routing.priority;
   return info;
 }
 
@@ -337,8 +344,12 @@ class Client::Impl {
 };
 
 Result<std::unique_ptr<Client>> Client::Connect(const std::filesystem::path& profile_dir) {
-  const auto profile = profile_dir.empty() ? protocol::DefaultProfileDir() : profile_dir;
-  const auto path = protocol::ConnectionFilePath(profile);
+  std::error_code ec;
+  const bool is_file = std::filesystem::is_regular_file(profile_dir, ec);
+  const auto profile = profile_dir.empty() ? protocol::DefaultProfileDir()
+                       : is_file           ? profile_dir.parent_path()
+                                           : profile_dir;
+  const auto path = is_file ? profile_dir : protocol::ConnectionFilePath(profile);
   auto info = protocol::ReadConnectionFile(path);
   if (!info.ok()) {
     if (info.status().code() == Status::Code::kNotFound) {

@@ -80,8 +80,7 @@ void TaskStore::Submitted(const protocol::Header& request, const protocol::Routi
   r.client = request.session;
   if (r.state.empty()) r.state = "waiting";
   r.submitted_us = request.date_us;
-  r.after = meta.after;
-  r.follow = meta.follow;
+  r.routing = meta;
 }
 
 void TaskStore::Assigned(const TaskId& id, const protocol::Assignment& assignment) {
@@ -108,6 +107,8 @@ void TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
   r.exit_code = result.exit_code;
   r.stdout_text = result.stdout_text;
   r.stderr_text = result.stderr_text;
+  r.stdout_truncated = result.stdout_truncated;
+  r.stderr_truncated = result.stderr_truncated;
   if (result.started_us) r.started_us = result.started_us;
   r.completed_us = result.completed_us ? result.completed_us : now_us;
 }

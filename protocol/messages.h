@@ -278,8 +278,9 @@ struct TaskRecord {
   std::string stdout_text;
   std::string stderr_text;
   RawValue result;
-  WireDependencies after;
-  WireDependencies follow;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  RoutingMeta routing;  // as submitted: after, follow, targets, timeout...
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("id", s.id);
@@ -297,8 +298,9 @@ struct TaskRecord {
     v("stdout", s.stdout_text);
     v("stderr", s.stderr_text);
     v("result", s.result);
-    v("after", s.after);
-    v("follow", s.follow);
+    v("stdout_truncated", s.stdout_truncated);
+    v("stderr_truncated", s.stderr_truncated);
+    v("routing", s.routing);
   }
   friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
 };

@@ -63,9 +63,13 @@ struct TaskInfo {
   std::optional<double> submitted, started, completed;  // seconds since the epoch
   std::optional<int32_t> exit_code;
   std::string stdout_text, stderr_text;
+  bool stdout_truncated = false, stderr_truncated = false;  // cut at the engine's bound
   Value result;
   std::string label;
   DependencySet after, follow;
+  std::vector<int32_t> targets;
+  double timeout = 0, time_limit = 0;
+  int32_t retries = 0, priority = 0;
 
   bool finished() const { return status == "ok" || status == "error"; }
   bool ok() const { return status == "ok"; }
@@ -110,8 +114,9 @@ Result<std::vector<size_t>> TopologicalOrder(const std::vector<GraphNode>& graph
 
 class Client {
  public:
-  // Reads <profile_dir>/ztask-cluster.json and connects. Errors say what to
-  // do (no cluster running, no scheduler yet...).
+  // Reads <profile_dir>/ztask-cluster.json (or the connection file itself,
+  // when given its path) and connects. Errors say what to do (no cluster
+  // running, no scheduler yet...).
   static Result<std::unique_ptr<Client>> Connect(const std::filesystem::path& profile_dir);
   ~Client();
 

@@ -341,3 +341,36 @@ TEST(TaskclusterForeground, StopsEverythingOnInterrupt) {
 
 }  // namespace
 }  // namespace ztask::testing
+
+namespace ztask::testing {
+namespace {
+
+TEST_F(ClusterTest, RecordsKeepRoutingAndBoundedOutputWithItsFlag) {
+  StartCluster(1);
+  TaskOptions big;
+  big.command = {"head", "-c", "3000000", "/dev/zero"};
+  big.retries = 2;
+  big.priority = 5;
+  big.time_limit = 30;
+  big.targets = {0};
+  auto id = client_->Submit(big);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(client_->Wait({*id}, 60).ok());
+  // The connection file itself works as well as its profile directory.
+  auto by_file = Client::Connect(std::filesystem::path(profile()) / "ztask-cluster.json");
+  ASSERT_TRUE(by_file.ok()) << by_file.status().ToString();
+  auto records = (*by_file)->Fetch({*id});
+  ASSERT_TRUE(records.ok());
+  const TaskInfo& r = (*records)[0];
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r.stdout_truncated);
+  EXPECT_FALSE(r.stderr_truncated);
+  EXPECT_EQ(r.stdout_text.size(), size_t{1} << 20) << "the engine's default bound";
+  EXPECT_EQ(r.retries, 2);
+  EXPECT_EQ(r.priority, 5);
+  EXPECT_EQ(r.time_limit, 30);
+  EXPECT_EQ(r.targets, (std::vector<int32_t>{0}));
+}
+
+}  // namespace
+}  // namespace ztask::testing

@@ -66,7 +66,8 @@ template <> inline ResultReply Sample<ResultReply>() {
   r.stdout_text = "o";
   r.stderr_text = "e";
   r.result = SampleRaw();
-  r.after = SampleDeps();
+  r.stdout_truncated = true;
+  r.routing = Sample<RoutingMeta>();
   return {{r}, {SampleId(8)}};
 }
 template <> inline QueueReply Sample<QueueReply>() { return {{{0, 1, 2, 3}, {1, 0, 0, 9}}, 12}; }

@@ -244,7 +244,8 @@ class Client::Impl {
     std::vector<EngineStatus> out;
     for (const auto& e : reply->engines) {
       out.push_back({e.id, e.name, e.host, e.state, e.pid,
-                     static_cast<double>(e.registered_us) / 1e6, e.mpi_rank});
+                     static_cast<double>(e.registered_us) / 1e6, e.mpi_rank,
+                     e.restarts.value_or(0)});
     }
     return out;
   }
@@ -281,6 +282,11 @@ class Client::Impl {
     auto reply = Ask<MsgType::kPurgeRequest, MsgType::kPurgeReply>(protocol::PurgeRequest{ids, all});
     if (!reply.ok()) return reply.status();
     return reply->count;
+  }
+
+  Status ReportEngineState(const protocol::EngineState& state) {
+    auto reply = Ask<MsgType::kEngineState, MsgType::kEngineStateReply>(state);
+    return reply.ok() ? Status::Ok() : reply.status();
   }
 
   Status Shutdown() {
@@ -386,6 +392,10 @@ Result<AbortResult> Client::Abort(const std::vector<TaskId>& ids) { return impl_
 Result<QueueStatus> Client::Queue() { return impl_->Queue(); }
 Result<std::vector<EngineStatus>> Client::Engines() { return impl_->Engines(); }
 Status Client::Shutdown() { return impl_->Shutdown(); }
+Status Client::ReportEngineState(const std::string& name, const std::string& state,
+                                 int32_t restarts, const std::string& why) {
+  return impl_->ReportEngineState({name, state, restarts, why});
+}
 Result<int64_t> Client::Purge(const std::vector<TaskId>& ids, bool all) {
   return impl_->Purge(ids, all);
 }

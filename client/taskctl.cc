@@ -312,6 +312,7 @@ int main(int argc, char** argv) {
       Value item = {{"id", e.id},       {"name", e.name},   {"host", e.host},
                     {"pid", e.pid},     {"state", e.state}, {"registered", e.registered}};
       if (e.mpi_rank) item["mpi_rank"] = *e.mpi_rank;
+      item["restarts"] = e.restarts;
       out.push_back(item);
     }
     if (json) {

@@ -26,6 +26,11 @@ fs::path SelfDir() {
 
 fs::path PidFile(const fs::path& profile) { return profile / "cluster.pid"; }
 
+double SteadySeconds() {
+  using namespace std::chrono;
+  return duration_cast<duration<double>>(steady_clock::now().time_since_epoch()).count();
+}
+
 int ReadPid(const fs::path& profile) {
   std::ifstream in(PidFile(profile));
   int pid = 0;
@@ -105,15 +110,15 @@ Status LocalCluster::Start() {
     s = WaitForEndpoint(*scheduler_, "scheduler", true);
   }
   if (s.ok()) {
+    engines_.resize(static_cast<size_t>(options_.engines));
     for (int i = 0; i < options_.engines; ++i) {
-      const std::string name = "engine-" + std::to_string(i);
-      engines_.push_back(std::make_unique<ChildProcess>(
-          std::vector<std::string>{bin + "taskengine", "--profile-dir", dir, "--name", name},
-          logs() / (name + ".log")));
+      engines_[static_cast<size_t>(i)].name = "engine-" + std::to_string(i);
+      Launch(engines_[static_cast<size_t>(i)]);
     }
     auto client = Client::Connect(profile_);
     s = client.ok() ? (*client)->WaitForEngines(options_.engines, options_.launch_timeout_s)
                     : client.status();
+    if (client.ok()) client_ = std::move(*client);
     if (!s.ok() && s.code() == Status::Code::kTimedOut) {
       s = Status::TimedOut(s.message() + "; see the engine logs in " + logs().string());
     }
@@ -122,9 +127,56 @@ Status LocalCluster::Start() {
   return s;
 }
 
+void LocalCluster::Launch(Supervised& engine) {
+  engine.process = std::make_unique<ChildProcess>(
+      std::vector<std::string>{(options_.bin_dir / "taskengine").string(), "--profile-dir",
+                               profile_.string(), "--name", engine.name},
+      logs() / (engine.name + ".log"));
+}
+
+void LocalCluster::Report(const Supervised& engine, const std::string& state,
+                          const std::string& why) {
+  std::fprintf(stderr, "taskcluster: %s %s: %s\n", engine.name.c_str(), state.c_str(), why.c_str());
+  if (client_) (void)client_->ReportEngineState(engine.name, state, engine.restarts, why);
+}
+
+void LocalCluster::Supervise(double now) {
+  for (Supervised& e : engines_) {
+    if (e.process) {
+      const auto code = e.process->Poll();
+      if (!code) continue;
+      e.process.reset();
+      const std::string exited = "exited with code " + std::to_string(*code);
+      std::erase_if(e.recent_restarts,
+                    [&](double t) { return now - t > options_.restart_window_s; });
+      if (static_cast<int>(e.recent_restarts.size()) >= options_.max_restarts) {
+        e.failed = true;
+        Report(e, "failed", exited + "; gave up after " + std::to_string(options_.max_restarts) +
+                                " restarts within " + std::to_string(options_.restart_window_s) +
+                                " s");
+        continue;
+      }
+      const double backoff = std::min(
+          30.0, options_.restart_backoff_s * static_cast<double>(1 << e.recent_restarts.size()));
+      e.restart_at = now + backoff;
+      char why[160];
+      std::snprintf(why, sizeof why, "%s; restarting in %g s", exited.c_str(), backoff);
+      Report(e, "restarting", why);
+    } else if (!e.failed && now >= e.restart_at) {
+      e.recent_restarts.push_back(now);
+      ++e.restarts;
+      Launch(e);
+      Report(e, "starting", "restart " + std::to_string(e.restarts));
+    }
+  }
+}
+
 void LocalCluster::Serve() {
+  const auto interval = std::chrono::microseconds(
+      static_cast<int64_t>(std::max(0.001, options_.monitor_interval_s) * 1e6));
   while (!stop_ && !hub_->Poll()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    Supervise(SteadySeconds());
+    std::this_thread::sleep_for(interval);
   }
   StopAll();
 }
@@ -133,8 +185,13 @@ void LocalCluster::RequestStop() { stop_ = 1; }
 
 void LocalCluster::StopAll() {
   // Engines first (they unregister), the hub last (it flushes its records).
-  for (auto& e : engines_) e->Kill(SIGTERM);
-  for (auto& e : engines_) e->Stop();
+  client_.reset();
+  for (auto& e : engines_) {
+    if (e.process) e.process->Kill(SIGTERM);
+  }
+  for (auto& e : engines_) {
+    if (e.process) e.process->Stop();
+  }
   engines_.clear();
   if (scheduler_) scheduler_->Stop();
   if (hub_) hub_->Stop();

@@ -19,6 +19,10 @@
 #include "protocol/signals.h"
 #include "ztask/status.h"
 
+namespace ztask {
+class Client;
+}
+
 namespace ztask::cluster {
 
 struct ClusterOptions {
@@ -29,6 +33,13 @@ struct ClusterOptions {
   std::string db;                     // Default: <profile>/tasks.db; or :memory:.
   std::string ip = "127.0.0.1";       // where every socket binds
   double launch_timeout_s = 30;       // for all engines to register
+  // An engine that exits is restarted (same name, so the same id) after a
+  // back-off that doubles with each recent restart, at most `max_restarts`
+  // times within `restart_window_s`; then it is given up as failed.
+  int max_restarts = 3;
+  double restart_window_s = 60;
+  double restart_backoff_s = 1;
+  double monitor_interval_s = 0.1;    // how often engines are checked
   std::filesystem::path bin_dir;      // where taskhub & co. are; default: next to us
 };
 
@@ -54,14 +65,28 @@ class LocalCluster final : public Stoppable {
 
  private:
   LocalCluster(ClusterOptions options, std::filesystem::path profile, int lock_fd);
+  struct Supervised {
+    std::string name;
+    std::unique_ptr<ChildProcess> process;  // null while waiting to restart, or failed
+    std::vector<double> recent_restarts;    // steady seconds, within the window
+    int restarts = 0;
+    double restart_at = 0;
+    bool failed = false;
+  };
+
   Status WaitForEndpoint(ChildProcess& process, const char* what, bool scheduler);
+  void Launch(Supervised& engine);
+  // Restarts engines that exited, or gives up on them.
+  void Supervise(double now);
+  void Report(const Supervised& engine, const std::string& state, const std::string& why);
   void StopAll();
 
   ClusterOptions options_;
   std::filesystem::path profile_;
   int lock_fd_;
   std::unique_ptr<ChildProcess> hub_, scheduler_;
-  std::vector<std::unique_ptr<ChildProcess>> engines_;
+  std::vector<Supervised> engines_;
+  std::unique_ptr<Client> client_;  // to tell the hub of engine states
   volatile sig_atomic_t stop_ = 0;
 };
 

@@ -48,10 +48,12 @@ int Daemonize(ztask::cluster::LocalCluster& cluster) {
   [[maybe_unused]] ssize_t w = ::write(pipe_fds[1], report.data(), report.size());
   ::close(pipe_fds[1]);
   if (!started.ok()) return 2;
+  // The supervisor's own messages (restarts, give-ups) go to its log.
   int null_fd = ::open("/dev/null", O_RDWR);
+  int log_fd = ::open((cluster.logs() / "cluster.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   ::dup2(null_fd, 0);
   ::dup2(null_fd, 1);
-  ::dup2(null_fd, 2);
+  ::dup2(log_fd >= 0 ? log_fd : null_fd, 2);
   cluster.Serve();
   return 0;
 }
@@ -76,6 +78,17 @@ int main(int argc, char** argv) {
   start->add_option("--launch-timeout", options.launch_timeout_s,
                     "seconds for every engine to register");
   start->add_flag("--daemonize", daemonize, "return once the cluster is ready");
+  start->add_option("--max-restarts", options.max_restarts,
+                    "restarts of one engine within the window before it is given up")
+      ->check(CLI::NonNegativeNumber);
+  start->add_option("--restart-window", options.restart_window_s, "seconds")
+      ->check(CLI::PositiveNumber);
+  start->add_option("--restart-backoff", options.restart_backoff_s,
+                    "seconds before the first restart; doubles with each recent one")
+      ->check(CLI::NonNegativeNumber);
+  start->add_option("--monitor-interval", options.monitor_interval_s,
+                    "seconds between checks of the engines")
+      ->check(CLI::PositiveNumber);
   auto* stop = app.add_subcommand("stop", "stop the cluster in a profile directory");
   stop->add_option("--profile-dir", options.profile_dir, "profile directory");
   stop->add_option("--timeout", stop_timeout, "seconds to wait for it to stop");

@@ -1,5 +1,7 @@
 #include "hub/registry.h"
 
+#include <set>
+
 namespace ztask::hub {
 
 EngineRegistry::Registered EngineRegistry::Register(const protocol::RegistrationRequest& request,
@@ -22,7 +24,7 @@ EngineRegistry::Registered EngineRegistry::Register(const protocol::Registration
   }
   EngineRecord& record = alive_[result.id];
   record.info = {result.id,   request.uuid, request.name,  request.host,
-                 request.pid, "running",    wall_us,       request.mpi_rank};
+                 request.pid, "running",    wall_us,       request.mpi_rank, std::nullopt};
   record.last_seen_us = now_us;
   by_uuid_[request.uuid] = result.id;
   return result;
@@ -43,6 +45,14 @@ std::optional<EngineRecord> EngineRegistry::Unregister(const std::string& uuid) 
   return std::move(node.mapped());
 }
 
+std::optional<std::string> EngineRegistry::UuidOfName(const std::string& name) const {
+  auto id = by_name_.find(name);
+  if (id == by_name_.end()) return std::nullopt;
+  auto record = alive_.find(id->second);
+  if (record == alive_.end()) return std::nullopt;
+  return record->second.info.uuid;
+}
+
 std::vector<EngineRecord> EngineRegistry::Expire(int64_t now_us, int64_t expiry_us) {
   std::vector<EngineRecord> gone;
   for (auto it = alive_.begin(); it != alive_.end();) {
@@ -55,6 +65,34 @@ std::vector<EngineRecord> EngineRegistry::Expire(int64_t now_us, int64_t expiry_
     }
   }
   return gone;
+}
+
+void EngineRegistry::SetSupervised(const protocol::EngineState& state) {
+  supervised_[state.name] = state;
+}
+
+std::vector<protocol::EngineInfo> EngineRegistry::Listing() const {
+  std::vector<protocol::EngineInfo> out;
+  std::set<std::string> shown;
+  for (const auto& [id, record] : alive_) {
+    protocol::EngineInfo info = record.info;
+    if (auto s = supervised_.find(info.name); s != supervised_.end()) {
+      info.restarts = s->second.restarts;
+    }
+    shown.insert(info.name);
+    out.push_back(std::move(info));
+  }
+  for (const auto& [name, state] : supervised_) {
+    if (shown.count(name) || state.state == "running") continue;
+    protocol::EngineInfo info;
+    auto id = by_name_.find(name);
+    info.id = id == by_name_.end() ? -1 : id->second;
+    info.name = name;
+    info.state = state.state;
+    info.restarts = state.restarts;
+    out.push_back(std::move(info));
+  }
+  return out;
 }
 
 }  // namespace ztask::hub

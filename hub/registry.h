@@ -36,8 +36,17 @@ class EngineRegistry {
   // Returns false for an engine not registered.
   bool Touch(const std::string& uuid, int64_t now_us);
   std::optional<EngineRecord> Unregister(const std::string& uuid);
+  // The live engine of this name, if any.
+  std::optional<std::string> UuidOfName(const std::string& name) const;
   // Removes and returns every engine silent for longer than `expiry_us`.
   std::vector<EngineRecord> Expire(int64_t now_us, int64_t expiry_us);
+
+  // A supervisor's word on an engine, by name; "running" clears it (the
+  // registry itself knows running engines).
+  void SetSupervised(const protocol::EngineState& state);
+  // Every engine to show: the live ones (with their restart counts) and those
+  // a supervisor reports starting, restarting, failed or stopped.
+  std::vector<protocol::EngineInfo> Listing() const;
 
   const std::map<int32_t, EngineRecord>& alive() const { return alive_; }
   size_t size() const { return alive_.size(); }
@@ -46,6 +55,7 @@ class EngineRegistry {
   std::map<int32_t, EngineRecord> alive_;              // by id
   std::unordered_map<std::string, int32_t> by_uuid_;   // alive only
   std::unordered_map<std::string, int32_t> by_name_;   // every name ever seen
+  std::map<std::string, protocol::EngineState> supervised_;  // by name
   int32_t next_id_ = 0;
 };
 

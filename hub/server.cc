@@ -309,10 +309,30 @@ class HubServer::Impl {
       }
       case MsgType::kQueueRequest:
         return Reply(query_, frames[0], MsgType::kQueueReply, *header, QueueStatus());
-      case MsgType::kEnginesRequest: {
-        protocol::EnginesReply reply;
-        for (const auto& [id, record] : registry_.alive()) reply.engines.push_back(record.info);
-        return Reply(query_, frames[0], MsgType::kEnginesReply, *header, reply);
+      case MsgType::kEnginesRequest:
+        return Reply(query_, frames[0], MsgType::kEnginesReply, *header,
+                     protocol::EnginesReply{registry_.Listing()});
+      case MsgType::kEngineState: {
+        auto state = protocol::DecodeBody<protocol::EngineState>(content);
+        if (!state.ok()) return Drop(View(frames[0]), state.status().message());
+        registry_.SetSupervised(*state);
+        spdlog::info("engine {} is {}: {}", state->name, state->state, state->text);
+        // Its supervisor saw the process end: no need to wait for missed
+        // heartbeats before its tasks go elsewhere.
+        if (state->state == "restarting" || state->state == "failed") {
+          if (auto uuid = registry_.UuidOfName(state->name)) {
+            if (auto gone = registry_.Unregister(*uuid)) {
+              EngineGone({gone->info.id, gone->info.uuid}, "its supervisor saw it exit");
+            }
+          }
+        }
+        protocol::Event event;
+        event.kind = "engine_state";
+        event.status = state->state;
+        event.text = state->name + ": " + state->text;
+        Emit(std::move(event));
+        return Reply(query_, frames[0], MsgType::kEngineStateReply, *header,
+                     protocol::Acknowledgement{});
       }
       case MsgType::kPurgeRequest: {
         auto request = protocol::DecodeBody<protocol::PurgeRequest>(content);

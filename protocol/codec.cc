@@ -447,6 +447,7 @@ ZTASK_INSTANTIATE(EngineInfo)
 ZTASK_INSTANTIATE(Event)
 ZTASK_INSTANTIATE(TaskRecord)
 ZTASK_INSTANTIATE(DispatchInfo)
+ZTASK_INSTANTIATE(EngineState)
 #undef ZTASK_INSTANTIATE
 
 }  // namespace ztask::protocol

@@ -25,6 +25,9 @@ namespace ztask::protocol {
   X(kRegistrationReply, 11, "registration_reply")                           \
   X(kUnregistration, 12, "unregistration")                                  \
   X(kHeartbeat, 13, "heartbeat")                                            \
+  /* supervisor -> hub: an engine it runs is starting, restarting, failed */ \
+  X(kEngineState, 14, "engine_state")                                       \
+  X(kEngineStateReply, 15, "engine_state_reply")                            \
   /* client <-> hub queries */                                              \
   X(kResultRequest, 20, "result_request")                                   \
   X(kResultReply, 21, "result_reply")                                       \

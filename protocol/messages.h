@@ -252,6 +252,22 @@ struct EngineRef {
   friend bool operator==(const EngineRef&, const EngineRef&) = default;
 };
 
+// What a supervisor says of an engine it runs, by name.
+struct EngineState {
+  std::string name;
+  std::string state;  // "starting", "restarting", "failed", "stopped"
+  int32_t restarts = 0;
+  std::string text;   // why, for people
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("name", s.name);
+    v("state", s.state);
+    v("restarts", s.restarts);
+    v("text", s.text);
+  }
+  friend bool operator==(const EngineState&, const EngineState&) = default;
+};
+
 // ---- queries -------------------------------------------------------------
 
 struct TaskIdList {
@@ -351,6 +367,7 @@ struct EngineInfo {
   std::string state;  // "starting", "running", "restarting", "failed", "stopped"
   int64_t registered_us = 0;
   std::optional<int32_t> mpi_rank;
+  std::optional<int32_t> restarts;  // how often its supervisor restarted it
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("id", s.id);
@@ -361,6 +378,7 @@ struct EngineInfo {
     v("state", s.state);
     v("registered", s.registered_us);
     v("mpi_rank", s.mpi_rank);
+    v("restarts", s.restarts);
   }
   friend bool operator==(const EngineInfo&, const EngineInfo&) = default;
 };
@@ -479,6 +497,8 @@ ZTASK_BODIES(kRegistrationRequest, Empty, RegistrationRequest)
 ZTASK_BODIES(kRegistrationReply, Empty, RegistrationReply)
 ZTASK_BODIES(kUnregistration, Empty, EngineRef)
 ZTASK_BODIES(kHeartbeat, Empty, EngineRef)
+ZTASK_BODIES(kEngineState, Empty, EngineState)
+ZTASK_BODIES(kEngineStateReply, Empty, Acknowledgement)
 ZTASK_BODIES(kResultRequest, Empty, TaskIdList)
 ZTASK_BODIES(kResultReply, Empty, ResultReply)
 ZTASK_BODIES(kQueueRequest, Empty, Empty)

@@ -83,6 +83,7 @@ struct EngineStatus {
   int64_t pid = 0;
   double registered = 0;  // seconds since the epoch
   std::optional<int32_t> mpi_rank;
+  int32_t restarts = 0;   // times its supervisor restarted it
 };
 
 struct QueueStatus {
@@ -155,6 +156,10 @@ class Client {
   // Removes finished records from the hub (the listed ones, or all of them
   // with `all`); returns how many went. Unfinished tasks are kept.
   Result<int64_t> Purge(const std::vector<TaskId>& ids, bool all);
+  // For supervisors: tells the hub the state of an engine they run
+  // ("starting", "restarting", "failed", "stopped"), shown by Engines().
+  Status ReportEngineState(const std::string& name, const std::string& state, int32_t restarts,
+                           const std::string& why);
   // Stops the hub, and with it the cluster's supervisor.
   Status Shutdown();
   // Follows the hub's event stream, calling `on_event` with each event as a

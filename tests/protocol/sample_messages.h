@@ -48,6 +48,9 @@ template <> inline RegistrationRequest Sample<RegistrationRequest>() {
 }
 template <> inline RegistrationReply Sample<RegistrationReply>() { return {true, 3, "", 1000}; }
 template <> inline EngineRef Sample<EngineRef>() { return {3, "uuid-3"}; }
+template <> inline EngineState Sample<EngineState>() {
+  return {"node7-0", "restarting", 2, "exited with code 137"};
+}
 template <> inline TaskIdList Sample<TaskIdList>() { return {{SampleId(7)}}; }
 template <> inline ResultReply Sample<ResultReply>() {
   TaskRecord r;
@@ -72,7 +75,7 @@ template <> inline ResultReply Sample<ResultReply>() {
 }
 template <> inline QueueReply Sample<QueueReply>() { return {{{0, 1, 2, 3}, {1, 0, 0, 9}}, 12}; }
 template <> inline EngineInfo Sample<EngineInfo>() {
-  return {3, "uuid-3", "node7-0", "node7", 4242, "running", 1'700'000'000'000'000, std::nullopt};
+  return {3, "uuid-3", "node7-0", "node7", 4242, "running", 1'700'000'000'000'000, std::nullopt, 1};
 }
 template <> inline EnginesReply Sample<EnginesReply>() { return {{Sample<EngineInfo>()}}; }
 template <> inline PurgeRequest Sample<PurgeRequest>() { return {{SampleId(1)}, true}; }

@@ -1,0 +1,79 @@
+// Engines that die come back: same name, same id, no task; and an engine that
+// keeps dying is given up while the rest of the cluster goes on.
+#include <signal.h>
+
+#include "tests/support/cluster_fixture.h"
+
+namespace ztask::testing {
+namespace {
+
+class Supervision : public ClusterTest {
+ protected:
+  std::optional<EngineStatus> EngineWithId(int32_t id) {
+    auto engines = client_->Engines();
+    if (!engines.ok()) return std::nullopt;
+    for (const auto& e : *engines) {
+      if (e.id == id) return e;
+    }
+    return std::nullopt;
+  }
+  // Kills engine `id` and waits until it runs again under a new pid.
+  EngineStatus KillAndAwaitReturn(int32_t id) {
+    auto before = EngineWithId(id);
+    EXPECT_TRUE(before.has_value());
+    EXPECT_EQ(::kill(static_cast<pid_t>(before->pid), SIGKILL), 0);
+    std::optional<EngineStatus> after;
+    EXPECT_TRUE(WaitFor([&] {
+      after = EngineWithId(id);
+      return after && after->state == "running" && after->pid != before->pid;
+    }, std::chrono::seconds(30)));
+    return after.value_or(EngineStatus{});
+  }
+};
+
+TEST_F(Supervision, AKilledEngineComesBackWithItsIdWhileItsTaskIsRetriedElsewhere) {
+  StartCluster(2, {"--restart-backoff", "0.1", "--max-restarts", "5"});
+  const std::string id =
+      Submit({"--retries", "1", "--", "sh", "-c", "[ $ZTASK_ATTEMPT -ge 2 ] || sleep 60"});
+  std::optional<int32_t> engine;
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = client_->Fetch({*TaskId::FromHex(id)});
+    if (r.ok() && (*r)[0].status == "running") engine = (*r)[0].engine_id;
+    return engine.has_value();
+  }));
+  const EngineStatus back = KillAndAwaitReturn(*engine);
+  EXPECT_EQ(back.restarts, 1);
+  auto r = Wait({id});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0]["status"], "ok") << r[0].dump();
+  EXPECT_EQ(r[0]["attempts"], 2);
+  // The restarted engine takes new tasks under its old id.
+  auto again = Wait({Submit({"--targets", std::to_string(*engine), "--fn", "echo", "--args", "1"})});
+  EXPECT_EQ(again[0]["engine_id"], *engine);
+  EXPECT_EQ(again[0]["status"], "ok");
+}
+
+TEST_F(Supervision, AnEngineThatKeepsDyingIsGivenUpAndTheRestGoOn) {
+  StartCluster(2, {"--restart-backoff", "0.05", "--max-restarts", "2"});
+  KillAndAwaitReturn(0);
+  KillAndAwaitReturn(0);
+  auto last = EngineWithId(0);
+  ASSERT_TRUE(last.has_value());
+  ASSERT_EQ(::kill(static_cast<pid_t>(last->pid), SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] {
+    auto e = EngineWithId(0);
+    return e && e->state == "failed";
+  }, std::chrono::seconds(30)));
+  Ran engines = Ctl({"engines", "--json"});
+  Value list = Value::parse(engines.out);
+  ASSERT_EQ(list.size(), 2u) << engines.out;
+  EXPECT_EQ(list[1]["state"], "failed");
+  EXPECT_EQ(list[1]["restarts"], 2);
+  EXPECT_EQ(list[0]["state"], "running");
+  auto r = Wait({Submit({"--fn", "echo", "--args", "\"still working\""})});
+  EXPECT_EQ(r[0]["result"], "still working");
+  EXPECT_EQ(r[0]["engine_id"], 1);
+}
+
+}  // namespace
+}  // namespace ztask::testing

@@ -148,6 +148,23 @@ Result<std::vector<std::pair<std::string, TaskId>>> Client::SubmitGraph(
   return out;
 }
 
+Result<std::vector<std::pair<int32_t, TaskId>>> Client::SubmitEachEngine(
+    const TaskOptions& options) {
+  auto engines = Engines();
+  if (!engines.ok()) return engines.status();
+  std::vector<std::pair<int32_t, TaskId>> out;
+  for (const auto& engine : *engines) {
+    if (engine.state != "running") continue;
+    TaskOptions targeted = options;
+    targeted.targets = {engine.id};
+    auto id = Submit(targeted);
+    if (!id.ok()) return id.status();
+    out.emplace_back(engine.id, *id);
+  }
+  if (out.empty()) return Status::Unavailable("no engine is running");
+  return out;
+}
+
 Result<std::vector<TaskId>> Client::Map(const std::string& function,
                                         const std::vector<Value>& inputs,
                                         const TaskOptions& base) {

@@ -181,6 +181,9 @@ int main(int argc, char** argv) {
   submit->add_option("--label", flags.options.label, "a name for people");
   submit->add_option("--cwd", flags.options.cwd, "working directory of the command");
   one_each(submit->add_option("--env", flags.env, "NAME=VALUE for the command (repeatable)"));
+  bool each_engine = false;
+  submit->add_flag("--each-engine", each_engine,
+                   "one task per running engine, each on its engine; prints one id per line");
 
   std::vector<std::string> ids;
   double timeout = -1;
@@ -211,6 +214,11 @@ int main(int argc, char** argv) {
   auto* purge = app.add_subcommand("purge", "forget the records of finished tasks");
   purge->add_flag("--all", purge_all, "every finished task");
   purge->add_option("ids", ids, "task ids");
+  int want_engines = 0;
+  double engines_timeout = 60;
+  auto* wait_engines = app.add_subcommand("wait-engines", "wait until N engines are registered");
+  wait_engines->add_option("n", want_engines, "how many")->required()->check(CLI::PositiveNumber);
+  wait_engines->add_option("--timeout", engines_timeout, "give up after this many seconds (exit 3)");
   auto* shutdown = app.add_subcommand("shutdown", "stop the cluster");
 
   // Everything after the first `--` is the command, verbatim: split it off
@@ -255,6 +263,15 @@ int main(int argc, char** argv) {
   if (!client.ok()) return Error(client.status());
   ztask::Client& c = **client;
 
+  if (submit->parsed() && each_engine) {
+    auto submitted = c.SubmitEachEngine(flags.options);
+    if (!submitted.ok()) return Error(submitted.status());
+    std::vector<ztask::TaskId> all;
+    for (const auto& [engine, id] : *submitted) all.push_back(id);
+    if (auto recorded = AwaitRecorded(c, all); !recorded.ok()) return Error(recorded);
+    for (const auto& id : all) std::printf("%s\n", id.ToHex().c_str());
+    return kOk;
+  }
   if (submit->parsed()) {
     auto id = c.Submit(flags.options);
     if (!id.ok()) return Error(id.status());
@@ -357,6 +374,10 @@ int main(int argc, char** argv) {
     if (!records.ok()) return Error(records.status());
     PrintDot(*records);
     return kOk;
+  }
+  if (wait_engines->parsed()) {
+    ztask::Status s = c.WaitForEngines(want_engines, engines_timeout);
+    return s.ok() ? kOk : Error(s);
   }
   if (purge->parsed()) {
     if (!purge_all && parsed_ids->empty()) return Error("purge needs task ids or --all");

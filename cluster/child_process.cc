@@ -29,6 +29,7 @@ ChildProcess::ChildProcess(std::vector<std::string> argv, std::filesystem::path 
     ::execv(args[0], args.data());
     std::_Exit(127);
   }
+  if (pid_ > 0) ::setpgid(pid_, pid_);  // also here: a kill of the group cannot come too early
 }
 
 ChildProcess::~ChildProcess() {
@@ -50,7 +51,8 @@ std::optional<int> ChildProcess::Wait(std::chrono::milliseconds timeout) {
 }
 
 void ChildProcess::Kill(int signal) {
-  if (pid_ > 0 && !Poll()) ::kill(pid_, signal);
+  // The whole group: what the child started goes with it.
+  if (pid_ > 0 && !Poll()) ::kill(-pid_, signal);
 }
 
 int ChildProcess::Stop(std::chrono::milliseconds grace) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "cluster/report.h"
 #include "protocol/connection_file.h"
 #include "ztask/client.h"
 
@@ -49,6 +50,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
   fs::permissions(profile, fs::perms::owner_all, ec);
   if (options.engines <= 0) options.engines = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (options.bin_dir.empty()) options.bin_dir = SelfDir();
+  if (options.engine_program.empty()) options.engine_program = options.bin_dir / "taskengine";
   const int fd = ::open(PidFile(profile).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return Status::IoError("cannot open " + PidFile(profile).string());
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -129,7 +131,7 @@ Status LocalCluster::Start() {
 
 void LocalCluster::Launch(Supervised& engine) {
   engine.process = std::make_unique<ChildProcess>(
-      std::vector<std::string>{(options_.bin_dir / "taskengine").string(), "--profile-dir",
+      std::vector<std::string>{options_.engine_program.string(), "--profile-dir",
                                profile_.string(), "--name", engine.name},
       logs() / (engine.name + ".log"));
 }
@@ -177,6 +179,10 @@ void LocalCluster::Serve() {
   while (!stop_ && !hub_->Poll()) {
     Supervise(SteadySeconds());
     std::this_thread::sleep_for(interval);
+  }
+  if (client_ && !hub_->Poll()) {
+    auto report = RunReport(*client_);
+    if (report.ok()) std::fprintf(stderr, "%s", report->c_str());
   }
   StopAll();
 }

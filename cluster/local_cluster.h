@@ -41,6 +41,9 @@ struct ClusterOptions {
   double restart_backoff_s = 1;
   double monitor_interval_s = 0.1;    // how often engines are checked
   std::filesystem::path bin_dir;      // where taskhub & co. are; default: next to us
+  // The program run as each engine (given --profile-dir and --name), e.g. an
+  // engine built with the engine library. Default: <bin_dir>/taskengine.
+  std::filesystem::path engine_program;
 };
 
 class LocalCluster final : public Stoppable {

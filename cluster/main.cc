@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cluster/local_cluster.h"
+#include "cluster/report.h"
 #include "protocol/signals.h"
 
 namespace {
@@ -89,9 +90,14 @@ int main(int argc, char** argv) {
   start->add_option("--monitor-interval", options.monitor_interval_s,
                     "seconds between checks of the engines")
       ->check(CLI::PositiveNumber);
+  start->add_option("--engine-program", options.engine_program,
+                    "program to run as each engine (default: taskengine next to taskcluster)");
   auto* stop = app.add_subcommand("stop", "stop the cluster in a profile directory");
   stop->add_option("--profile-dir", options.profile_dir, "profile directory");
   stop->add_option("--timeout", stop_timeout, "seconds to wait for it to stop");
+
+  auto* status = app.add_subcommand("status", "the run report of the cluster in a profile directory");
+  status->add_option("--profile-dir", options.profile_dir, "profile directory");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -99,7 +105,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return Fail(std::string(e.what()) + " (see taskcluster --help)");
   }
-
+  if (status->parsed()) {
+    auto client = ztask::Client::Connect(options.profile_dir);
+    if (!client.ok()) return Fail(client.status().message());
+    auto report = ztask::cluster::RunReport(**client);
+    if (!report.ok()) return Fail(report.status().message());
+    std::printf("%s", report->c_str());
+    return 0;
+  }
   if (stop->parsed()) {
     ztask::Status s = ztask::cluster::LocalCluster::StopRunning(options.profile_dir, stop_timeout);
     if (!s.ok()) return Fail(s.message());

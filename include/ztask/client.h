@@ -128,6 +128,9 @@ class Client {
   // (name, id) in that order.
   Result<std::vector<std::pair<std::string, TaskId>>> SubmitGraph(
       const std::vector<GraphNode>& graph);
+  // One task per running engine, each targeted at its engine (a set-up step
+  // on every node). Returns (engine id, task id) pairs.
+  Result<std::vector<std::pair<int32_t, TaskId>>> SubmitEachEngine(const TaskOptions& options);
   // One task of `function` per input.
   Result<std::vector<TaskId>> Map(const std::string& function, const std::vector<Value>& inputs,
                                   const TaskOptions& base = {});

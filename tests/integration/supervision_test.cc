@@ -2,6 +2,9 @@
 // keeps dying is given up while the rest of the cluster goes on.
 #include <signal.h>
 
+#include <fstream>
+#include <set>
+
 #include "tests/support/cluster_fixture.h"
 
 namespace ztask::testing {
@@ -73,6 +76,58 @@ TEST_F(Supervision, AnEngineThatKeepsDyingIsGivenUpAndTheRestGoOn) {
   auto r = Wait({Submit({"--fn", "echo", "--args", "\"still working\""})});
   EXPECT_EQ(r[0]["result"], "still working");
   EXPECT_EQ(r[0]["engine_id"], 1);
+}
+
+}  // namespace
+}  // namespace ztask::testing
+
+namespace ztask::testing {
+namespace {
+
+TEST_F(ClusterTest, LaunchTimeoutStopsWhatItStartedAndSaysHowMany) {
+  const auto never = dir_.path() / "never-registers";
+  std::ofstream(never) << "#!/bin/sh\nexec sleep 600\n";
+  std::filesystem::permissions(never, std::filesystem::perms::owner_all);
+  Ran started = RunProgram({kBin + "/taskcluster", "start", "-n", "2", "--profile-dir", profile(),
+                            "--launch-timeout", "1", "--engine-program", never.string(),
+                            "--daemonize"},
+                           dir_);
+  EXPECT_EQ(started.code, 2);
+  EXPECT_NE(started.err.find("0 of 2 engines registered within"), std::string::npos) << started.err;
+  EXPECT_NE(started.err.find((dir_.path() / "profile" / "logs").string()), std::string::npos)
+      << started.err;
+  // Nothing is left running: the profile is free again.
+  Ran stop = RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_);
+  EXPECT_EQ(stop.code, 2);
+  EXPECT_NE(stop.err.find("no cluster is running"), std::string::npos);
+  Ran pgrep = RunProgram({"/usr/bin/pgrep", "-f", never.string()}, dir_);
+  EXPECT_EQ(pgrep.code, 1) << "still running: " << pgrep.out;
+}
+
+TEST_F(ClusterTest, EachEngineGetsItsOwnTaskAndWaitEnginesWaits) {
+  StartCluster(3);
+  Ran waited = Ctl({"wait-engines", "3", "--timeout", "10"});
+  EXPECT_EQ(waited.code, 0) << waited.err;
+  Ran too_many = Ctl({"wait-engines", "4", "--timeout", "0.3"});
+  EXPECT_EQ(too_many.code, 3);
+  EXPECT_NE(too_many.err.find("3 of 4 engines"), std::string::npos) << too_many.err;
+  Ran each = Ctl({"submit", "--each-engine", "--", "sh", "-c", "echo $ZTASK_ENGINE_ID"});
+  ASSERT_EQ(each.code, 0) << each.err;
+  auto ids = each.Lines();
+  ASSERT_EQ(ids.size(), 3u);
+  std::set<std::string> outputs;
+  for (const auto& r : Wait(ids)) {
+    EXPECT_EQ(r["stdout"], r["engine_id"].dump() + "\n");
+    outputs.insert(r["stdout"].get<std::string>());
+  }
+  EXPECT_EQ(outputs.size(), 3u) << "one task on each engine";
+  Ran status = RunProgram({kBin + "/taskcluster", "status", "--profile-dir", profile()}, dir_);
+  EXPECT_EQ(status.code, 0) << status.err;
+  EXPECT_NE(status.out.find("engines: 3 started (3 running, 0 failed), 0 restarts"),
+            std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("tasks: 3 ok, 0 failed, 0 unfinished"), std::string::npos)
+      << status.out;
+  EXPECT_NE(status.out.find("to the last task finished"), std::string::npos) << status.out;
 }
 
 }  // namespace

@@ -64,6 +64,15 @@ int ChildProcess::Stop(std::chrono::milliseconds grace) {
   return exit_code_.value_or(-1);
 }
 
+bool ProcessRunning(pid_t pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+}
+
 std::string ChildProcess::Log() const {
   std::ifstream in(log_);
   std::stringstream s;

@@ -40,6 +40,9 @@ class ChildProcess {
   std::filesystem::path log_;
 };
 
+// True while `pid` is a live process (not gone, not a zombie).
+bool ProcessRunning(pid_t pid);
+
 // Polls `condition` about every millisecond until it holds or `timeout`
 // passes; returns whether it held.
 template <class F>

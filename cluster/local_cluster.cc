@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -51,6 +52,33 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
   if (options.engines <= 0) options.engines = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (options.bin_dir.empty()) options.bin_dir = SelfDir();
   if (options.engine_program.empty()) options.engine_program = options.bin_dir / "taskengine";
+  if (options.launcher != "local" && options.launcher != "mpi") {
+    return Status::InvalidArgument("unknown launcher '" + options.launcher +
+                                   "'; this build has: local, mpi");
+  }
+  if (options.launcher == "mpi") {
+    // ChildProcess runs argv[0] as a path: find mpiexec on PATH now.
+    std::string found;
+    if (options.mpiexec.find('/') == std::string::npos) {
+      const char* path = std::getenv("PATH");
+      std::string dirs = path ? path : "/usr/bin:/bin";
+      for (size_t start = 0; start <= dirs.size();) {
+        size_t end = dirs.find(':', start);
+        if (end == std::string::npos) end = dirs.size();
+        fs::path candidate = fs::path(dirs.substr(start, end - start)) / options.mpiexec;
+        if (::access(candidate.c_str(), X_OK) == 0) {
+          found = candidate.string();
+          break;
+        }
+        start = end + 1;
+      }
+      if (found.empty()) {
+        return Status::NotFound("no '" + options.mpiexec +
+                                "' on PATH: install Open MPI (Debian: openmpi-bin) or give --mpiexec");
+      }
+      options.mpiexec = found;
+    }
+  }
   const int fd = ::open(PidFile(profile).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return Status::IoError("cannot open " + PidFile(profile).string());
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -112,11 +140,8 @@ Status LocalCluster::Start() {
     s = WaitForEndpoint(*scheduler_, "scheduler", true);
   }
   if (s.ok()) {
-    engines_.resize(static_cast<size_t>(options_.engines));
-    for (int i = 0; i < options_.engines; ++i) {
-      engines_[static_cast<size_t>(i)].name = "engine-" + std::to_string(i);
-      Launch(engines_[static_cast<size_t>(i)]);
-    }
+    PlanEngines();
+    for (Supervised& e : engines_) Launch(e);
     auto client = Client::Connect(profile_);
     s = client.ok() ? (*client)->WaitForEngines(options_.engines, options_.launch_timeout_s)
                     : client.status();
@@ -129,11 +154,29 @@ Status LocalCluster::Start() {
   return s;
 }
 
+void LocalCluster::PlanEngines() {
+  const std::string program = options_.engine_program.string();
+  if (options_.launcher == "mpi") {
+    Supervised all;
+    all.name = "mpiexec";
+    all.argv = {options_.mpiexec, "-n", std::to_string(options_.engines), "--oversubscribe"};
+    if (::geteuid() == 0) all.argv.push_back("--allow-run-as-root");
+    all.argv.insert(all.argv.end(), options_.mpi_args.begin(), options_.mpi_args.end());
+    // Engines name themselves after their host and MPI rank.
+    all.argv.insert(all.argv.end(), {program, "--profile-dir", profile_.string()});
+    engines_.push_back(std::move(all));
+    return;
+  }
+  for (int i = 0; i < options_.engines; ++i) {
+    Supervised engine;
+    engine.name = "engine-" + std::to_string(i);
+    engine.argv = {program, "--profile-dir", profile_.string(), "--name", engine.name};
+    engines_.push_back(std::move(engine));
+  }
+}
+
 void LocalCluster::Launch(Supervised& engine) {
-  engine.process = std::make_unique<ChildProcess>(
-      std::vector<std::string>{options_.engine_program.string(), "--profile-dir",
-                               profile_.string(), "--name", engine.name},
-      logs() / (engine.name + ".log"));
+  engine.process = std::make_unique<ChildProcess>(engine.argv, logs() / (engine.name + ".log"));
 }
 
 void LocalCluster::Report(const Supervised& engine, const std::string& state,
@@ -189,16 +232,35 @@ void LocalCluster::Serve() {
 
 void LocalCluster::RequestStop() { stop_ = 1; }
 
+std::vector<pid_t> LocalCluster::LocalEnginePids() {
+  std::vector<pid_t> pids;
+  if (!client_ || !hub_ || hub_->Poll()) return pids;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  auto engines = client_->Engines();
+  if (!engines.ok()) return pids;
+  for (const auto& e : *engines) {
+    if (e.state == "running" && e.host == host) pids.push_back(static_cast<pid_t>(e.pid));
+  }
+  return pids;
+}
+
 void LocalCluster::StopAll() {
   // Engines first (they unregister), the hub last (it flushes its records).
-  client_.reset();
-  for (auto& e : engines_) {
-    if (e.process) e.process->Kill(SIGTERM);
-  }
+  // A launcher such as mpiexec may end before, or without, the engines it
+  // started, so each engine on this host is also signalled by its own pid.
+  const std::vector<pid_t> engine_pids = LocalEnginePids();
+  for (pid_t pid : engine_pids) ::kill(pid, SIGTERM);
+  WaitFor([&] { return std::none_of(engine_pids.begin(), engine_pids.end(), ProcessRunning); },
+          std::chrono::seconds(10));
   for (auto& e : engines_) {
     if (e.process) e.process->Stop();
   }
   engines_.clear();
+  for (pid_t pid : engine_pids) {
+    if (ProcessRunning(pid)) ::kill(pid, SIGKILL);
+  }
+  client_.reset();
   if (scheduler_) scheduler_->Stop();
   if (hub_) hub_->Stop();
   scheduler_.reset();

@@ -44,6 +44,14 @@ struct ClusterOptions {
   // The program run as each engine (given --profile-dir and --name), e.g. an
   // engine built with the engine library. Default: <bin_dir>/taskengine.
   std::filesystem::path engine_program;
+  // How engines are started: "local" (one process each, each supervised) or
+  // "mpi" (one `mpiexec -n N`, supervised as a whole: MPI ends every rank
+  // when one ends). Default: local.
+  std::string launcher = "local";
+  // The mpiexec command and extra arguments (a hostfile, say). As root,
+  // --allow-run-as-root is added; --oversubscribe always.
+  std::string mpiexec = "mpiexec";
+  std::vector<std::string> mpi_args;
 };
 
 class LocalCluster final : public Stoppable {
@@ -70,6 +78,7 @@ class LocalCluster final : public Stoppable {
   LocalCluster(ClusterOptions options, std::filesystem::path profile, int lock_fd);
   struct Supervised {
     std::string name;
+    std::vector<std::string> argv;
     std::unique_ptr<ChildProcess> process;  // null while waiting to restart, or failed
     std::vector<double> recent_restarts;    // steady seconds, within the window
     int restarts = 0;
@@ -78,10 +87,14 @@ class LocalCluster final : public Stoppable {
   };
 
   Status WaitForEndpoint(ChildProcess& process, const char* what, bool scheduler);
+  // What to run: one entry per engine (local) or one mpiexec (mpi).
+  void PlanEngines();
   void Launch(Supervised& engine);
   // Restarts engines that exited, or gives up on them.
   void Supervise(double now);
   void Report(const Supervised& engine, const std::string& state, const std::string& why);
+  // Pids of the running engines on this host, as the hub knows them.
+  std::vector<pid_t> LocalEnginePids();
   void StopAll();
 
   ClusterOptions options_;

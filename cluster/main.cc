@@ -90,6 +90,13 @@ int main(int argc, char** argv) {
   start->add_option("--monitor-interval", options.monitor_interval_s,
                     "seconds between checks of the engines")
       ->check(CLI::PositiveNumber);
+  start->add_option("--launcher", options.launcher, "how engines start: local or mpi")
+      ->capture_default_str();
+  start->add_option("--mpiexec", options.mpiexec, "the mpiexec to run (mpi launcher)")
+      ->capture_default_str();
+  start->add_option("--mpi-args", options.mpi_args,
+                    "extra mpiexec arguments, e.g. --mpi-args=--hostfile --mpi-args=hosts")
+      ->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
   start->add_option("--engine-program", options.engine_program,
                     "program to run as each engine (default: taskengine next to taskcluster)");
   auto* stop = app.add_subcommand("stop", "stop the cluster in a profile directory");

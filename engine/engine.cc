@@ -78,7 +78,12 @@ class EngineLoop final : public Stoppable {
         wake_worker_(context_, zmq::socket_type::pair) {}
 
   Status Start() {
-    if (options_.name.empty()) options_.name = Hostname() + "-" + std::to_string(::getpid());
+    if (const char* rank = std::getenv("OMPI_COMM_WORLD_RANK")) mpi_rank_ = std::atoi(rank);
+    if (options_.name.empty()) {
+      // Under MPI the rank names an engine across restarts of the job.
+      options_.name = mpi_rank_ ? Hostname() + "-mpi-" + std::to_string(*mpi_rank_)
+                                : Hostname() + "-" + std::to_string(::getpid());
+    }
     for (auto* s : {&hub_, &scheduler_}) {
       s->set(zmq::sockopt::linger, 2000);
       s->set(zmq::sockopt::routing_id, uuid_);
@@ -144,7 +149,7 @@ class EngineLoop final : public Stoppable {
   Status Register() {
     protocol::RegistrationRequest request{uuid_, options_.name, Hostname(), ::getpid(),
                                           std::nullopt};
-    if (const char* rank = std::getenv("OMPI_COMM_WORLD_RANK")) request.mpi_rank = std::atoi(rank);
+    request.mpi_rank = mpi_rank_;
     Send(hub_, MsgType::kRegistrationRequest, std::nullopt, protocol::Empty{}, request);
     zmq::pollitem_t item{hub_.handle(), 0, ZMQ_POLLIN, 0};
     const int64_t deadline = SteadyMicros() + int64_t{options_.register_timeout_ms} * 1000;
@@ -251,6 +256,7 @@ class EngineLoop final : public Stoppable {
       request.env["ZTASK_ENGINE_ID"] = std::to_string(engine_id_);
       request.env["ZTASK_ATTEMPT"] = std::to_string(job.dispatch.attempt);
       request.env["ZTASK_NUM_ENGINES"] = std::to_string(job.dispatch.engines);
+      if (mpi_rank_) request.env["ZTASK_MPI_RANK"] = std::to_string(*mpi_rank_);
       engine::CommandOutcome outcome = engine::RunCommand(request);
       done.result.stdout_text = std::move(outcome.stdout_text);
       done.result.stderr_text = std::move(outcome.stderr_text);
@@ -364,6 +370,7 @@ class EngineLoop final : public Stoppable {
   protocol::Signer signer_;
   std::string uuid_;
   int32_t engine_id_ = -1;
+  std::optional<int32_t> mpi_rank_;  // from Open MPI's environment
   int heartbeat_ms_ = 1000;
   zmq::context_t context_{1};
   zmq::socket_t hub_, scheduler_, wake_loop_, wake_worker_;

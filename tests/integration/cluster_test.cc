@@ -247,7 +247,7 @@ TEST_F(ClusterTest, StopLeavesNoProcessBehind) {
   ASSERT_EQ(stop.code, 0) << stop.err;
   running_ = false;
   for (const auto& e : *engines) {
-    EXPECT_NE(::kill(static_cast<pid_t>(e.pid), 0), 0) << "engine " << e.id << " still runs";
+    EXPECT_FALSE(cluster::ProcessRunning(static_cast<pid_t>(e.pid))) << "engine " << e.id;
   }
   Ran again = RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_);
   EXPECT_EQ(again.code, 2);
@@ -313,7 +313,7 @@ TEST_F(ClusterTest, ShutdownStopsTheWholeCluster) {
   ASSERT_TRUE(engines.ok() && engines->size() == 1);
   const pid_t engine = static_cast<pid_t>((*engines)[0].pid);
   EXPECT_EQ(Ctl({"shutdown"}).code, 0);
-  EXPECT_TRUE(WaitFor([&] { return ::kill(engine, 0) != 0; }, std::chrono::seconds(20)));
+  EXPECT_TRUE(WaitFor([&] { return !cluster::ProcessRunning(engine); }, std::chrono::seconds(20)));
   EXPECT_TRUE(WaitFor([&] {
     return RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_).code == 2;
   }, std::chrono::seconds(20))) << "the supervisor should be gone too";
@@ -336,7 +336,7 @@ TEST(TaskclusterForeground, StopsEverythingOnInterrupt) {
   cluster.Kill(SIGINT);
   ASSERT_EQ(cluster.Wait(std::chrono::seconds(30)), 0) << cluster.Log();
   EXPECT_NE(cluster.Log().find("cluster ready: 2 engines"), std::string::npos) << cluster.Log();
-  for (const auto& e : engines) EXPECT_NE(::kill(static_cast<pid_t>(e.pid), 0), 0);
+  for (const auto& e : engines) EXPECT_FALSE(cluster::ProcessRunning(static_cast<pid_t>(e.pid)));
 }
 
 }  // namespace

@@ -28,6 +28,21 @@ fs::path SelfDir() {
 
 fs::path PidFile(const fs::path& profile) { return profile / "cluster.pid"; }
 
+// `program` found on PATH (unchanged when it has a slash or is not found).
+std::string Which(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    fs::path candidate = fs::path(dirs.substr(start, end - start)) / program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    start = end + 1;
+  }
+  return program;
+}
+
 double SteadySeconds() {
   using namespace std::chrono;
   return duration_cast<duration<double>>(steady_clock::now().time_since_epoch()).count();
@@ -52,32 +67,35 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
   if (options.engines <= 0) options.engines = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (options.bin_dir.empty()) options.bin_dir = SelfDir();
   if (options.engine_program.empty()) options.engine_program = options.bin_dir / "taskengine";
-  if (options.launcher != "local" && options.launcher != "mpi") {
+  if (options.launcher != "local" && options.launcher != "mpi" && options.launcher != "ssh") {
     return Status::InvalidArgument("unknown launcher '" + options.launcher +
-                                   "'; this build has: local, mpi");
+                                   "'; this build has: local, mpi, ssh");
+  }
+  if (options.launcher == "ssh") {
+    if (options.hosts.empty()) {
+      return Status::InvalidArgument("the ssh launcher needs --hosts HOST[:COUNT],...");
+    }
+    int total = 0;
+    for (const auto& h : options.hosts) {
+      const auto colon = h.rfind(':');
+      const int count = colon == std::string::npos ? 1 : std::atoi(h.c_str() + colon + 1);
+      if (count < 1 || h.empty() || colon == 0) {
+        return Status::InvalidArgument("bad host '" + h + "': give HOST or HOST:COUNT");
+      }
+      total += count;
+    }
+    options.engines = total;
+    if (options.remote_profile_dir.empty()) options.remote_profile_dir = profile;
+    if (options.remote_engine_program.empty()) options.remote_engine_program = options.engine_program;
   }
   if (options.launcher == "mpi") {
     // ChildProcess runs argv[0] as a path: find mpiexec on PATH now.
-    std::string found;
-    if (options.mpiexec.find('/') == std::string::npos) {
-      const char* path = std::getenv("PATH");
-      std::string dirs = path ? path : "/usr/bin:/bin";
-      for (size_t start = 0; start <= dirs.size();) {
-        size_t end = dirs.find(':', start);
-        if (end == std::string::npos) end = dirs.size();
-        fs::path candidate = fs::path(dirs.substr(start, end - start)) / options.mpiexec;
-        if (::access(candidate.c_str(), X_OK) == 0) {
-          found = candidate.string();
-          break;
-        }
-        start = end + 1;
-      }
-      if (found.empty()) {
-        return Status::NotFound("no '" + options.mpiexec +
-                                "' on PATH: install Open MPI (Debian: openmpi-bin) or give --mpiexec");
-      }
-      options.mpiexec = found;
+    const std::string found = Which(options.mpiexec);
+    if (::access(found.c_str(), X_OK) != 0) {
+      return Status::NotFound("no '" + options.mpiexec +
+                              "' on PATH: install Open MPI (Debian: openmpi-bin) or give --mpiexec");
     }
+    options.mpiexec = found;
   }
   const int fd = ::open(PidFile(profile).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return Status::IoError("cannot open " + PidFile(profile).string());
@@ -139,8 +157,9 @@ Status LocalCluster::Start() {
         logs() / "scheduler.log");
     s = WaitForEndpoint(*scheduler_, "scheduler", true);
   }
+  if (s.ok() && !options_.location.empty()) s = WriteLocation();
+  if (s.ok()) s = PlanEngines();
   if (s.ok()) {
-    PlanEngines();
     for (Supervised& e : engines_) Launch(e);
     auto client = Client::Connect(profile_);
     s = client.ok() ? (*client)->WaitForEngines(options_.engines, options_.launch_timeout_s)
@@ -154,8 +173,80 @@ Status LocalCluster::Start() {
   return s;
 }
 
-void LocalCluster::PlanEngines() {
+static std::vector<std::string> SplitWords(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : text + " ") {
+    if (c == ' ') {
+      if (!word.empty()) words.push_back(std::move(word));
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  return words;
+}
+
+Status LocalCluster::WriteLocation() {
+  // Sockets bound to --ip; others dial --location, with the same ports.
+  return protocol::UpdateConnectionFile(
+      protocol::ConnectionFilePath(profile_), {}, [&](protocol::ConnectionInfo& c) {
+        for (std::string* e : {&c.hub.registration, &c.hub.query, &c.hub.notifier,
+                               &c.hub.monitor, &c.hub.events, &c.scheduler.client,
+                               &c.scheduler.engine}) {
+          const auto colon = e->rfind(':');
+          if (e->rfind("tcp://", 0) == 0 && colon != std::string::npos) {
+            *e = "tcp://" + options_.location + e->substr(colon);
+          }
+        }
+      });
+}
+
+Status LocalCluster::CopyConnectionFile() {
+  const std::string remote = (options_.remote_profile_dir / protocol::kConnectionFileName).string();
+  for (const auto& h : options_.hosts) {
+    const std::string host = h.substr(0, h.rfind(':') == std::string::npos ? h.size() : h.rfind(':'));
+    std::vector<std::string> argv = SplitWords(options_.ssh);
+    argv.insert(argv.end(), {host, "umask 077 && mkdir -p '" + options_.remote_profile_dir.string() +
+                                       "' && cat > '" + remote + ".tmp' && mv '" + remote +
+                                       ".tmp' '" + remote + "'"});
+    argv[0] = Which(argv[0]);
+    const std::string sh = "exec \"$0\" \"$@\" < '" +
+                           protocol::ConnectionFilePath(profile_).string() + "'";
+    argv.insert(argv.begin(), {"/bin/sh", "-c", sh});
+    ChildProcess copy(argv, logs() / "ssh-copy.log");
+    const auto code = copy.Wait(std::chrono::seconds(60));
+    if (code != 0) {
+      return Status::Unavailable("could not copy the connection file to " + host + " with '" +
+                                 options_.ssh + "'; see " + (logs() / "ssh-copy.log").string());
+    }
+  }
+  return Status::Ok();
+}
+
+Status LocalCluster::PlanEngines() {
   const std::string program = options_.engine_program.string();
+  if (options_.launcher == "ssh") {
+    ZTASK_RETURN_IF_ERROR(CopyConnectionFile());
+    for (const auto& h : options_.hosts) {
+      const auto colon = h.rfind(':');
+      const std::string host = h.substr(0, colon == std::string::npos ? h.size() : colon);
+      const int count = colon == std::string::npos ? 1 : std::atoi(h.c_str() + colon + 1);
+      for (int i = 0; i < count; ++i) {
+        Supervised engine;
+        engine.name = host + "-ssh-" + std::to_string(i);
+        // -tt: when the connection ends, the remote engine gets a hang-up.
+        engine.argv = SplitWords(options_.ssh);
+        engine.argv[0] = Which(engine.argv[0]);
+        engine.argv.insert(engine.argv.end(),
+                           {"-tt", host, "exec", options_.remote_engine_program.string(),
+                            "--profile-dir", options_.remote_profile_dir.string(), "--name",
+                            engine.name});
+        engines_.push_back(std::move(engine));
+      }
+    }
+    return Status::Ok();
+  }
   if (options_.launcher == "mpi") {
     Supervised all;
     all.name = "mpiexec";
@@ -165,7 +256,7 @@ void LocalCluster::PlanEngines() {
     // Engines name themselves after their host and MPI rank.
     all.argv.insert(all.argv.end(), {program, "--profile-dir", profile_.string()});
     engines_.push_back(std::move(all));
-    return;
+    return Status::Ok();
   }
   for (int i = 0; i < options_.engines; ++i) {
     Supervised engine;
@@ -173,6 +264,7 @@ void LocalCluster::PlanEngines() {
     engine.argv = {program, "--profile-dir", profile_.string(), "--name", engine.name};
     engines_.push_back(std::move(engine));
   }
+  return Status::Ok();
 }
 
 void LocalCluster::Launch(Supervised& engine) {

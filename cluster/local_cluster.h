@@ -52,6 +52,16 @@ struct ClusterOptions {
   // --allow-run-as-root is added; --oversubscribe always.
   std::string mpiexec = "mpiexec";
   std::vector<std::string> mpi_args;
+  // The ssh launcher: "host" or "host:count" entries, the ssh command (split
+  // on spaces, e.g. "ssh -p 2222 -i key"), and where the connection file
+  // and the engine program are on those hosts (default: the same paths).
+  std::vector<std::string> hosts;
+  std::string ssh = "ssh";
+  std::filesystem::path remote_profile_dir;
+  std::filesystem::path remote_engine_program;
+  // The address written into the connection file when sockets bind to one
+  // that others cannot dial (--ip 0.0.0.0). Default: the --ip address.
+  std::string location;
 };
 
 class LocalCluster final : public Stoppable {
@@ -87,8 +97,12 @@ class LocalCluster final : public Stoppable {
   };
 
   Status WaitForEndpoint(ChildProcess& process, const char* what, bool scheduler);
-  // What to run: one entry per engine (local) or one mpiexec (mpi).
-  void PlanEngines();
+  // What to run: one entry per engine (local, ssh) or one mpiexec (mpi).
+  Status PlanEngines();
+  // --location: the address written for every endpoint.
+  Status WriteLocation();
+  // ssh: copies the connection file, and only it, to every host.
+  Status CopyConnectionFile();
   void Launch(Supervised& engine);
   // Restarts engines that exited, or gives up on them.
   void Supervise(double now);

@@ -90,13 +90,23 @@ int main(int argc, char** argv) {
   start->add_option("--monitor-interval", options.monitor_interval_s,
                     "seconds between checks of the engines")
       ->check(CLI::PositiveNumber);
-  start->add_option("--launcher", options.launcher, "how engines start: local or mpi")
+  start->add_option("--launcher", options.launcher, "how engines start: local, mpi or ssh")
       ->capture_default_str();
   start->add_option("--mpiexec", options.mpiexec, "the mpiexec to run (mpi launcher)")
       ->capture_default_str();
   start->add_option("--mpi-args", options.mpi_args,
                     "extra mpiexec arguments, e.g. --mpi-args=--hostfile --mpi-args=hosts")
       ->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
+  start->add_option("--hosts", options.hosts, "ssh launcher: HOST[:COUNT],...")
+      ->delimiter(',')->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  start->add_option("--ssh", options.ssh, "ssh command, split on spaces (ssh launcher)")
+      ->capture_default_str();
+  start->add_option("--remote-profile-dir", options.remote_profile_dir,
+                    "profile directory on the hosts (default: the same path)");
+  start->add_option("--remote-engine-program", options.remote_engine_program,
+                    "engine program on the hosts (default: the same path)");
+  start->add_option("--location", options.location,
+                    "address written into the connection file (default: --ip)");
   start->add_option("--engine-program", options.engine_program,
                     "program to run as each engine (default: taskengine next to taskcluster)");
   auto* stop = app.add_subcommand("stop", "stop the cluster in a profile directory");

@@ -19,6 +19,7 @@ void OnSignal(int) {
 void InstallStopSignals() {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
+  std::signal(SIGHUP, OnSignal);  // the terminal or ssh connection went away
   std::signal(SIGPIPE, SIG_IGN);
 }
 

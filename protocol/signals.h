@@ -1,4 +1,4 @@
-// SIGINT and SIGTERM for a server process: installed before the server
+// SIGINT, SIGTERM and SIGHUP for a server process: installed before the server
 // exists, so a signal that arrives while it starts is not lost; delivered as
 // RequestStop() once it does.
 //

@@ -57,8 +57,9 @@ inline Ran RunProgram(const std::vector<std::string>& argv, const TempDir& dir,
 class ClusterTest : public ::testing::Test {
  protected:
   void StartCluster(int engines, std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {kBin + "/taskcluster", "start", "-n", std::to_string(engines),
-                                     "--profile-dir", profile(), "--daemonize"};
+    std::vector<std::string> argv = {kBin + "/taskcluster", "start", "--profile-dir", profile(),
+                                     "--daemonize"};
+    if (engines > 0) argv.insert(argv.end(), {"-n", std::to_string(engines)});
     argv.insert(argv.end(), extra.begin(), extra.end());
     Ran started = RunProgram(argv, dir_);
     ASSERT_EQ(started.code, 0) << started.out << started.err;

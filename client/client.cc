@@ -1,5 +1,6 @@
 #include "ztask/client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -409,7 +410,8 @@ Status Client::WaitForEngines(int n, double timeout_s) {
   while (true) {
     auto engines = Engines();
     if (!engines.ok()) return engines.status();
-    seen = engines->size();
+    seen = static_cast<size_t>(std::count_if(engines->begin(), engines->end(),
+                                             [](const auto& e) { return e.state == "running"; }));
     if (static_cast<int>(seen) >= n) return Status::Ok();
     if (Now() > deadline) {
       return Status::TimedOut(std::to_string(seen) + " of " + std::to_string(n) +

@@ -11,7 +11,11 @@
 #include <fstream>
 #include <thread>
 
+#include <zmq.hpp>
+
 #include "cluster/report.h"
+#include "protocol/codec.h"
+#include "protocol/wire.h"
 #include "protocol/connection_file.h"
 #include "ztask/client.h"
 
@@ -27,6 +31,21 @@ fs::path SelfDir() {
 }
 
 fs::path PidFile(const fs::path& profile) { return profile / "cluster.pid"; }
+
+// "ssh -p 22 -i key" -> {"ssh", "-p", "22", "-i", "key"}
+std::vector<std::string> SplitWords(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : text + " ") {
+    if (c == ' ') {
+      if (!word.empty()) words.push_back(std::move(word));
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  return words;
+}
 
 // `program` found on PATH (unchanged when it has a slash or is not found).
 std::string Which(const std::string& program) {
@@ -109,8 +128,103 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
   return std::unique_ptr<LocalCluster>(new LocalCluster(options, profile, fd));
 }
 
+struct LocalCluster::Control {
+  explicit Control(const std::string& key) : signer(key) {}
+  protocol::Signer signer;
+  zmq::context_t context{1};
+  zmq::socket_t socket{context, zmq::socket_type::router};
+};
+
+namespace {
+fs::path ControlFile(const fs::path& profile) { return profile / "cluster.control"; }
+}  // namespace
+
 LocalCluster::LocalCluster(ClusterOptions options, fs::path profile, int lock_fd)
     : options_(std::move(options)), profile_(std::move(profile)), lock_fd_(lock_fd) {}
+
+Status LocalCluster::OpenControl() {
+  auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile_));
+  if (!info.ok()) return info.status();
+  control_ = std::make_unique<Control>(info->key);
+  control_->socket.set(zmq::sockopt::linger, 0);
+  auto endpoint = protocol::Bind(control_->socket, "tcp://127.0.0.1:*");
+  if (!endpoint.ok()) return endpoint.status();
+  std::ofstream(ControlFile(profile_), std::ios::trunc) << *endpoint << "\n";
+  return Status::Ok();
+}
+
+void LocalCluster::ServeControl(std::chrono::microseconds wait) {
+  zmq::pollitem_t item{control_->socket.handle(), 0, ZMQ_POLLIN, 0};
+  if (!protocol::Poll(&item, 1, std::chrono::duration_cast<std::chrono::milliseconds>(wait)).ok()) {
+    return;
+  }
+  protocol::Frames frames;
+  while (protocol::TryReceive(control_->socket, frames)) {
+    if (frames.size() < 2) continue;
+    auto request = protocol::DecodeMessage<protocol::MsgType::kClusterRequest>(
+        control_->signer, {}, protocol::Views(frames, 1));
+    if (!request.ok()) continue;  // unsigned or malformed: not from us
+    protocol::Acknowledgement reply;
+    if (request->content.command == "scale") {
+      reply.error = ScaleTo(request->content.engines);
+      reply.ok = reply.error.rfind("scaling", 0) == 0;
+    } else {
+      reply = {false, "unknown command '" + request->content.command + "'"};
+    }
+    const std::string_view prefix[] = {protocol::View(frames[0])};
+    (void)protocol::SendEncoded(
+        control_->socket, prefix,
+        protocol::EncodeMessage(control_->signer,
+                                {TaskId::Random(), protocol::MsgType::kClusterReply, "cluster",
+                                 protocol::NowMicros()},
+                                request->header, protocol::Empty{}, reply));
+  }
+}
+
+LocalCluster::Supervised LocalCluster::NewEngine(int index) {
+  Supervised engine;
+  const std::string program = options_.engine_program.string();
+  if (options_.launcher == "ssh") {
+    const std::string& h = options_.hosts[static_cast<size_t>(index) % options_.hosts.size()];
+    const auto colon = h.rfind(':');
+    const std::string host = h.substr(0, colon == std::string::npos ? h.size() : colon);
+    engine.name = host + "-ssh-" + std::to_string(index);
+    engine.argv = SplitWords(options_.ssh);
+    engine.argv[0] = Which(engine.argv[0]);
+    // -tt: when the connection ends, the remote engine gets a hang-up.
+    engine.argv.insert(engine.argv.end(),
+                       {"-tt", host, "exec", options_.remote_engine_program.string(),
+                        "--profile-dir", options_.remote_profile_dir.string(), "--name",
+                        engine.name});
+  } else {
+    engine.name = "engine-" + std::to_string(index);
+    engine.argv = {program, "--profile-dir", profile_.string(), "--name", engine.name};
+  }
+  return engine;
+}
+
+std::string LocalCluster::ScaleTo(int target) {
+  if (options_.launcher == "mpi") {
+    return "the mpi launcher runs one mpiexec; it cannot scale (stop and start with another -n)";
+  }
+  if (target < 1) return "a cluster needs at least one engine";
+  std::vector<Supervised*> active;
+  for (Supervised& e : engines_) {
+    if (!e.failed && !e.retiring) active.push_back(&e);
+  }
+  const int from = static_cast<int>(active.size());
+  for (int i = from; i < target; ++i) {
+    engines_.push_back(NewEngine(next_engine_index_++));
+    Launch(engines_.back());
+    Report(engines_.back(), "starting", "scaled up");
+  }
+  // The newest leave first; they drain before they go.
+  for (int i = from - 1; i >= target; --i) {
+    active[static_cast<size_t>(i)]->retiring = true;
+    Report(*active[static_cast<size_t>(i)], "draining", "scaled down");
+  }
+  return "scaling from " + std::to_string(from) + " to " + std::to_string(target) + " engines";
+}
 
 LocalCluster::~LocalCluster() {
   StopAll();
@@ -173,19 +287,6 @@ Status LocalCluster::Start() {
   return s;
 }
 
-static std::vector<std::string> SplitWords(const std::string& text) {
-  std::vector<std::string> words;
-  std::string word;
-  for (char c : text + " ") {
-    if (c == ' ') {
-      if (!word.empty()) words.push_back(std::move(word));
-      word.clear();
-    } else {
-      word += c;
-    }
-  }
-  return words;
-}
 
 Status LocalCluster::WriteLocation() {
   // Sockets bound to --ip; others dial --location, with the same ports.
@@ -225,28 +326,6 @@ Status LocalCluster::CopyConnectionFile() {
 }
 
 Status LocalCluster::PlanEngines() {
-  const std::string program = options_.engine_program.string();
-  if (options_.launcher == "ssh") {
-    ZTASK_RETURN_IF_ERROR(CopyConnectionFile());
-    for (const auto& h : options_.hosts) {
-      const auto colon = h.rfind(':');
-      const std::string host = h.substr(0, colon == std::string::npos ? h.size() : colon);
-      const int count = colon == std::string::npos ? 1 : std::atoi(h.c_str() + colon + 1);
-      for (int i = 0; i < count; ++i) {
-        Supervised engine;
-        engine.name = host + "-ssh-" + std::to_string(i);
-        // -tt: when the connection ends, the remote engine gets a hang-up.
-        engine.argv = SplitWords(options_.ssh);
-        engine.argv[0] = Which(engine.argv[0]);
-        engine.argv.insert(engine.argv.end(),
-                           {"-tt", host, "exec", options_.remote_engine_program.string(),
-                            "--profile-dir", options_.remote_profile_dir.string(), "--name",
-                            engine.name});
-        engines_.push_back(std::move(engine));
-      }
-    }
-    return Status::Ok();
-  }
   if (options_.launcher == "mpi") {
     Supervised all;
     all.name = "mpiexec";
@@ -254,16 +333,13 @@ Status LocalCluster::PlanEngines() {
     if (::geteuid() == 0) all.argv.push_back("--allow-run-as-root");
     all.argv.insert(all.argv.end(), options_.mpi_args.begin(), options_.mpi_args.end());
     // Engines name themselves after their host and MPI rank.
-    all.argv.insert(all.argv.end(), {program, "--profile-dir", profile_.string()});
+    all.argv.insert(all.argv.end(),
+                    {options_.engine_program.string(), "--profile-dir", profile_.string()});
     engines_.push_back(std::move(all));
     return Status::Ok();
   }
-  for (int i = 0; i < options_.engines; ++i) {
-    Supervised engine;
-    engine.name = "engine-" + std::to_string(i);
-    engine.argv = {program, "--profile-dir", profile_.string(), "--name", engine.name};
-    engines_.push_back(std::move(engine));
-  }
+  if (options_.launcher == "ssh") ZTASK_RETURN_IF_ERROR(CopyConnectionFile());
+  for (int i = 0; i < options_.engines; ++i) engines_.push_back(NewEngine(next_engine_index_++));
   return Status::Ok();
 }
 
@@ -283,6 +359,11 @@ void LocalCluster::Supervise(double now) {
       const auto code = e.process->Poll();
       if (!code) continue;
       e.process.reset();
+      if (e.retiring) {
+        e.failed = true;  // never restarted
+        Report(e, "stopped", "drained and retired");
+        continue;
+      }
       const std::string exited = "exited with code " + std::to_string(*code);
       std::erase_if(e.recent_restarts,
                     [&](double t) { return now - t > options_.restart_window_s; });
@@ -311,9 +392,17 @@ void LocalCluster::Supervise(double now) {
 void LocalCluster::Serve() {
   const auto interval = std::chrono::microseconds(
       static_cast<int64_t>(std::max(0.001, options_.monitor_interval_s) * 1e6));
+  if (Status opened = OpenControl(); !opened.ok()) {
+    std::fprintf(stderr, "taskcluster: no control socket (scale will not work): %s\n",
+                 opened.message().c_str());
+  }
   while (!stop_ && !hub_->Poll()) {
     Supervise(SteadySeconds());
-    std::this_thread::sleep_for(interval);
+    if (control_) {
+      ServeControl(interval);
+    } else {
+      std::this_thread::sleep_for(interval);
+    }
   }
   if (client_ && !hub_->Poll()) {
     auto report = RunReport(*client_);
@@ -357,6 +446,56 @@ void LocalCluster::StopAll() {
   if (hub_) hub_->Stop();
   scheduler_.reset();
   hub_.reset();
+}
+
+Status LocalCluster::Scale(const fs::path& profile_dir, int engines, double timeout_s) {
+  const fs::path profile = profile_dir.empty() ? protocol::DefaultProfileDir() : profile_dir;
+  std::ifstream in(ControlFile(profile));
+  std::string endpoint;
+  in >> endpoint;
+  auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile));
+  if (endpoint.empty() || !info.ok()) {
+    return Status::NotFound("no cluster is running in " + profile.string());
+  }
+  const protocol::Signer signer(info->key);
+  zmq::context_t context(1);
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  ZTASK_RETURN_IF_ERROR(protocol::Connect(socket, endpoint));
+  const protocol::Header header{TaskId::Random(), protocol::MsgType::kClusterRequest, "taskcluster",
+                                protocol::NowMicros()};
+  ZTASK_RETURN_IF_ERROR(protocol::SendEncoded(
+      socket, {},
+      protocol::EncodeMessage(signer, header, std::nullopt, protocol::Empty{},
+                              protocol::ClusterRequest{"scale", engines})));
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  protocol::Frames frames;
+  if (!protocol::Poll(&item, 1, std::chrono::milliseconds(10000)).ok() ||
+      !protocol::TryReceive(socket, frames)) {
+    return Status::Unavailable("the cluster's supervisor in " + profile.string() +
+                               " did not answer");
+  }
+  auto reply = protocol::DecodeMessage<protocol::MsgType::kClusterReply>(signer, {},
+                                                                         protocol::Views(frames));
+  if (!reply.ok()) return reply.status();
+  if (!reply->content.ok) return Status::InvalidArgument(reply->content.error);
+  auto client = Client::Connect(profile);
+  if (!client.ok()) return client.status();
+  // Running engines, and those draining, until exactly `engines` run.
+  const bool done = WaitFor([&] {
+    auto list = (*client)->Engines();
+    if (!list.ok()) return false;
+    const auto running = std::count_if(list->begin(), list->end(),
+                                       [](const auto& e) { return e.state == "running"; });
+    const auto draining = std::count_if(list->begin(), list->end(),
+                                        [](const auto& e) { return e.state == "draining"; });
+    return running == engines && draining == 0;
+  }, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  if (!done) {
+    return Status::TimedOut("the cluster did not reach " + std::to_string(engines) +
+                            " engines within " + std::to_string(timeout_s) + " s");
+  }
+  return Status::Ok();
 }
 
 Status LocalCluster::StopRunning(const fs::path& profile_dir, double timeout_s) {

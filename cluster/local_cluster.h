@@ -83,6 +83,10 @@ class LocalCluster final : public Stoppable {
 
   // Stops the cluster running in `profile_dir` and waits until it is gone.
   static Status StopRunning(const std::filesystem::path& profile_dir, double timeout_s);
+  // Asks the cluster running in `profile_dir` to grow or shrink to `engines`,
+  // then waits (up to timeout_s) until that many engines run. A shrink
+  // drains: the engines that leave finish their tasks first.
+  static Status Scale(const std::filesystem::path& profile_dir, int engines, double timeout_s);
 
  private:
   LocalCluster(ClusterOptions options, std::filesystem::path profile, int lock_fd);
@@ -94,6 +98,7 @@ class LocalCluster final : public Stoppable {
     int restarts = 0;
     double restart_at = 0;
     bool failed = false;
+    bool retiring = false;  // draining; its exit is the end, not a crash
   };
 
   Status WaitForEndpoint(ChildProcess& process, const char* what, bool scheduler);
@@ -107,6 +112,11 @@ class LocalCluster final : public Stoppable {
   // Restarts engines that exited, or gives up on them.
   void Supervise(double now);
   void Report(const Supervised& engine, const std::string& state, const std::string& why);
+  // The control socket: scale requests from `taskcluster scale`.
+  Status OpenControl();
+  void ServeControl(std::chrono::microseconds wait);
+  std::string ScaleTo(int engines);
+  Supervised NewEngine(int index);
   // Pids of the running engines on this host, as the hub knows them.
   std::vector<pid_t> LocalEnginePids();
   void StopAll();
@@ -117,6 +127,9 @@ class LocalCluster final : public Stoppable {
   std::unique_ptr<ChildProcess> hub_, scheduler_;
   std::vector<Supervised> engines_;
   std::unique_ptr<Client> client_;  // to tell the hub of engine states
+  struct Control;
+  std::unique_ptr<Control> control_;
+  int next_engine_index_ = 0;
   volatile sig_atomic_t stop_ = 0;
 };
 

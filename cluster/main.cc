@@ -113,6 +113,12 @@ int main(int argc, char** argv) {
   stop->add_option("--profile-dir", options.profile_dir, "profile directory");
   stop->add_option("--timeout", stop_timeout, "seconds to wait for it to stop");
 
+  int scale_to = 0;
+  double scale_timeout = 120;
+  auto* scale = app.add_subcommand("scale", "grow or shrink the pool of a running cluster");
+  scale->add_option("engines", scale_to, "how many engines")->required()->check(CLI::PositiveNumber);
+  scale->add_option("--profile-dir", options.profile_dir, "profile directory");
+  scale->add_option("--timeout", scale_timeout, "seconds to wait for the pool to reach that size");
   auto* status = app.add_subcommand("status", "the run report of the cluster in a profile directory");
   status->add_option("--profile-dir", options.profile_dir, "profile directory");
   try {
@@ -121,6 +127,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return Fail(std::string(e.what()) + " (see taskcluster --help)");
+  }
+  if (scale->parsed()) {
+    ztask::Status s =
+        ztask::cluster::LocalCluster::Scale(options.profile_dir, scale_to, scale_timeout);
+    if (!s.ok()) return Fail(s.message());
+    std::printf("%d engines running\n", scale_to);
+    return 0;
   }
   if (status->parsed()) {
     auto client = ztask::Client::Connect(options.profile_dir);

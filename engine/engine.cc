@@ -187,6 +187,15 @@ class EngineLoop final : public Stoppable {
   void OnScheduler() {
     Frames frames;
     while (protocol::TryReceive(scheduler_, frames)) {
+      if (frames.size() == protocol::kMinFrames) {  // no dispatch frame: not a task
+        auto retire = protocol::DecodeMessage<MsgType::kEngineRetire>(signer_, {},
+                                                                      protocol::Views(frames));
+        if (retire.ok()) {
+          spdlog::info("drained: the scheduler retires this engine");
+          RequestStop();
+        }
+        continue;
+      }
       if (frames.size() < 1 + protocol::kMinFrames) continue;
       auto dispatch = protocol::DecodeBody<protocol::DispatchInfo>(protocol::View(frames[0]));
       auto task = protocol::DecodeMessage<MsgType::kTaskRequest>(signer_, {},

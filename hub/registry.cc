@@ -78,6 +78,7 @@ std::vector<protocol::EngineInfo> EngineRegistry::Listing() const {
     protocol::EngineInfo info = record.info;
     if (auto s = supervised_.find(info.name); s != supervised_.end()) {
       info.restarts = s->second.restarts;
+      if (s->second.state == "draining") info.state = "draining";
     }
     shown.insert(info.name);
     out.push_back(std::move(info));

@@ -38,6 +38,11 @@ class EngineRegistry {
   std::optional<EngineRecord> Unregister(const std::string& uuid);
   // The live engine of this name, if any.
   std::optional<std::string> UuidOfName(const std::string& name) const;
+  // The id a name has (had), or -1.
+  int32_t IdOfName(const std::string& name) const {
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? -1 : it->second;
+  }
   // Removes and returns every engine silent for longer than `expiry_us`.
   std::vector<EngineRecord> Expire(int64_t now_us, int64_t expiry_us);
 

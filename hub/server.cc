@@ -317,6 +317,14 @@ class HubServer::Impl {
         if (!state.ok()) return Drop(View(frames[0]), state.status().message());
         registry_.SetSupervised(*state);
         spdlog::info("engine {} is {}: {}", state->name, state->state, state->text);
+        // Draining: the scheduler stops giving it tasks, and retires it when
+        // it has none left.
+        if (state->state == "draining") {
+          if (auto uuid = registry_.UuidOfName(state->name)) {
+            Publish(notifier_, MsgType::kEngineDraining,
+                    protocol::EngineRef{registry_.IdOfName(state->name), *uuid});
+          }
+        }
         // Its supervisor saw the process end: no need to wait for missed
         // heartbeats before its tasks go elsewhere.
         if (state->state == "restarting" || state->state == "failed") {

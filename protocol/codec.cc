@@ -448,6 +448,7 @@ ZTASK_INSTANTIATE(Event)
 ZTASK_INSTANTIATE(TaskRecord)
 ZTASK_INSTANTIATE(DispatchInfo)
 ZTASK_INSTANTIATE(EngineState)
+ZTASK_INSTANTIATE(ClusterRequest)
 #undef ZTASK_INSTANTIATE
 
 }  // namespace ztask::protocol

@@ -20,6 +20,8 @@ namespace ztask::protocol {
   X(kAbortReply, 4, "abort_reply")                                          \
   /* engine -> scheduler: my DEALER is connected and I can take tasks */    \
   X(kEngineReady, 5, "engine_ready")                                        \
+  /* scheduler -> engine: drained, exit now */                              \
+  X(kEngineRetire, 6, "engine_retire")                                      \
   /* engine <-> hub */                                                      \
   X(kRegistrationRequest, 10, "registration_request")                       \
   X(kRegistrationReply, 11, "registration_reply")                           \
@@ -46,8 +48,12 @@ namespace ztask::protocol {
   /* hub -> scheduler notifier */                                           \
   X(kEngineRegistered, 50, "engine_registered")                             \
   X(kEngineUnregistered, 51, "engine_unregistered")                         \
+  X(kEngineDraining, 52, "engine_draining")                                 \
   /* hub -> monitors event stream */                                        \
-  X(kEvent, 60, "event")
+  X(kEvent, 60, "event")                                                    \
+  /* taskcluster -> the cluster's supervisor */                             \
+  X(kClusterRequest, 70, "cluster_request")                                 \
+  X(kClusterReply, 71, "cluster_reply")
 
 enum class MsgType : uint8_t {
 #define ZTASK_ENUM_ENTRY(name, code, text) name = code,

@@ -268,6 +268,18 @@ struct EngineState {
   friend bool operator==(const EngineState&, const EngineState&) = default;
 };
 
+// What taskcluster asks of a running cluster's supervisor.
+struct ClusterRequest {
+  std::string command;  // "scale"
+  int32_t engines = 0;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("command", s.command);
+    v("engines", s.engines);
+  }
+  friend bool operator==(const ClusterRequest&, const ClusterRequest&) = default;
+};
+
 // ---- queries -------------------------------------------------------------
 
 struct TaskIdList {
@@ -493,6 +505,7 @@ ZTASK_BODIES(kTaskReply, ReplyMeta, TaskResult)
 ZTASK_BODIES(kAbortRequest, Empty, AbortRequest)
 ZTASK_BODIES(kAbortReply, Empty, AbortReply)
 ZTASK_BODIES(kEngineReady, Empty, EngineReady)
+ZTASK_BODIES(kEngineRetire, Empty, EngineRef)
 ZTASK_BODIES(kRegistrationRequest, Empty, RegistrationRequest)
 ZTASK_BODIES(kRegistrationReply, Empty, RegistrationReply)
 ZTASK_BODIES(kUnregistration, Empty, EngineRef)
@@ -514,7 +527,10 @@ ZTASK_BODIES(kTaskAssigned, Assignment, Empty)
 ZTASK_BODIES(kTaskOutcome, OutcomeMeta, TaskResult)
 ZTASK_BODIES(kEngineRegistered, Empty, EngineInfo)
 ZTASK_BODIES(kEngineUnregistered, Empty, EngineRef)
+ZTASK_BODIES(kEngineDraining, Empty, EngineRef)
 ZTASK_BODIES(kEvent, Empty, Event)
+ZTASK_BODIES(kClusterRequest, Empty, ClusterRequest)
+ZTASK_BODIES(kClusterReply, Empty, Acknowledgement)
 #undef ZTASK_BODIES
 
 }  // namespace ztask::protocol

@@ -246,8 +246,24 @@ void SchedulerCore::Release(Task& task) {
   e.running.pop_back();
   JoinScheme(task.slot);
   --running_;
+  RetireIfDrained(task.slot);
   task.state = State::kWaiting;
   task.slot = kNoSlot;
+}
+
+void SchedulerCore::EngineDraining(EngineSlot slot) {
+  if (slot >= engines_.size() || !engines_[slot].alive || engines_[slot].draining) return;
+  LeaveScheme(slot);
+  engines_[slot].draining = true;
+  RetireIfDrained(slot);
+}
+
+void SchedulerCore::RetireIfDrained(EngineSlot slot) {
+  const Engine& e = engines_[slot];
+  if (e.alive && e.draining && e.load == 0) {
+    actions_.push_back({Action::Kind::kRetire, TaskId{}, slot, e.id, 0, ErrorType::kNone, {},
+                        false});
+  }
 }
 
 bool SchedulerCore::Constrained(const Task& task) const {

@@ -55,6 +55,7 @@ struct Action {
     kDeliver,   // final: the reply just given to TaskFinished goes to the client
     kFail,      // final: the scheduler fails the task with error/message
     kRetry,     // attempt `attempt` failed on engine_id; the task waits again
+    kRetire,    // the draining engine (slot, engine_id) has no task left: let it go
   };
   Kind kind;
   TaskId task;
@@ -95,6 +96,9 @@ class SchedulerCore {
   // The engine is gone: its running tasks fail with EngineError (retried
   // when they may be). Unknown or already removed slots are ignored.
   void EngineRemoved(EngineSlot slot);
+  // The engine is to leave: it gets no new task, finishes what it has, and
+  // then a kRetire action says it may go (at once when it is idle).
+  void EngineDraining(EngineSlot slot);
 
   enum class Finish { kAccepted, kLate };
   // An attempt ended on `slot`. kLate when the task is not running there
@@ -148,6 +152,7 @@ class SchedulerCore {
   struct Engine {
     int32_t id = -1;
     bool alive = false;
+    bool draining = false;
     uint32_t load = 0;
     int64_t stamp = 0;
     uint64_t completed = 0;
@@ -206,7 +211,10 @@ class SchedulerCore {
   void Pump();
   void AddDeadline(Task& task);
 
-  bool HasRoom(const Engine& e) const { return e.alive && (options_.hwm == 0 || e.load < options_.hwm); }
+  bool HasRoom(const Engine& e) const {
+    return e.alive && !e.draining && (options_.hwm == 0 || e.load < options_.hwm);
+  }
+  void RetireIfDrained(EngineSlot slot);
   EngineView ViewOf(EngineSlot slot) const {
     const Engine& e = engines_[slot];
     return {slot, e.load, e.stamp};

@@ -272,6 +272,14 @@ class SchedulerServer::Impl {
       entry.id = info->id;
       entry.registered = true;
       Activate(info->uuid, entry);
+    } else if (header->type == MsgType::kEngineDraining) {
+      auto ref = protocol::DecodeBody<protocol::EngineRef>(views[protocol::kFrameContent]);
+      if (!ref.ok()) return Drop("hub-notifier", "engine_draining: " + ref.status().message());
+      auto it = engines_.find(ref->uuid);
+      if (it != engines_.end() && it->second.slot != kNoSlot) {
+        spdlog::info("engine {} is draining", it->second.id);
+        core_.EngineDraining(it->second.slot);
+      }
     } else if (header->type == MsgType::kEngineUnregistered) {
       auto ref = protocol::DecodeBody<protocol::EngineRef>(views[protocol::kFrameContent]);
       if (!ref.ok()) return Drop("hub-notifier", "engine_unregistered: " + ref.status().message());
@@ -310,6 +318,7 @@ class SchedulerServer::Impl {
   }
 
   void Handle(const Action& a) {
+    if (a.kind == Action::Kind::kRetire) return Retire(a);
     auto it = pending_.find(a.task);
     if (it == pending_.end()) {
       spdlog::error("no request kept for task {}: a bug", a.task.ToHex());
@@ -327,7 +336,19 @@ class SchedulerServer::Impl {
         pending_.erase(it);
         return;
       case Action::Kind::kRetry: return Retried(a, request);
+      case Action::Kind::kRetire: return;  // handled above
     }
+  }
+
+  // A drained engine may go: tell it, and forget it (it unregisters).
+  void Retire(const Action& a) {
+    const std::string uuid = uuid_of_slot_[a.slot];
+    const std::string_view prefix[] = {uuid};
+    (void)protocol::SendEncoded(engine_, prefix,
+                                protocol::EncodeMessage(signer_, NewHeader(MsgType::kEngineRetire),
+                                                        std::nullopt, protocol::Empty{},
+                                                        protocol::EngineRef{a.engine_id, uuid}));
+    spdlog::info("engine {} is drained and retires", a.engine_id);
   }
 
   void Dispatch(const Action& a, Frames& request) {

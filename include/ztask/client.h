@@ -154,7 +154,7 @@ class Client {
   Result<AbortResult> Abort(const std::vector<TaskId>& ids);
   Result<QueueStatus> Queue();
   Result<std::vector<EngineStatus>> Engines();
-  // Blocks until at least n engines are registered.
+  // Blocks until at least n engines are registered and running.
   Status WaitForEngines(int n, double timeout_s);
   // Removes finished records from the hub (the listed ones, or all of them
   // with `all`); returns how many went. Unfinished tasks are kept.

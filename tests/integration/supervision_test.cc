@@ -132,3 +132,49 @@ TEST_F(ClusterTest, EachEngineGetsItsOwnTaskAndWaitEnginesWaits) {
 
 }  // namespace
 }  // namespace ztask::testing
+
+namespace ztask::testing {
+namespace {
+
+TEST_F(ClusterTest, ScalingUpAndDownUnderLoadLosesNothing) {
+  StartCluster(2);
+  std::vector<TaskId> ids;
+  auto submit = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      TaskOptions options;
+      options.function = "sleep";
+      options.args = 0.02;
+      auto id = client_->Submit(options);
+      ASSERT_TRUE(id.ok());
+      ids.push_back(*id);
+    }
+  };
+  submit(60);
+  Ran up = RunProgram({kBin + "/taskcluster", "scale", "4", "--profile-dir", profile()}, dir_);
+  ASSERT_EQ(up.code, 0) << up.err;
+  submit(60);
+  Ran down = RunProgram({kBin + "/taskcluster", "scale", "1", "--profile-dir", profile()}, dir_);
+  ASSERT_EQ(down.code, 0) << down.err;
+  submit(20);
+  ASSERT_TRUE(client_->Wait(ids, 120).ok());
+  auto records = client_->Fetch(ids);
+  ASSERT_TRUE(records.ok());
+  std::set<int32_t> engines_used;
+  for (const auto& r : *records) {
+    EXPECT_TRUE(r.ok()) << r.ToJson().dump();
+    EXPECT_EQ(r.attempts, 1) << "a shrink must not fail a task over";
+    if (r.engine_id) engines_used.insert(*r.engine_id);
+  }
+  EXPECT_EQ(engines_used.size(), 4u) << "the engines added took work";
+  auto engines = client_->Engines();
+  ASSERT_TRUE(engines.ok());
+  EXPECT_EQ(std::count_if(engines->begin(), engines->end(),
+                          [](const auto& e) { return e.state == "running"; }), 1);
+  EXPECT_EQ(std::count_if(engines->begin(), engines->end(),
+                          [](const auto& e) { return e.state == "stopped"; }), 3);
+  Ran mpi = RunProgram({kBin + "/taskcluster", "scale", "0", "--profile-dir", profile()}, dir_);
+  EXPECT_EQ(mpi.code, 2) << "at least one engine";
+}
+
+}  // namespace
+}  // namespace ztask::testing

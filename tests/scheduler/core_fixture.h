@@ -158,7 +158,7 @@ class CoreTest : public ::testing::Test {
   std::map<uint64_t, Final> finals_;
   std::vector<Action> log_;
 
- private:
+ protected:
   void Collect() {
     std::vector<Action> actions;
     core_->TakeActions(&actions);

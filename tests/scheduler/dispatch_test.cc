@@ -176,3 +176,48 @@ TEST_F(Dispatch, EveryTaskGetsAnEngineUnderEveryScheme) {
 
 }  // namespace
 }  // namespace ztask::scheduler
+
+namespace ztask::scheduler {
+namespace {
+
+class Draining : public CoreTest {
+ protected:
+  int Retires(int32_t engine) const {
+    int n = 0;
+    for (const auto& a : log_) n += a.kind == Action::Kind::kRetire && a.engine_id == engine;
+    return n;
+  }
+};
+
+TEST_F(Draining, ADrainingEngineFinishesItsTaskGetsNoMoreAndIsRetiredOnce) {
+  AddEngine(1);
+  AddEngine(2);
+  Submit(TaskSpec(1).Targets({1}));
+  core().EngineDraining(slots_[1]);
+  EXPECT_EQ(Retires(1), 0) << "it still runs task 1";
+  for (uint64_t n = 2; n <= 5; ++n) Submit(TaskSpec(n));
+  Finish(2, true);
+  Finish(3, true);
+  Finish(4, true);
+  Finish(5, true);
+  for (uint64_t n = 2; n <= 5; ++n) EXPECT_EQ(DispatchesOf(n), (std::vector<int32_t>{2})) << n;
+  Finish(1, true);
+  EXPECT_EQ(FinalOf(1)->kind, Action::Kind::kDeliver) << "draining loses nothing";
+  EXPECT_EQ(Retires(1), 1);
+  Submit(TaskSpec(6));
+  Finish(6, true);
+  EXPECT_EQ(Retires(1), 1);
+  EXPECT_EQ(DispatchesOf(6), (std::vector<int32_t>{2}));
+}
+
+TEST_F(Draining, AnIdleEngineIsRetiredAtOnce) {
+  AddEngine(1);
+  core().EngineDraining(slots_[1]);
+  Collect();
+  EXPECT_EQ(Retires(1), 1);
+  Submit(TaskSpec(1));
+  EXPECT_TRUE(DispatchesOf(1).empty()) << "tasks wait for an engine that is not leaving";
+}
+
+}  // namespace
+}  // namespace ztask::scheduler

@@ -11,11 +11,9 @@
 #include <fstream>
 #include <thread>
 
-#include <zmq.hpp>
-
+#include "cluster/control.h"
 #include "cluster/report.h"
-#include "protocol/codec.h"
-#include "protocol/wire.h"
+#include "cluster/util.h"
 #include "protocol/connection_file.h"
 #include "ztask/client.h"
 
@@ -31,41 +29,6 @@ fs::path SelfDir() {
 }
 
 fs::path PidFile(const fs::path& profile) { return profile / "cluster.pid"; }
-
-// "ssh -p 22 -i key" -> {"ssh", "-p", "22", "-i", "key"}
-std::vector<std::string> SplitWords(const std::string& text) {
-  std::vector<std::string> words;
-  std::string word;
-  for (char c : text + " ") {
-    if (c == ' ') {
-      if (!word.empty()) words.push_back(std::move(word));
-      word.clear();
-    } else {
-      word += c;
-    }
-  }
-  return words;
-}
-
-// `program` found on PATH (unchanged when it has a slash or is not found).
-std::string Which(const std::string& program) {
-  if (program.find('/') != std::string::npos) return program;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  for (size_t start = 0; start <= dirs.size();) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    fs::path candidate = fs::path(dirs.substr(start, end - start)) / program;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-    start = end + 1;
-  }
-  return program;
-}
-
-double SteadySeconds() {
-  using namespace std::chrono;
-  return duration_cast<duration<double>>(steady_clock::now().time_since_epoch()).count();
-}
 
 int ReadPid(const fs::path& profile) {
   std::ifstream in(PidFile(profile));
@@ -86,9 +49,10 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
   if (options.engines <= 0) options.engines = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (options.bin_dir.empty()) options.bin_dir = SelfDir();
   if (options.engine_program.empty()) options.engine_program = options.bin_dir / "taskengine";
-  if (options.launcher != "local" && options.launcher != "mpi" && options.launcher != "ssh") {
+  if (options.launcher != "local" && options.launcher != "mpi" && options.launcher != "ssh" &&
+      options.launcher != "slurm") {
     return Status::InvalidArgument("unknown launcher '" + options.launcher +
-                                   "'; this build has: local, mpi, ssh");
+                                   "'; this build has: local, mpi, ssh, slurm");
   }
   if (options.launcher == "ssh") {
     if (options.hosts.empty()) {
@@ -104,9 +68,9 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
       total += count;
     }
     options.engines = total;
-    if (options.remote_profile_dir.empty()) options.remote_profile_dir = profile;
-    if (options.remote_engine_program.empty()) options.remote_engine_program = options.engine_program;
   }
+  if (options.remote_profile_dir.empty()) options.remote_profile_dir = profile;
+  if (options.remote_engine_program.empty()) options.remote_engine_program = options.engine_program;
   if (options.launcher == "mpi") {
     // ChildProcess runs argv[0] as a path: find mpiexec on PATH now.
     const std::string found = Which(options.mpiexec);
@@ -128,103 +92,8 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
   return std::unique_ptr<LocalCluster>(new LocalCluster(options, profile, fd));
 }
 
-struct LocalCluster::Control {
-  explicit Control(const std::string& key) : signer(key) {}
-  protocol::Signer signer;
-  zmq::context_t context{1};
-  zmq::socket_t socket{context, zmq::socket_type::router};
-};
-
-namespace {
-fs::path ControlFile(const fs::path& profile) { return profile / "cluster.control"; }
-}  // namespace
-
 LocalCluster::LocalCluster(ClusterOptions options, fs::path profile, int lock_fd)
     : options_(std::move(options)), profile_(std::move(profile)), lock_fd_(lock_fd) {}
-
-Status LocalCluster::OpenControl() {
-  auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile_));
-  if (!info.ok()) return info.status();
-  control_ = std::make_unique<Control>(info->key);
-  control_->socket.set(zmq::sockopt::linger, 0);
-  auto endpoint = protocol::Bind(control_->socket, "tcp://127.0.0.1:*");
-  if (!endpoint.ok()) return endpoint.status();
-  std::ofstream(ControlFile(profile_), std::ios::trunc) << *endpoint << "\n";
-  return Status::Ok();
-}
-
-void LocalCluster::ServeControl(std::chrono::microseconds wait) {
-  zmq::pollitem_t item{control_->socket.handle(), 0, ZMQ_POLLIN, 0};
-  if (!protocol::Poll(&item, 1, std::chrono::duration_cast<std::chrono::milliseconds>(wait)).ok()) {
-    return;
-  }
-  protocol::Frames frames;
-  while (protocol::TryReceive(control_->socket, frames)) {
-    if (frames.size() < 2) continue;
-    auto request = protocol::DecodeMessage<protocol::MsgType::kClusterRequest>(
-        control_->signer, {}, protocol::Views(frames, 1));
-    if (!request.ok()) continue;  // unsigned or malformed: not from us
-    protocol::Acknowledgement reply;
-    if (request->content.command == "scale") {
-      reply.error = ScaleTo(request->content.engines);
-      reply.ok = reply.error.rfind("scaling", 0) == 0;
-    } else {
-      reply = {false, "unknown command '" + request->content.command + "'"};
-    }
-    const std::string_view prefix[] = {protocol::View(frames[0])};
-    (void)protocol::SendEncoded(
-        control_->socket, prefix,
-        protocol::EncodeMessage(control_->signer,
-                                {TaskId::Random(), protocol::MsgType::kClusterReply, "cluster",
-                                 protocol::NowMicros()},
-                                request->header, protocol::Empty{}, reply));
-  }
-}
-
-LocalCluster::Supervised LocalCluster::NewEngine(int index) {
-  Supervised engine;
-  const std::string program = options_.engine_program.string();
-  if (options_.launcher == "ssh") {
-    const std::string& h = options_.hosts[static_cast<size_t>(index) % options_.hosts.size()];
-    const auto colon = h.rfind(':');
-    const std::string host = h.substr(0, colon == std::string::npos ? h.size() : colon);
-    engine.name = host + "-ssh-" + std::to_string(index);
-    engine.argv = SplitWords(options_.ssh);
-    engine.argv[0] = Which(engine.argv[0]);
-    // -tt: when the connection ends, the remote engine gets a hang-up.
-    engine.argv.insert(engine.argv.end(),
-                       {"-tt", host, "exec", options_.remote_engine_program.string(),
-                        "--profile-dir", options_.remote_profile_dir.string(), "--name",
-                        engine.name});
-  } else {
-    engine.name = "engine-" + std::to_string(index);
-    engine.argv = {program, "--profile-dir", profile_.string(), "--name", engine.name};
-  }
-  return engine;
-}
-
-std::string LocalCluster::ScaleTo(int target) {
-  if (options_.launcher == "mpi") {
-    return "the mpi launcher runs one mpiexec; it cannot scale (stop and start with another -n)";
-  }
-  if (target < 1) return "a cluster needs at least one engine";
-  std::vector<Supervised*> active;
-  for (Supervised& e : engines_) {
-    if (!e.failed && !e.retiring) active.push_back(&e);
-  }
-  const int from = static_cast<int>(active.size());
-  for (int i = from; i < target; ++i) {
-    engines_.push_back(NewEngine(next_engine_index_++));
-    Launch(engines_.back());
-    Report(engines_.back(), "starting", "scaled up");
-  }
-  // The newest leave first; they drain before they go.
-  for (int i = from - 1; i >= target; --i) {
-    active[static_cast<size_t>(i)]->retiring = true;
-    Report(*active[static_cast<size_t>(i)], "draining", "scaled down");
-  }
-  return "scaling from " + std::to_string(from) + " to " + std::to_string(target) + " engines";
-}
 
 LocalCluster::~LocalCluster() {
   StopAll();
@@ -287,61 +156,6 @@ Status LocalCluster::Start() {
   return s;
 }
 
-
-Status LocalCluster::WriteLocation() {
-  // Sockets bound to --ip; others dial --location, with the same ports.
-  return protocol::UpdateConnectionFile(
-      protocol::ConnectionFilePath(profile_), {}, [&](protocol::ConnectionInfo& c) {
-        for (std::string* e : {&c.hub.registration, &c.hub.query, &c.hub.notifier,
-                               &c.hub.monitor, &c.hub.events, &c.scheduler.client,
-                               &c.scheduler.engine}) {
-          const auto colon = e->rfind(':');
-          if (e->rfind("tcp://", 0) == 0 && colon != std::string::npos) {
-            *e = "tcp://" + options_.location + e->substr(colon);
-          }
-        }
-      });
-}
-
-Status LocalCluster::CopyConnectionFile() {
-  const std::string remote = (options_.remote_profile_dir / protocol::kConnectionFileName).string();
-  for (const auto& h : options_.hosts) {
-    const std::string host = h.substr(0, h.rfind(':') == std::string::npos ? h.size() : h.rfind(':'));
-    std::vector<std::string> argv = SplitWords(options_.ssh);
-    argv.insert(argv.end(), {host, "umask 077 && mkdir -p '" + options_.remote_profile_dir.string() +
-                                       "' && cat > '" + remote + ".tmp' && mv '" + remote +
-                                       ".tmp' '" + remote + "'"});
-    argv[0] = Which(argv[0]);
-    const std::string sh = "exec \"$0\" \"$@\" < '" +
-                           protocol::ConnectionFilePath(profile_).string() + "'";
-    argv.insert(argv.begin(), {"/bin/sh", "-c", sh});
-    ChildProcess copy(argv, logs() / "ssh-copy.log");
-    const auto code = copy.Wait(std::chrono::seconds(60));
-    if (code != 0) {
-      return Status::Unavailable("could not copy the connection file to " + host + " with '" +
-                                 options_.ssh + "'; see " + (logs() / "ssh-copy.log").string());
-    }
-  }
-  return Status::Ok();
-}
-
-Status LocalCluster::PlanEngines() {
-  if (options_.launcher == "mpi") {
-    Supervised all;
-    all.name = "mpiexec";
-    all.argv = {options_.mpiexec, "-n", std::to_string(options_.engines), "--oversubscribe"};
-    if (::geteuid() == 0) all.argv.push_back("--allow-run-as-root");
-    all.argv.insert(all.argv.end(), options_.mpi_args.begin(), options_.mpi_args.end());
-    // Engines name themselves after their host and MPI rank.
-    all.argv.insert(all.argv.end(),
-                    {options_.engine_program.string(), "--profile-dir", profile_.string()});
-    engines_.push_back(std::move(all));
-    return Status::Ok();
-  }
-  if (options_.launcher == "ssh") ZTASK_RETURN_IF_ERROR(CopyConnectionFile());
-  for (int i = 0; i < options_.engines; ++i) engines_.push_back(NewEngine(next_engine_index_++));
-  return Status::Ok();
-}
 
 void LocalCluster::Launch(Supervised& engine) {
   engine.process = std::make_unique<ChildProcess>(engine.argv, logs() / (engine.name + ".log"));
@@ -438,6 +252,11 @@ void LocalCluster::StopAll() {
     if (e.process) e.process->Stop();
   }
   engines_.clear();
+  for (const std::string& job : slurm_jobs_) {
+    ChildProcess cancel({Which(options_.scancel), job}, logs() / "scancel.log");
+    cancel.Wait(std::chrono::seconds(30));
+  }
+  slurm_jobs_.clear();
   for (pid_t pid : engine_pids) {
     if (ProcessRunning(pid)) ::kill(pid, SIGKILL);
   }
@@ -446,56 +265,6 @@ void LocalCluster::StopAll() {
   if (hub_) hub_->Stop();
   scheduler_.reset();
   hub_.reset();
-}
-
-Status LocalCluster::Scale(const fs::path& profile_dir, int engines, double timeout_s) {
-  const fs::path profile = profile_dir.empty() ? protocol::DefaultProfileDir() : profile_dir;
-  std::ifstream in(ControlFile(profile));
-  std::string endpoint;
-  in >> endpoint;
-  auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile));
-  if (endpoint.empty() || !info.ok()) {
-    return Status::NotFound("no cluster is running in " + profile.string());
-  }
-  const protocol::Signer signer(info->key);
-  zmq::context_t context(1);
-  zmq::socket_t socket(context, zmq::socket_type::dealer);
-  socket.set(zmq::sockopt::linger, 0);
-  ZTASK_RETURN_IF_ERROR(protocol::Connect(socket, endpoint));
-  const protocol::Header header{TaskId::Random(), protocol::MsgType::kClusterRequest, "taskcluster",
-                                protocol::NowMicros()};
-  ZTASK_RETURN_IF_ERROR(protocol::SendEncoded(
-      socket, {},
-      protocol::EncodeMessage(signer, header, std::nullopt, protocol::Empty{},
-                              protocol::ClusterRequest{"scale", engines})));
-  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-  protocol::Frames frames;
-  if (!protocol::Poll(&item, 1, std::chrono::milliseconds(10000)).ok() ||
-      !protocol::TryReceive(socket, frames)) {
-    return Status::Unavailable("the cluster's supervisor in " + profile.string() +
-                               " did not answer");
-  }
-  auto reply = protocol::DecodeMessage<protocol::MsgType::kClusterReply>(signer, {},
-                                                                         protocol::Views(frames));
-  if (!reply.ok()) return reply.status();
-  if (!reply->content.ok) return Status::InvalidArgument(reply->content.error);
-  auto client = Client::Connect(profile);
-  if (!client.ok()) return client.status();
-  // Running engines, and those draining, until exactly `engines` run.
-  const bool done = WaitFor([&] {
-    auto list = (*client)->Engines();
-    if (!list.ok()) return false;
-    const auto running = std::count_if(list->begin(), list->end(),
-                                       [](const auto& e) { return e.state == "running"; });
-    const auto draining = std::count_if(list->begin(), list->end(),
-                                        [](const auto& e) { return e.state == "draining"; });
-    return running == engines && draining == 0;
-  }, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-  if (!done) {
-    return Status::TimedOut("the cluster did not reach " + std::to_string(engines) +
-                            " engines within " + std::to_string(timeout_s) + " s");
-  }
-  return Status::Ok();
 }
 
 Status LocalCluster::StopRunning(const fs::path& profile_dir, double timeout_s) {

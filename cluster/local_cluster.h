@@ -59,6 +59,11 @@ struct ClusterOptions {
   std::string ssh = "ssh";
   std::filesystem::path remote_profile_dir;
   std::filesystem::path remote_engine_program;
+  // The slurm launcher: extra #SBATCH options ("--partition=x"), and the
+  // sbatch and scancel commands.
+  std::vector<std::string> slurm_args;
+  std::string sbatch = "sbatch";
+  std::string scancel = "scancel";
   // The address written into the connection file when sockets bind to one
   // that others cannot dial (--ip 0.0.0.0). Default: the --ip address.
   std::string location;
@@ -81,12 +86,24 @@ class LocalCluster final : public Stoppable {
   std::filesystem::path logs() const { return profile_ / "logs"; }
   int engines() const { return options_.engines; }
 
+  // The batch script the slurm launcher submits.
+  std::string SlurmScript(int engines, const std::string& name_prefix) const;
+  std::string SlurmScript() const { return SlurmScript(options_.engines, ""); }
+
+  // The control socket's requests.
+  std::string ScaleTo(int engines);
+  std::string Add(const std::string& launcher, int engines, const std::vector<std::string>& hosts);
+
   // Stops the cluster running in `profile_dir` and waits until it is gone.
   static Status StopRunning(const std::filesystem::path& profile_dir, double timeout_s);
   // Asks the cluster running in `profile_dir` to grow or shrink to `engines`,
   // then waits (up to timeout_s) until that many engines run. A shrink
   // drains: the engines that leave finish their tasks first.
   static Status Scale(const std::filesystem::path& profile_dir, int engines, double timeout_s);
+  // Adds `engines` engines to the running cluster with `launcher` (hosts for
+  // ssh), and waits (up to timeout_s) until they run.
+  static Status AddEngines(const std::filesystem::path& profile_dir, const std::string& launcher,
+                           int engines, const std::vector<std::string>& hosts, double timeout_s);
 
  private:
   LocalCluster(ClusterOptions options, std::filesystem::path profile, int lock_fd);
@@ -99,6 +116,7 @@ class LocalCluster final : public Stoppable {
     double restart_at = 0;
     bool failed = false;
     bool retiring = false;  // draining; its exit is the end, not a crash
+    std::string prefix;     // a job's engine name prefix (mpi, slurm)
   };
 
   Status WaitForEndpoint(ChildProcess& process, const char* what, bool scheduler);
@@ -106,8 +124,11 @@ class LocalCluster final : public Stoppable {
   Status PlanEngines();
   // --location: the address written for every endpoint.
   Status WriteLocation();
+  // slurm: submits a batch script for `engines` engines named with
+  // `prefix`; its job id goes to slurm_jobs_.
+  Status SubmitSlurmJob(int engines, const std::string& prefix);
   // ssh: copies the connection file, and only it, to every host.
-  Status CopyConnectionFile();
+  Status CopyConnectionFile(const std::vector<std::string>& hosts);
   void Launch(Supervised& engine);
   // Restarts engines that exited, or gives up on them.
   void Supervise(double now);
@@ -115,8 +136,8 @@ class LocalCluster final : public Stoppable {
   // The control socket: scale requests from `taskcluster scale`.
   Status OpenControl();
   void ServeControl(std::chrono::microseconds wait);
-  std::string ScaleTo(int engines);
-  Supervised NewEngine(int index);
+  Supervised NewEngine(int index, const std::string& launcher, const std::vector<std::string>& hosts);
+  Supervised JobOfEngines(const std::string& launcher, int engines);
   // Pids of the running engines on this host, as the hub knows them.
   std::vector<pid_t> LocalEnginePids();
   void StopAll();
@@ -130,6 +151,8 @@ class LocalCluster final : public Stoppable {
   struct Control;
   std::unique_ptr<Control> control_;
   int next_engine_index_ = 0;
+  std::vector<std::string> slurm_jobs_;  // submitted jobs, cancelled at stop
+  int job_groups_ = 0;                   // mpiexec and Slurm jobs started
   volatile sig_atomic_t stop_ = 0;
 };
 

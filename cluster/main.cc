@@ -107,6 +107,13 @@ int main(int argc, char** argv) {
                     "engine program on the hosts (default: the same path)");
   start->add_option("--location", options.location,
                     "address written into the connection file (default: --ip)");
+  start->add_option("--slurm-args", options.slurm_args,
+                    "an #SBATCH option for the slurm launcher (repeatable), e.g. --partition=x")
+      ->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
+  start->add_option("--sbatch", options.sbatch, "sbatch command (slurm launcher)");
+  start->add_option("--scancel", options.scancel, "scancel command (slurm launcher)");
+  bool dry_run = false;
+  start->add_flag("--dry-run", dry_run, "slurm launcher: print the batch script and start nothing");
   start->add_option("--engine-program", options.engine_program,
                     "program to run as each engine (default: taskengine next to taskcluster)");
   auto* stop = app.add_subcommand("stop", "stop the cluster in a profile directory");
@@ -119,6 +126,19 @@ int main(int argc, char** argv) {
   scale->add_option("engines", scale_to, "how many engines")->required()->check(CLI::PositiveNumber);
   scale->add_option("--profile-dir", options.profile_dir, "profile directory");
   scale->add_option("--timeout", scale_timeout, "seconds to wait for the pool to reach that size");
+  auto* engines_cmd = app.add_subcommand("engines", "engines of a running cluster");
+  engines_cmd->require_subcommand(1);
+  std::string add_launcher = "local";
+  int add_count = 1;
+  std::vector<std::string> add_hosts;
+  double add_timeout = 120;
+  auto* engines_start = engines_cmd->add_subcommand("start", "add engines to a running cluster");
+  engines_start->add_option("--launcher", add_launcher, "local, mpi, ssh or slurm")
+      ->capture_default_str();
+  engines_start->add_option("-n,--engines", add_count, "how many")->check(CLI::PositiveNumber);
+  engines_start->add_option("--hosts", add_hosts, "ssh: HOST[:COUNT],...")->delimiter(',');
+  engines_start->add_option("--profile-dir", options.profile_dir, "profile directory");
+  engines_start->add_option("--timeout", add_timeout, "seconds for them to register");
   auto* status = app.add_subcommand("status", "the run report of the cluster in a profile directory");
   status->add_option("--profile-dir", options.profile_dir, "profile directory");
   try {
@@ -127,6 +147,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return Fail(std::string(e.what()) + " (see taskcluster --help)");
+  }
+  if (engines_start->parsed()) {
+    ztask::Status s = ztask::cluster::LocalCluster::AddEngines(options.profile_dir, add_launcher,
+                                                               add_count, add_hosts, add_timeout);
+    if (!s.ok()) return Fail(s.message());
+    std::printf("engines added\n");
+    return 0;
   }
   if (scale->parsed()) {
     ztask::Status s =
@@ -152,6 +179,11 @@ int main(int argc, char** argv) {
   ztask::InstallStopSignals();
   auto cluster = ztask::cluster::LocalCluster::Claim(options);
   if (!cluster.ok()) return Fail(cluster.status().message());
+  if (dry_run) {
+    if (options.launcher != "slurm") return Fail("--dry-run goes with --launcher slurm");
+    std::printf("%s", (*cluster)->SlurmScript().c_str());
+    return 0;
+  }
   ztask::SetStopTarget(cluster->get());
   if (daemonize) return Daemonize(**cluster);
   ztask::Status started = (*cluster)->Start();

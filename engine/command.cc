@@ -1,5 +1,7 @@
 #include "engine/command.h"
 
+#include "protocol/path_search.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,27 +17,6 @@ extern char** environ;
 
 namespace ztask::engine {
 namespace {
-
-// Resolved in the parent: after fork only async-signal-safe calls are made.
-std::string Resolve(const std::string& program) {
-  if (program.find('/') != std::string::npos) return program;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = dirs.substr(start, end - start);
-    candidate = (candidate.empty() ? "." : candidate) + "/" + program;
-    struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        ::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-    start = end + 1;
-  }
-  return {};
-}
 
 std::vector<std::string> Environment(const std::map<std::string, std::string>& extra) {
   std::map<std::string, std::string> merged;
@@ -63,7 +44,8 @@ CommandOutcome RunCommand(const CommandRequest& request) {
     outcome.spawn_error = "the command is empty";
     return outcome;
   }
-  const std::string program = Resolve(request.argv[0]);
+  // Resolved here: after fork only async-signal-safe calls are made.
+  const std::string program = FindOnPath(request.argv[0]);
   if (program.empty()) {
     outcome.spawn_error = "cannot run '" + request.argv[0] + "': not found in PATH";
     return outcome;

@@ -78,10 +78,20 @@ class EngineLoop final : public Stoppable {
         wake_worker_(context_, zmq::socket_type::pair) {}
 
   Status Start() {
-    if (const char* rank = std::getenv("OMPI_COMM_WORLD_RANK")) mpi_rank_ = std::atoi(rank);
+    // Started by mpiexec or srun: the rank names the engine across restarts
+    // of the job.
+    std::string launcher;
+    if (const char* rank = std::getenv("OMPI_COMM_WORLD_RANK")) {
+      mpi_rank_ = std::atoi(rank);
+      launcher = "mpi";
+    } else if (const char* proc = std::getenv("SLURM_PROCID")) {
+      mpi_rank_ = std::atoi(proc);
+      launcher = "slurm";
+    }
     if (options_.name.empty()) {
-      // Under MPI the rank names an engine across restarts of the job.
-      options_.name = mpi_rank_ ? Hostname() + "-mpi-" + std::to_string(*mpi_rank_)
+      const std::string prefix =
+          options_.name_prefix.empty() ? Hostname() + "-" + launcher + "-" : options_.name_prefix;
+      options_.name = mpi_rank_ ? prefix + std::to_string(*mpi_rank_)
                                 : Hostname() + "-" + std::to_string(::getpid());
     }
     for (auto* s : {&hub_, &scheduler_}) {
@@ -426,7 +436,9 @@ int Engine::Main(int argc, char** argv) {
   CLI::App app{"taskengine: runs ztask tasks"};
   app.add_option("--profile-dir", options.profile_dir,
                  "profile directory holding the connection file (default ~/.ztask/profile_default)");
-  app.add_option("--name", options.name, "engine name (default HOST-PID)");
+  app.add_option("--name", options.name, "engine name (default HOST-PID, or HOST-mpi-RANK)");
+  app.add_option("--name-prefix", options.name_prefix,
+                 "under mpiexec or srun: the name is this prefix and the rank");
   app.add_option("--max-output-bytes", options.max_output_bytes,
                  "bytes of stdout and of stderr kept per command")
       ->capture_default_str();

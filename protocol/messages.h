@@ -270,12 +270,16 @@ struct EngineState {
 
 // What taskcluster asks of a running cluster's supervisor.
 struct ClusterRequest {
-  std::string command;  // "scale"
+  std::string command;  // "scale", or "add" (engines with a launcher)
   int32_t engines = 0;
+  std::string launcher;            // add: local, mpi, ssh or slurm
+  std::vector<std::string> hosts;  // add with ssh: HOST[:COUNT]
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("command", s.command);
     v("engines", s.engines);
+    v("launcher", s.launcher);
+    v("hosts", s.hosts);
   }
   friend bool operator==(const ClusterRequest&, const ClusterRequest&) = default;
 };

@@ -62,6 +62,9 @@ struct EngineOptions {
   // The engine's name; an engine restarted under the same name keeps its id.
   // Default: HOST-PID.
   std::string name;
+  // Under mpiexec or srun, with no name: the name is this prefix and the
+  // rank. Default: HOST-mpi- or HOST-slurm-.
+  std::string name_prefix;
   // Most bytes of stdout and of stderr kept per command. Default: 1 MiB.
   size_t max_output_bytes = size_t{1} << 20;
   // How long to wait for the hub to answer the registration. Default: 10 s.

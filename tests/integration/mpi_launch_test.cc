@@ -53,3 +53,34 @@ TEST_F(ClusterTest, AnUnknownLauncherIsRefusedWithTheValidOnes) {
 
 }  // namespace
 }  // namespace ztask::testing
+
+namespace ztask::testing {
+namespace {
+
+TEST_F(ClusterTest, EnginesStartAddsEnginesToARunningCluster) {
+  StartCluster(1);
+  Ran local = RunProgram({kBin + "/taskcluster", "engines", "start", "-n", "2", "--profile-dir",
+                          profile()}, dir_);
+  ASSERT_EQ(local.code, 0) << local.err;
+  Ran mpi = RunProgram({kBin + "/taskcluster", "engines", "start", "--launcher", "mpi", "-n", "2",
+                        "--profile-dir", profile()}, dir_);
+  ASSERT_EQ(mpi.code, 0) << mpi.err;
+  auto engines = client_->Engines();
+  ASSERT_TRUE(engines.ok());
+  ASSERT_EQ(engines->size(), 5u);
+  std::set<std::string> names;
+  int ranked = 0;
+  for (const auto& e : *engines) {
+    EXPECT_EQ(e.state, "running");
+    names.insert(e.name);
+    ranked += e.mpi_rank.has_value();
+  }
+  EXPECT_EQ(names.size(), 5u) << "every engine its own name, so its own id";
+  EXPECT_EQ(ranked, 2);
+  Ran each = Ctl({"submit", "--each-engine", "--fn", "noop"});
+  ASSERT_EQ(each.code, 0) << each.err;
+  EXPECT_EQ(Wait(each.Lines()).size(), 5u);
+}
+
+}  // namespace
+}  // namespace ztask::testing

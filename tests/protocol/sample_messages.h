@@ -48,7 +48,9 @@ template <> inline RegistrationRequest Sample<RegistrationRequest>() {
 }
 template <> inline RegistrationReply Sample<RegistrationReply>() { return {true, 3, "", 1000}; }
 template <> inline EngineRef Sample<EngineRef>() { return {3, "uuid-3"}; }
-template <> inline ClusterRequest Sample<ClusterRequest>() { return {"scale", 4}; }
+template <> inline ClusterRequest Sample<ClusterRequest>() {
+  return {"add", 4, "ssh", {"node1", "node2:3"}};
+}
 template <> inline EngineState Sample<EngineState>() {
   return {"node7-0", "restarting", 2, "exited with code 137"};
 }

@@ -1,0 +1,21 @@
+// The supervisor's control socket (internal to the cluster library).
+#ifndef ZTASK_CLUSTER_CONTROL_H_
+#define ZTASK_CLUSTER_CONTROL_H_
+
+#include <zmq.hpp>
+
+#include "cluster/local_cluster.h"
+#include "protocol/codec.h"
+
+namespace ztask::cluster {
+
+struct LocalCluster::Control {
+  explicit Control(const std::string& key) : signer(key) {}
+  protocol::Signer signer;
+  zmq::context_t context{1};
+  zmq::socket_t socket{context, zmq::socket_type::router};
+};
+
+}  // namespace ztask::cluster
+
+#endif  // ZTASK_CLUSTER_CONTROL_H_

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 
+#include "protocol/connection_file.h"
 #include "tests/support/cluster_fixture.h"
 
 namespace ztask::testing {
@@ -336,6 +337,10 @@ TEST(TaskclusterForeground, StopsEverythingOnInterrupt) {
   cluster.Kill(SIGINT);
   ASSERT_EQ(cluster.Wait(std::chrono::seconds(30)), 0) << cluster.Log();
   EXPECT_NE(cluster.Log().find("cluster ready: 2 engines"), std::string::npos) << cluster.Log();
+  EXPECT_NE(cluster.Log().find("engines: 2 started (2 running, 0 failed), 0 restarts\n"
+                               "tasks: 0 ok, 0 failed, 0 unfinished"),
+            std::string::npos)
+      << "the run report at stop:\n" << cluster.Log();
   for (const auto& e : engines) EXPECT_FALSE(cluster::ProcessRunning(static_cast<pid_t>(e.pid)));
 }
 
@@ -370,6 +375,24 @@ TEST_F(ClusterTest, RecordsKeepRoutingAndBoundedOutputWithItsFlag) {
   EXPECT_EQ(r.priority, 5);
   EXPECT_EQ(r.time_limit, 30);
   EXPECT_EQ(r.targets, (std::vector<int32_t>{0}));
+}
+
+}  // namespace
+}  // namespace ztask::testing
+
+namespace ztask::testing {
+namespace {
+
+TEST_F(ClusterTest, LocationIsWhatTheConnectionFileTellsOthersToDial) {
+  StartCluster(1, {"--location", "localhost"});
+  auto info = protocol::ReadConnectionFile(std::filesystem::path(profile()) / "ztask-cluster.json");
+  ASSERT_TRUE(info.ok());
+  for (const std::string& e : {info->hub.registration, info->hub.query, info->hub.events,
+                               info->scheduler.client, info->scheduler.engine}) {
+    EXPECT_EQ(e.rfind("tcp://localhost:", 0), 0u) << e;
+  }
+  auto r = Wait({Submit({"--fn", "echo", "--args", "\"dialled by name\""})});
+  EXPECT_EQ(r[0]["result"], "dialled by name");
 }
 
 }  // namespace

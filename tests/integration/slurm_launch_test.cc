@@ -1,29 +1,15 @@
 // The Slurm launcher: the batch script it writes, and a real submission to a
 // one-node Slurm (munged, slurmctld and slurmd) this test starts itself.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <random>
 
 #include "tests/support/cluster_fixture.h"
+#include "tests/support/ports.h"
 
 namespace ztask::testing {
 namespace {
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 TEST_F(ClusterTest, SlurmDryRunShowsTheBatchScriptAndStartsNothing) {
   Ran dry = RunProgram({kBin + "/taskcluster", "start", "--launcher", "slurm", "-n", "6",

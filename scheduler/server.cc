@@ -14,6 +14,7 @@
 #include "protocol/connection_file.h"
 #include "protocol/wire.h"
 #include "scheduler/core.h"
+#include "scheduler/frame_builder.h"
 
 namespace ztask::scheduler {
 namespace {
@@ -64,7 +65,6 @@ class SchedulerServer::Impl {
         engine_(context_, zmq::socket_type::router),
         notifier_(context_, zmq::socket_type::sub),
         monitor_(context_, zmq::socket_type::dealer) {
-    session_ = TaskId::Random();
   }
 
   ~Impl() {
@@ -215,8 +215,9 @@ class SchedulerServer::Impl {
     protocol::AbortReply reply{outcome.aborted, outcome.running, outcome.finished, outcome.unknown};
     Frames out;
     out.push_back(std::move(frames[0]));
-    Append(out, MsgType::kAbortReply, Share(frames[1 + protocol::kFrameHeader]),
-           protocol::EncodeBody(protocol::Empty{}), protocol::EncodeBody(reply));
+    builder_.Append(out, MsgType::kAbortReply, Share(frames[1 + protocol::kFrameHeader]),
+                    protocol::Frame(protocol::EncodeBody(protocol::Empty{})),
+                    protocol::Frame(protocol::EncodeBody(reply)));
     SendToClient(out);
   }
 
@@ -344,9 +345,10 @@ class SchedulerServer::Impl {
   void Retire(const Action& a) {
     const std::string uuid = uuid_of_slot_[a.slot];
     const std::string_view prefix[] = {uuid};
+    const protocol::Header header = builder_.NewHeader(MsgType::kEngineRetire);
     (void)protocol::SendEncoded(engine_, prefix,
-                                protocol::EncodeMessage(signer_, NewHeader(MsgType::kEngineRetire),
-                                                        std::nullopt, protocol::Empty{},
+                                protocol::EncodeMessage(signer_, header, std::nullopt,
+                                                        protocol::Empty{},
                                                         protocol::EngineRef{a.engine_id, uuid}));
     spdlog::info("engine {} is drained and retires", a.engine_id);
   }
@@ -360,8 +362,9 @@ class SchedulerServer::Impl {
     for (size_t i = 1; i < request.size(); ++i) out.push_back(Share(request[i]));
     protocol::Assignment assignment{a.engine_id, a.attempt};
     Frames monitor;
-    Append(monitor, MsgType::kTaskAssigned, Share(request[1 + protocol::kFrameHeader]),
-           protocol::EncodeBody(assignment), protocol::EncodeBody(protocol::Empty{}));
+    builder_.Append(monitor, MsgType::kTaskAssigned, Share(request[1 + protocol::kFrameHeader]),
+                    protocol::Frame(protocol::EncodeBody(assignment)),
+                    protocol::Frame(protocol::EncodeBody(protocol::Empty{})));
     SendMonitor(std::move(monitor));
     Status sent = protocol::SendFrames(engine_, out);
     if (!sent.ok()) {
@@ -398,8 +401,8 @@ class SchedulerServer::Impl {
                               protocol::Frame(content), nullptr));
     Frames out;
     out.push_back(Share(request[0]));
-    Append(out, MsgType::kTaskReply, Share(request[1 + protocol::kFrameHeader]),
-           protocol::EncodeBody(meta), content);
+    builder_.Append(out, MsgType::kTaskReply, Share(request[1 + protocol::kFrameHeader]),
+                    protocol::Frame(protocol::EncodeBody(meta)), protocol::Frame(content));
     SendToClient(out);
   }
 
@@ -418,35 +421,13 @@ class SchedulerServer::Impl {
 
   // ---- building and sending ---------------------------------------------
 
-  protocol::Header NewHeader(MsgType type) {
-    return {TaskId{session_.hi, ++message_counter_}, type, session_.ToHex(),
-            protocol::NowMicros()};
-  }
-
-  // Appends a whole signed message to `out` (after any routing ids in it).
-  void Append(Frames& out, MsgType type, zmq::message_t parent, const std::string& meta,
-              const std::string& content) {
-    const size_t first = out.size();
-    out.push_back(protocol::Frame(protocol::kProtocolSignature));
-    out.emplace_back();
-    out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(type))));
-    out.push_back(std::move(parent));
-    out.push_back(protocol::Frame(meta));
-    out.push_back(protocol::Frame(content));
-    protocol::SignFrames(signer_, out, first);
-  }
-
   // A monitor message carrying a request's parts as they came.
   Frames MonitorCopy(MsgType type, Frames& request) {
     Frames out;
-    out.push_back(protocol::Frame(protocol::kProtocolSignature));
-    out.emplace_back();
-    out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(type))));
-    out.push_back(Share(request[1 + protocol::kFrameHeader]));
-    for (size_t i = 1 + protocol::kFrameMeta; i < request.size(); ++i) {
-      out.push_back(Share(request[i]));
-    }
-    protocol::SignFrames(signer_, out);
+    builder_.Append(out, type, Share(request[1 + protocol::kFrameHeader]),
+                    Share(request[1 + protocol::kFrameMeta]),
+                    Share(request[1 + protocol::kFrameContent]),
+                    FrameBuilder::ShareFrom(request, 1 + protocol::kFirstBuffer));
     return out;
   }
 
@@ -456,18 +437,9 @@ class SchedulerServer::Impl {
                                a.attempt};
     if (a.engine_id >= 0) meta.engine_id = a.engine_id;
     Frames out;
-    out.push_back(protocol::Frame(protocol::kProtocolSignature));
-    out.emplace_back();
-    out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(MsgType::kTaskOutcome))));
-    out.push_back(std::move(parent));
-    out.push_back(protocol::Frame(protocol::EncodeBody(meta)));
-    out.push_back(std::move(content));
-    if (reply) {
-      for (size_t i = 1 + protocol::kFirstBuffer; i < reply->size(); ++i) {
-        out.push_back(Share((*reply)[i]));
-      }
-    }
-    protocol::SignFrames(signer_, out);
+    builder_.Append(out, MsgType::kTaskOutcome, std::move(parent),
+                    protocol::Frame(protocol::EncodeBody(meta)), std::move(content),
+                    reply ? FrameBuilder::ShareFrom(*reply, 1 + protocol::kFirstBuffer) : Frames{});
     return out;
   }
 
@@ -511,8 +483,7 @@ class SchedulerServer::Impl {
   int wake_[2] = {-1, -1};
   std::atomic<bool> stop_{false};
 
-  TaskId session_;
-  uint64_t message_counter_ = 0;
+  FrameBuilder builder_{signer_};
   Frames frames_;
   Frames* current_reply_ = nullptr;
   std::vector<Action> actions_;

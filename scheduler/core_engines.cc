@@ -1,0 +1,194 @@
+// The engine side of the core: placing ready tasks on engines with room,
+// engines coming, going and draining. The task side is in core.cc.
+#include <algorithm>
+#include <cassert>
+
+#include "scheduler/core.h"
+
+namespace ztask::scheduler {
+namespace {
+
+bool Contains(const std::vector<int32_t>& v, int32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+void SchedulerCore::LeaveScheme(EngineSlot slot) {
+  if (HasRoom(engines_[slot])) scheme_->Erase(ViewOf(slot));
+}
+
+void SchedulerCore::JoinScheme(EngineSlot slot) {
+  if (HasRoom(engines_[slot])) scheme_->Insert(ViewOf(slot));
+}
+
+void SchedulerCore::Assign(Task& task, EngineSlot slot) {
+  Engine& e = engines_[slot];
+  LeaveScheme(slot);
+  ++e.load;
+  e.stamp = ++next_use_stamp_;
+  task.running_index = static_cast<uint32_t>(e.running.size());
+  e.running.push_back(task.id);
+  JoinScheme(slot);
+  task.state = State::kRunning;
+  task.slot = slot;
+  ++task.attempt;
+  ++running_;
+  ++counters_.dispatched;
+  actions_.push_back({Action::Kind::kDispatch, task.id, slot, e.id, task.attempt,
+                      ErrorType::kNone, {}, false});
+}
+
+void SchedulerCore::Release(Task& task) {
+  Engine& e = engines_[task.slot];
+  LeaveScheme(task.slot);
+  --e.load;
+  const uint32_t at = task.running_index;
+  if (at + 1 != e.running.size()) {
+    e.running[at] = e.running.back();
+    tasks_.at(e.running[at]).running_index = at;
+  }
+  e.running.pop_back();
+  JoinScheme(task.slot);
+  --running_;
+  RetireIfDrained(task.slot);
+  task.state = State::kWaiting;
+  task.slot = kNoSlot;
+}
+
+void SchedulerCore::EngineDraining(EngineSlot slot) {
+  if (slot >= engines_.size() || !engines_[slot].alive || engines_[slot].draining) return;
+  LeaveScheme(slot);
+  engines_[slot].draining = true;
+  RetireIfDrained(slot);
+}
+
+void SchedulerCore::RetireIfDrained(EngineSlot slot) {
+  const Engine& e = engines_[slot];
+  if (e.alive && e.draining && e.load == 0) {
+    actions_.push_back({Action::Kind::kRetire, TaskId{}, slot, e.id, 0, ErrorType::kNone, {},
+                        false});
+  }
+}
+
+bool SchedulerCore::Constrained(const Task& task) const {
+  return !task.location.empty() || !task.targets.empty() || !task.blacklist.empty();
+}
+
+void SchedulerCore::Candidates(const Task& task, std::vector<EngineView>* out,
+                               std::string* never) const {
+  out->clear();
+  never->clear();
+  // The alive engines the task may use, ignoring load.
+  std::vector<EngineSlot> allowed;
+  if (!task.location.empty()) {
+    for (EngineSlot s : task.location) {
+      if (engines_[s].alive) allowed.push_back(s);
+    }
+    if (allowed.empty()) {
+      *never = "task " + task.id.ToHex() + ": the engine where its follow dependencies ran is gone";
+      return;
+    }
+  } else if (!task.targets.empty()) {
+    for (int32_t id : task.targets) {
+      if (auto it = slot_of_id_.find(id); it != slot_of_id_.end()) allowed.push_back(it->second);
+    }
+  } else {
+    for (const auto& [id, slot] : slot_of_id_) allowed.push_back(slot);
+  }
+  // Prefer engines where it has not failed; when it failed on all of them,
+  // run again on one rather than wait for an engine that may never come.
+  const bool any_fresh = std::any_of(allowed.begin(), allowed.end(), [&](EngineSlot s) {
+    return !Contains(task.blacklist, engines_[s].id);
+  });
+  for (EngineSlot s : allowed) {
+    if (!HasRoom(engines_[s])) continue;
+    if (any_fresh && Contains(task.blacklist, engines_[s].id)) continue;
+    out->push_back(ViewOf(s));
+  }
+}
+
+void SchedulerCore::Pump() {
+  std::vector<EngineView> candidates;
+  std::string never;
+  do {
+    ready_grew_ = false;
+    for (auto it = ready_.begin(); it != ready_.end() && !scheme_->Empty();) {
+      Task& task = tasks_.at(it->id);
+      if (!Constrained(task)) {
+        const EngineSlot slot = scheme_->Pick();
+        it = ready_.erase(it);
+        Assign(task, slot);
+        continue;
+      }
+      Candidates(task, &candidates, &never);
+      if (!never.empty()) {
+        it = ready_.erase(it);
+        task.state = State::kWaiting;
+        Fail(task, ErrorType::kImpossibleDependency, never);
+        continue;
+      }
+      if (candidates.empty()) {
+        ++it;
+        continue;
+      }
+      const EngineSlot slot = scheme_->PickFrom(candidates);
+      it = ready_.erase(it);
+      Assign(task, slot);
+    }
+  } while (ready_grew_ && !scheme_->Empty());
+}
+
+EngineSlot SchedulerCore::EngineAdded(int32_t engine_id) {
+  if (auto it = slot_of_id_.find(engine_id); it != slot_of_id_.end()) EngineRemoved(it->second);
+  const auto slot = static_cast<EngineSlot>(engines_.size());
+  Engine engine;
+  engine.id = engine_id;
+  engine.alive = true;
+  engine.stamp = next_new_stamp_++;
+  engines_.push_back(std::move(engine));
+  slot_of_id_[engine_id] = slot;
+  JoinScheme(slot);
+  Pump();
+  return slot;
+}
+
+void SchedulerCore::EngineRemoved(EngineSlot slot) {
+  if (slot >= engines_.size() || !engines_[slot].alive) return;
+  Engine& e = engines_[slot];
+  LeaveScheme(slot);
+  e.alive = false;
+  slot_of_id_.erase(e.id);
+  std::vector<TaskId> running = std::move(e.running);
+  e.running.clear();
+  e.load = 0;
+  for (const TaskId& id : running) {
+    Task& task = tasks_.at(id);
+    task.state = State::kWaiting;
+    task.slot = kNoSlot;
+    --running_;
+    AttemptFailed(task, slot, ErrorType::kEngineError,
+                  "engine " + std::to_string(e.id) + " was lost while running task " + id.ToHex() +
+                      " (attempt " + std::to_string(task.attempt) + ")",
+                  /*from_reply=*/false);
+  }
+  if (auto it = located_on_.find(slot); it != located_on_.end()) {
+    std::vector<TaskId> located = std::move(it->second);
+    located_on_.erase(it);
+    for (const TaskId& id : located) {
+      auto t = tasks_.find(id);
+      if (t == tasks_.end() || t->second.state != State::kReady) continue;
+      Task& task = t->second;
+      const bool any_alive = std::any_of(task.location.begin(), task.location.end(),
+                                         [&](EngineSlot s) { return engines_[s].alive; });
+      if (!any_alive) {
+        Fail(task, ErrorType::kImpossibleDependency,
+             "task " + id.ToHex() + ": engine " + std::to_string(e.id) +
+                 ", where its follow dependencies ran, is gone");
+      }
+    }
+  }
+  Pump();
+}
+
+}  // namespace ztask::scheduler

@@ -1,0 +1,38 @@
+// FrameBuilder: the messages the scheduler writes itself (replies it makes,
+// monitor messages, retire notices), signed, with its own headers. Frames
+// taken from the messages it forwards are shared, never copied or re-encoded.
+//
+// Thread safety: owned by the scheduler's loop thread.
+#ifndef ZTASK_SCHEDULER_FRAME_BUILDER_H_
+#define ZTASK_SCHEDULER_FRAME_BUILDER_H_
+
+#include <cstdint>
+
+#include "protocol/codec.h"
+#include "protocol/wire.h"
+
+namespace ztask::scheduler {
+
+class FrameBuilder {
+ public:
+  // REQUIRES: signer outlives the builder.
+  explicit FrameBuilder(const protocol::Signer& signer);
+
+  // A header of ours: a fresh message id in this process's session.
+  protocol::Header NewHeader(protocol::MsgType type);
+  // Appends a whole signed message to `out` (after any routing ids already
+  // in it): a new header of `type`, then these frames, then `buffers`.
+  void Append(protocol::Frames& out, protocol::MsgType type, zmq::message_t parent,
+              zmq::message_t meta, zmq::message_t content, protocol::Frames buffers = {});
+  // Shares of frames[from..].
+  static protocol::Frames ShareFrom(protocol::Frames& frames, size_t from);
+
+ private:
+  const protocol::Signer& signer_;
+  TaskId session_;
+  uint64_t counter_ = 0;
+};
+
+}  // namespace ztask::scheduler
+
+#endif  // ZTASK_SCHEDULER_FRAME_BUILDER_H_

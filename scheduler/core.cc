@@ -98,17 +98,18 @@ bool SchedulerCore::CountDependency(Task& task, bool is_follow, const Finished& 
 
 SchedulerCore::Verdict SchedulerCore::Evaluate(Task& task, const Cause& cause,
                                                std::string* reason) const {
-  const std::string name = "task " + task.id.ToHex();
+  // Only a failure needs the task's name: no string work on the common path.
+  auto name = [&] { return "task " + task.id.ToHex(); };
   for (const bool is_follow : {false, true}) {
     const DependencyProgress& p = is_follow ? task.follow : task.after;
     if (!p.Impossible()) continue;
     const char* kind = is_follow ? "follow" : "after";
     if (p.mode == DependencyMode::kAll) {
-      *reason = name + ": " + kind + " dependency " + cause.dep.ToHex() + " ended in " +
+      *reason = name() + ": " + kind + " dependency " + cause.dep.ToHex() + " ended in " +
                 Outcome(cause.success) + ", but " +
                 std::string(AcceptedOutcomeName(p.outcome)) + " was required";
     } else {
-      *reason = name + ": none of its " + std::to_string(p.total) + " " + kind +
+      *reason = name() + ": none of its " + std::to_string(p.total) + " " + kind +
                 " dependencies ended in " + std::string(AcceptedOutcomeName(p.outcome));
     }
     return Verdict::kImpossible;
@@ -119,16 +120,16 @@ SchedulerCore::Verdict SchedulerCore::Evaluate(Task& task, const Cause& cause,
   auto alive = [&](EngineSlot slot) { return engines_[slot].alive; };
   if (task.follow.mode == DependencyMode::kAll) {
     if (task.follow_unlocated > 0) {
-      *reason = name + ": a follow dependency never ran on an engine";
+      *reason = name() + ": a follow dependency never ran on an engine";
       return Verdict::kImpossible;
     }
     if (task.location.size() > 1) {
-      *reason = name + ": its follow dependencies ran on " +
+      *reason = name() + ": its follow dependencies ran on " +
                 std::to_string(task.location.size()) + " different engines";
       return Verdict::kImpossible;
     }
     if (!alive(task.location[0])) {
-      *reason = name + ": engine " + std::to_string(engines_[task.location[0]].id) +
+      *reason = name() + ": engine " + std::to_string(engines_[task.location[0]].id) +
                 ", where its follow dependencies ran, is gone";
       return Verdict::kImpossible;
     }
@@ -137,7 +138,7 @@ SchedulerCore::Verdict SchedulerCore::Evaluate(Task& task, const Cause& cause,
   std::erase_if(task.location, [&](EngineSlot s) { return !alive(s); });
   if (!task.location.empty()) return Verdict::kReady;
   if (!task.follow.AllFinished()) return Verdict::kWait;
-  *reason = name + ": no engine where one of its follow dependencies ran is still alive";
+  *reason = name() + ": no engine where one of its follow dependencies ran is still alive";
   return Verdict::kImpossible;
 }
 

@@ -140,6 +140,19 @@ class Client::Impl {
     return replied_.count(id) > 0;
   }
 
+  Status WaitReplies(const std::vector<TaskId>& ids, double timeout_s) {
+    const double deadline = Now() + timeout_s;
+    for (const TaskId& id : ids) {
+      while (!replied_.count(id)) {
+        const double left = deadline - Now();
+        if (left <= 0) return Status::TimedOut("no reply within " + std::to_string(timeout_s) + " s");
+        WaitForReplyOrSleep(static_cast<int>(std::min(left * 1000, 100.0)) + 1);
+        DrainReplies();
+      }
+    }
+    return Status::Ok();
+  }
+
   Result<std::vector<TaskInfo>> Fetch(const std::vector<TaskId>& ids, bool tolerate_unknown,
                                       std::vector<TaskId>* unknown) {
     auto reply = Ask<MsgType::kResultRequest, MsgType::kResultReply>(protocol::TaskIdList{ids});
@@ -381,6 +394,9 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 Result<TaskId> Client::Submit(const TaskOptions& options) { return impl_->Submit(options); }
 bool Client::Ready(const TaskId& id) { return impl_->Ready(id); }
+Status Client::WaitReplies(const std::vector<TaskId>& ids, double timeout_s) {
+  return impl_->WaitReplies(ids, timeout_s);
+}
 Status Client::Wait(const std::vector<TaskId>& ids, double timeout_s) {
   return impl_->Wait(ids, timeout_s);
 }

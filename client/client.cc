@@ -220,7 +220,7 @@ class Client::Impl {
     const double deadline = Now() + 10;
     while (Now() < deadline) {
       zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
       Frames frames;
       while (protocol::TryReceive(scheduler_, frames)) {
         auto views = protocol::Views(frames);
@@ -272,7 +272,7 @@ class Client::Impl {
     Frames frames;
     while (true) {
       zmq::pollitem_t item{events.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(200));
+      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(200));
       while (protocol::TryReceive(events, frames)) {
         auto event = protocol::DecodeMessage<MsgType::kEvent>(signer_, {}, protocol::Views(frames));
         if (!event.ok()) continue;
@@ -324,7 +324,7 @@ class Client::Impl {
     const double deadline = Now() + 5;
     while (Now() < deadline) {
       zmq::pollitem_t item{hub_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
       Frames frames;
       while (protocol::TryReceive(hub_, frames)) {
         auto reply = protocol::DecodeMessage<kReply>(signer_, {}, protocol::Views(frames));
@@ -351,7 +351,7 @@ class Client::Impl {
 
   void WaitForReplyOrSleep(int ms) {
     zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(ms));
+    (void)protocol::Poll(&item, 1, std::chrono::milliseconds(ms));
   }
 
   protocol::ConnectionInfo info_;

@@ -121,10 +121,8 @@ class EngineLoop final : public Stoppable {
       zmq::pollitem_t items[] = {{scheduler_.handle(), 0, ZMQ_POLLIN, 0},
                                  {hub_.handle(), 0, ZMQ_POLLIN, 0},
                                  {wake_loop_.handle(), 0, ZMQ_POLLIN, 0}};
-      try {
-        zmq::poll(items, 3, std::chrono::milliseconds((next_heartbeat - now) / 1000 + 1));
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;
+      if (!protocol::Poll(items, 3, std::chrono::milliseconds((next_heartbeat - now) / 1000 + 1))
+               .ok()) {
         break;
       }
       if (items[0].revents & ZMQ_POLLIN) OnScheduler();
@@ -165,7 +163,7 @@ class EngineLoop final : public Stoppable {
     const int64_t deadline = SteadyMicros() + int64_t{options_.register_timeout_ms} * 1000;
     Frames frames;
     while (SteadyMicros() < deadline && !stop_.load()) {
-      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
       if (!protocol::TryReceive(hub_, frames)) continue;
       auto reply = protocol::DecodeMessage<MsgType::kRegistrationReply>(
           signer_, {}, protocol::Views(frames));
@@ -372,7 +370,7 @@ class EngineLoop final : public Stoppable {
     Frames frames;
     while (SteadyMicros() < deadline) {
       zmq::pollitem_t item{query_->handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
       if (!protocol::TryReceive(*query_, frames)) continue;
       auto reply = protocol::DecodeMessage<MsgType::kResultReply>(signer_, {},
                                                                   protocol::Views(frames));

@@ -1,6 +1,11 @@
 // The whole cluster, end to end: taskcluster, taskhub, taskscheduler,
 // taskengine processes, driven through taskctl and through the library.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <set>
@@ -393,6 +398,41 @@ TEST_F(ClusterTest, LocationIsWhatTheConnectionFileTellsOthersToDial) {
   }
   auto r = Wait({Submit({"--fn", "echo", "--args", "\"dialled by name\""})});
   EXPECT_EQ(r[0]["result"], "dialled by name");
+}
+
+}  // namespace
+}  // namespace ztask::testing
+
+namespace ztask::testing {
+namespace {
+
+TEST(EngineProcess, AStopWhileWaitingForTheHubIsCleanNotACrash) {
+  TempDir dir;
+  // A listener that accepts TCP but never speaks ZeroMQ: the engine waits.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string silent = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  protocol::ConnectionInfo info;
+  info.key = protocol::GenerateKey();
+  info.hub.registration = info.hub.query = silent;
+  info.scheduler.client = info.scheduler.engine = silent;
+  ASSERT_TRUE(protocol::WriteConnectionFile(dir.path() / "ztask-cluster.json", info).ok());
+  ChildProcess engine({kBin + "/taskengine", "--profile-dir", dir.path().string()},
+                      dir.path() / "engine.log");
+  pollfd pending{listener, POLLIN, 0};
+  ASSERT_EQ(::poll(&pending, 1, 10000), 1) << "the engine never dialled the hub";
+  engine.Kill(SIGTERM);
+  EXPECT_EQ(engine.Wait(std::chrono::seconds(20)), 2) << engine.Log();
+  EXPECT_NE(engine.Log().find("taskengine: the hub at " + silent + " did not answer"),
+            std::string::npos)
+      << engine.Log();
+  ::close(listener);
 }
 
 }  // namespace

@@ -28,9 +28,15 @@ struct FieldCounter {
   void operator()(const char*, const T&) { ++count; }
 };
 
+// Where the packer writes: straight into the frame's string, no copy after.
+struct StringSink {
+  std::string& out;
+  void write(const char* data, size_t size) { out.append(data, size); }
+};
+
 class Writer {
  public:
-  explicit Writer(msgpack::sbuffer& buffer) : buffer_(buffer), packer_(&buffer) {}
+  explicit Writer(StringSink& sink) : sink_(sink), packer_(sink) {}
 
   template <class T>
   void operator()(const char* name, const T& value) {
@@ -65,7 +71,7 @@ class Writer {
     if (raw.bytes.empty()) {
       packer_.pack_nil();
     } else {
-      buffer_.write(raw.bytes.data(), raw.bytes.size());
+      sink_.write(raw.bytes.data(), raw.bytes.size());
     }
   }
   template <class T>
@@ -103,8 +109,8 @@ class Writer {
     packer_.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
   }
 
-  msgpack::sbuffer& buffer_;
-  msgpack::packer<msgpack::sbuffer> packer_;
+  StringSink& sink_;
+  msgpack::packer<StringSink> packer_;
 };
 
 Status WrongType(const char* expected) {
@@ -385,10 +391,12 @@ std::string EncodeParent(const std::optional<Header>& parent) {
 
 template <class T>
 std::string EncodeBody(const T& body) {
-  msgpack::sbuffer buffer(256);
-  Writer writer(buffer);
+  std::string out;
+  out.reserve(128);
+  StringSink sink{out};
+  Writer writer(sink);
   writer.Write(body);
-  return std::string(buffer.data(), buffer.size());
+  return out;
 }
 
 template <class T>

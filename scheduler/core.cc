@@ -218,7 +218,6 @@ SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId&
     return Finish::kLate;
   }
   Task& task = it->second;
-  ++engines_[slot].completed;
   Release(task);
   if (success) {
     ++counters_.succeeded;
@@ -316,23 +315,8 @@ void SchedulerCore::TakeActions(std::vector<Action>* out) {
   out->swap(actions_);
 }
 
-int32_t SchedulerCore::EngineIdOf(EngineSlot slot) const {
-  return slot < engines_.size() && engines_[slot].alive ? engines_[slot].id : -1;
-}
-
 uint32_t SchedulerCore::LoadOf(EngineSlot slot) const {
   return slot < engines_.size() ? engines_[slot].load : 0;
-}
-
-uint64_t SchedulerCore::CompletedOn(EngineSlot slot) const {
-  return slot < engines_.size() ? engines_[slot].completed : 0;
-}
-
-std::vector<EngineSlot> SchedulerCore::LiveSlots() const {
-  std::vector<EngineSlot> slots;
-  for (const auto& [id, slot] : slot_of_id_) slots.push_back(slot);
-  std::sort(slots.begin(), slots.end());
-  return slots;
 }
 
 }  // namespace ztask::scheduler

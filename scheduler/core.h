@@ -120,11 +120,7 @@ class SchedulerCore {
   size_t live_tasks() const { return tasks_.size(); }
   size_t unassigned_tasks() const { return tasks_.size() - running_; }
   size_t finished_tasks() const { return finished_.size(); }
-  // The engine id of a live slot, or -1.
-  int32_t EngineIdOf(EngineSlot slot) const;
   uint32_t LoadOf(EngineSlot slot) const;
-  uint64_t CompletedOn(EngineSlot slot) const;
-  std::vector<EngineSlot> LiveSlots() const;
   size_t live_engines() const { return slot_of_id_.size(); }
 
  private:
@@ -155,7 +151,6 @@ class SchedulerCore {
     bool draining = false;
     uint32_t load = 0;
     int64_t stamp = 0;
-    uint64_t completed = 0;
     std::vector<TaskId> running;
   };
 

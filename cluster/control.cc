@@ -41,7 +41,7 @@ Status Request(const fs::path& profile, const protocol::ClusterRequest& request)
   socket.set(zmq::sockopt::linger, 0);
   ZTASK_RETURN_IF_ERROR(protocol::Connect(socket, endpoint));
   const protocol::Header header{TaskId::Random(), protocol::MsgType::kClusterRequest,
-                                "taskcluster", protocol::NowMicros()};
+                                "taskctl-" + TaskId::Random().ToHex(), protocol::NowMicros()};
   ZTASK_RETURN_IF_ERROR(protocol::SendEncoded(
       socket, {}, protocol::EncodeMessage(signer, header, std::nullopt, protocol::Empty{}, request)));
   zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
@@ -78,10 +78,20 @@ void LocalCluster::ServeControl(std::chrono::microseconds wait) {
   }
   protocol::Frames frames;
   while (protocol::TryReceive(control_->socket, frames)) {
-    if (frames.size() < 2) continue;
+    const std::string_view peer = protocol::View(frames[0]);
+    if (frames.size() < 2) {
+      control_->drops.Drop(peer, Status::Malformed("no message after the routing id"));
+      continue;
+    }
     auto request = protocol::DecodeMessage<protocol::MsgType::kClusterRequest>(
         control_->signer, {}, protocol::Views(frames, 1));
-    if (!request.ok()) continue;  // unsigned or malformed: not from us
+    Status admitted = request.ok()
+                          ? control_->guard.Admit(request->header, protocol::NowMicros())
+                          : request.status();
+    if (!admitted.ok()) {
+      control_->drops.Drop(peer, admitted);
+      continue;
+    }
     const auto& r = request->content;
     std::string error;
     if (r.command == "scale") {
@@ -100,6 +110,9 @@ void LocalCluster::ServeControl(std::chrono::microseconds wait) {
                                  protocol::NowMicros()},
                                 request->header, protocol::Empty{}, reply));
   }
+  control_->drops.Report(std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count());
 }
 
 std::string LocalCluster::ScaleTo(int target) {

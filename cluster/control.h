@@ -6,12 +6,16 @@
 
 #include "cluster/local_cluster.h"
 #include "protocol/codec.h"
+#include "protocol/replay_guard.h"
+#include "protocol/wire.h"
 
 namespace ztask::cluster {
 
 struct LocalCluster::Control {
   explicit Control(const std::string& key) : signer(key) {}
   protocol::Signer signer;
+  protocol::DropLog drops{"taskcluster control"};
+  protocol::ReplayGuard guard;
   zmq::context_t context{1};
   zmq::socket_t socket{context, zmq::socket_type::router};
 };

@@ -14,6 +14,7 @@
 #include "hub/store.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
+#include "protocol/replay_guard.h"
 #include "protocol/wire.h"
 
 namespace ztask::hub {
@@ -91,6 +92,7 @@ class HubServer::Impl {
       if (items[2].revents & ZMQ_POLLIN) Drain(monitor_, &Impl::OnMonitor);
       if (SteadyMicros() >= next_tick) {
         Tick();
+        drops_.Report(SteadyMicros());
         next_tick = SteadyMicros() + std::min<int64_t>(kFlushEveryUs, options_.heartbeat_ms * 1000);
       }
     }
@@ -113,12 +115,17 @@ class HubServer::Impl {
   }
 
   void Drop(std::string_view peer, const std::string& why) { drops_.Drop(peer, why); }
+  void Drop(std::string_view peer, const Status& why) { drops_.Drop(peer, why); }
 
-  Result<protocol::Header> Open(const Frames& frames, std::vector<std::string_view>* views) {
+  // Verifies frames[1..], decodes the header and refuses a replay.
+  Result<protocol::Header> Open(const Frames& frames, std::vector<std::string_view>* views,
+                                protocol::ReplayGuard& guard) {
     if (frames.empty()) return Status::Malformed("no routing id");
     *views = protocol::Views(frames, 1);
     ZTASK_RETURN_IF_ERROR(protocol::CheckFrames(signer_, limits_, *views));
-    return protocol::DecodeHeader((*views)[protocol::kFrameHeader]);
+    auto header = protocol::DecodeHeader((*views)[protocol::kFrameHeader]);
+    if (header.ok()) ZTASK_RETURN_IF_ERROR(guard.Admit(*header, protocol::NowMicros()));
+    return header;
   }
 
   protocol::Header NewHeader(MsgType type) {
@@ -150,8 +157,8 @@ class HubServer::Impl {
 
   void OnEngineMessage(Frames& frames) {
     std::vector<std::string_view> views;
-    auto header = Open(frames, &views);
-    if (!header.ok()) return Drop(View(frames[0]), header.status().ToString());
+    auto header = Open(frames, &views, registration_guard_);
+    if (!header.ok()) return Drop(View(frames[0]), header.status());
     const std::string_view content = views[protocol::kFrameContent];
     switch (header->type) {
       case MsgType::kRegistrationRequest: {
@@ -237,8 +244,8 @@ class HubServer::Impl {
 
   void OnMonitor(Frames& frames) {
     std::vector<std::string_view> views;
-    auto header = Open(frames, &views);
-    if (!header.ok()) return Drop(View(frames[0]), header.status().ToString());
+    auto header = Open(frames, &views, monitor_guard_);
+    if (!header.ok()) return Drop(View(frames[0]), header.status());
     auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
     if (!parent.ok() || !*parent) return Drop(View(frames[0]), "monitor message without parent");
     const TaskId id = (*parent)->id;
@@ -287,8 +294,8 @@ class HubServer::Impl {
 
   void OnQuery(Frames& frames) {
     std::vector<std::string_view> views;
-    auto header = Open(frames, &views);
-    if (!header.ok()) return Drop(View(frames[0]), header.status().ToString());
+    auto header = Open(frames, &views, query_guard_);
+    if (!header.ok()) return Drop(View(frames[0]), header.status());
     const std::string_view content = views[protocol::kFrameContent];
     switch (header->type) {
       case MsgType::kResultRequest: {
@@ -393,6 +400,9 @@ class HubServer::Impl {
   std::atomic<bool> stop_{false};
   Frames frames_;
   protocol::DropLog drops_{"taskhub"};
+  // The monitor's messages may wait out a hub outage in the scheduler's
+  // queue, so only their order is checked, not their age.
+  protocol::ReplayGuard registration_guard_, query_guard_, monitor_guard_{{.window_us = 0}};
   int64_t next_announce_ = 0;
   bool flush_failing_ = false;
 };

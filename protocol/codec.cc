@@ -3,6 +3,7 @@
 // throw is caught here and becomes a Status.
 #include "protocol/codec.h"
 
+#include <atomic>
 #include <sodium.h>
 
 #include <chrono>
@@ -421,8 +422,17 @@ Result<std::optional<Header>> DecodeParent(std::string_view frame) {
 }
 
 int64_t NowMicros() {
+  // Strictly increasing within the process, even when the clock steps back,
+  // so that receivers can refuse replays by date (see replay_guard.h).
+  static std::atomic<int64_t> last{0};
   using namespace std::chrono;
-  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  const int64_t now = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  int64_t prev = last.load(std::memory_order_relaxed);
+  int64_t next;
+  do {
+    next = std::max(now, prev + 1);
+  } while (!last.compare_exchange_weak(prev, next, std::memory_order_relaxed));
+  return next;
 }
 
 // Every body type of the table, instantiated here so that no other file

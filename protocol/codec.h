@@ -148,7 +148,8 @@ Result<DecodedOf<kType>> DecodeMessage(const Signer& signer, const Limits& limit
   return out;
 }
 
-// The current time in µs since the Unix epoch, for headers.
+// The current time in µs since the Unix epoch, for headers: strictly
+// increasing within the process.
 int64_t NowMicros();
 
 }  // namespace ztask::protocol

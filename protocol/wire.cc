@@ -91,13 +91,73 @@ std::string PrintablePeer(std::string_view peer) {
   return out.empty() ? "(anonymous)" : out;
 }
 
+namespace {
+int64_t SteadyNowMicros() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+constexpr size_t kMaxPeers = 4096;
+constexpr int kLinesPerSecond = 10;
+constexpr int64_t kReportEveryUs = 10'000'000;
+}  // namespace
+
+void DropLog::Drop(std::string_view peer, const Status& why) {
+  Record(peer, Status::CodeName(why.code()), why.message());
+}
+
 void DropLog::Drop(std::string_view peer, const std::string& why) {
+  Record(peer, "Unexpected", why);
+}
+
+void DropLog::Record(std::string_view peer, std::string_view reason, const std::string& why) {
   ++count_;
-  constexpr size_t kMaxPeers = 4096;
-  if (warned_.size() < kMaxPeers && warned_.insert(std::string(peer)).second) {
-    spdlog::warn("{}: dropped a message from peer {}: {} (further drops from it are counted, "
-                 "not logged)", process_, PrintablePeer(peer), why);
+  auto reason_it = per_reason_.find(reason);
+  if (reason_it == per_reason_.end()) reason_it = per_reason_.emplace(reason, 0).first;
+  ++reason_it->second;
+  bool first = false;
+  auto it = per_peer_.find(std::string(peer));
+  if (it != per_peer_.end()) {
+    ++it->second;
+  } else if (per_peer_.size() < kMaxPeers) {
+    per_peer_.emplace(std::string(peer), 1);
+    first = true;
   }
+  if (!first) return;
+  const int64_t now = SteadyNowMicros();
+  if (now - window_start_us_ >= 1'000'000) {
+    window_start_us_ = now;
+    lines_in_window_ = 0;
+  }
+  if (lines_in_window_ >= kLinesPerSecond) {
+    ++suppressed_;
+    return;
+  }
+  ++lines_in_window_;
+  spdlog::warn("{}: dropped a message from peer {} ({}): {} (further drops from it are counted, "
+               "not logged)", process_, PrintablePeer(peer), reason, why);
+}
+
+void DropLog::Report(int64_t now_us) {
+  if (count_ == reported_ || now_us - last_report_us_ < kReportEveryUs) return;
+  last_report_us_ = now_us;
+  reported_ = count_;
+  spdlog::warn("{}: {} messages dropped so far from {} peers ({}); {} first-drop warnings "
+               "suppressed by the rate limit", process_, count_, per_peer_.size(), Summary(),
+               suppressed_);
+}
+
+uint64_t DropLog::count_of(std::string_view peer) const {
+  auto it = per_peer_.find(std::string(peer));
+  return it == per_peer_.end() ? 0 : it->second;
+}
+
+std::string DropLog::Summary() const {
+  std::string out;
+  for (const auto& [reason, n] : per_reason_) {
+    if (!out.empty()) out += ", ";
+    out += reason + " " + std::to_string(n);
+  }
+  return out.empty() ? "none" : out;
 }
 
 Result<std::string> Bind(zmq::socket_t& socket, const std::string& endpoint) {

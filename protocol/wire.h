@@ -8,7 +8,8 @@
 
 #include <chrono>
 #include <span>
-#include <unordered_set>
+#include <map>
+#include <unordered_map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,18 +54,38 @@ Status Connect(zmq::socket_t& socket, const std::string& endpoint);
 // events. Returns an error only when polling itself is broken.
 Status Poll(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds timeout);
 
-// Counts messages dropped from peers and logs the first drop of each peer
-// (up to a bound on the peers remembered), so that a flood cannot fill the log.
+// Counts the messages dropped from peers, per peer and per reason, and logs
+// them so that a flood cannot fill the log: the first drop of each peer (of
+// up to 4096 peers), at most 10 lines a second in all, and a summary every
+// 10 seconds while drops go on (call Report from the loop).
 class DropLog {
  public:
   explicit DropLog(std::string process) : process_(std::move(process)) {}
+  // A message refused by the codec or a guard: the reason is the status code.
+  void Drop(std::string_view peer, const Status& why);
+  // A well-formed message that makes no sense where it came.
   void Drop(std::string_view peer, const std::string& why);
+  // Logs a summary when drops happened since the last one and `now_us` is
+  // 10 s past it (steady clock).
+  void Report(int64_t now_us);
   uint64_t count() const { return count_; }
+  // Drops counted for `peer` (0 for one never seen or not remembered).
+  uint64_t count_of(std::string_view peer) const;
+  // "BadSignature 3, Malformed 1": counts per reason.
+  std::string Summary() const;
 
  private:
+  void Record(std::string_view peer, std::string_view reason, const std::string& why);
+
   std::string process_;
   uint64_t count_ = 0;
-  std::unordered_set<std::string> warned_;
+  uint64_t reported_ = 0;
+  uint64_t suppressed_ = 0;
+  int64_t last_report_us_ = 0;
+  int64_t window_start_us_ = 0;
+  int lines_in_window_ = 0;
+  std::unordered_map<std::string, uint64_t> per_peer_;
+  std::map<std::string, uint64_t, std::less<>> per_reason_;
 };
 
 // Up to 16 bytes of a routing id, printable.

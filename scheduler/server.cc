@@ -12,6 +12,7 @@
 #include <zmq.hpp>
 
 #include "protocol/connection_file.h"
+#include "protocol/replay_guard.h"
 #include "protocol/wire.h"
 #include "scheduler/core.h"
 #include "scheduler/frame_builder.h"
@@ -120,6 +121,7 @@ class SchedulerServer::Impl {
       if (items[2].revents & ZMQ_POLLIN) Drain(notifier_, &Impl::OnNotifierMessage);
       FlushMonitor();
       core_.Tick();
+      drops_.Report(SteadyClock::Now());
       DrainActions();
     }
     spdlog::info("stopping: {} tasks live, {} dropped messages, {} late replies",
@@ -159,21 +161,27 @@ class SchedulerServer::Impl {
   // ---- inbound ----------------------------------------------------------
 
   void Drop(std::string_view peer, const std::string& why) { drops_.Drop(peer, why); }
+  void Drop(std::string_view peer, const Status& why) { drops_.Drop(peer, why); }
 
   // Verifies frames[first..] and decodes the header.
+  // Verifies frames[first..], decodes the header and, for a bound socket's
+  // `guard`, refuses a replay.
   Result<protocol::Header> Open(const Frames& frames, size_t first,
-                                std::vector<std::string_view>* views) {
+                                std::vector<std::string_view>* views,
+                                protocol::ReplayGuard* guard) {
     if (frames.size() < first) return Status::Malformed("no routing id");
     *views = protocol::Views(frames, first);
     ZTASK_RETURN_IF_ERROR(protocol::CheckFrames(signer_, options_.limits, *views));
-    return protocol::DecodeHeader((*views)[protocol::kFrameHeader]);
+    auto header = protocol::DecodeHeader((*views)[protocol::kFrameHeader]);
+    if (header.ok() && guard) ZTASK_RETURN_IF_ERROR(guard->Admit(*header, protocol::NowMicros()));
+    return header;
   }
 
   void OnClientMessage(Frames& frames) {
     std::vector<std::string_view> views;
-    auto header = Open(frames, 1, &views);
+    auto header = Open(frames, 1, &views, &client_guard_);
     const std::string_view peer = frames.empty() ? "" : View(frames[0]);
-    if (!header.ok()) return Drop(peer, header.status().ToString());
+    if (!header.ok()) return Drop(peer, header.status());
     switch (header->type) {
       case MsgType::kTaskRequest: return OnTaskRequest(*header, views, frames);
       case MsgType::kAbortRequest: return OnAbortRequest(views, frames);
@@ -223,9 +231,9 @@ class SchedulerServer::Impl {
 
   void OnEngineMessage(Frames& frames) {
     std::vector<std::string_view> views;
-    auto header = Open(frames, 1, &views);
+    auto header = Open(frames, 1, &views, &engine_guard_);
     const std::string_view peer = frames.empty() ? "" : View(frames[0]);
-    if (!header.ok()) return Drop(peer, header.status().ToString());
+    if (!header.ok()) return Drop(peer, header.status());
     if (header->type == MsgType::kEngineReady) {
       auto ready = protocol::DecodeBody<protocol::EngineReady>(views[protocol::kFrameContent]);
       if (!ready.ok()) return Drop(peer, "engine_ready: " + ready.status().message());
@@ -259,8 +267,8 @@ class SchedulerServer::Impl {
 
   void OnNotifierMessage(Frames& frames) {
     std::vector<std::string_view> views;
-    auto header = Open(frames, 0, &views);
-    if (!header.ok()) return Drop("hub-notifier", header.status().ToString());
+    auto header = Open(frames, 0, &views, nullptr);
+    if (!header.ok()) return Drop("hub-notifier", header.status());
     if (header->type == MsgType::kEngineRegistered) {
       auto info = protocol::DecodeBody<protocol::EngineInfo>(views[protocol::kFrameContent]);
       if (!info.ok()) return Drop("hub-notifier", "engine_registered: " + info.status().message());
@@ -491,6 +499,7 @@ class SchedulerServer::Impl {
   std::unordered_map<std::string, EngineEntry> engines_;
   std::vector<std::string> uuid_of_slot_;
   protocol::DropLog drops_{"taskscheduler"};
+  protocol::ReplayGuard client_guard_, engine_guard_;
   ServerCounters counters_;
 };
 

@@ -9,6 +9,7 @@
 
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
+#include "protocol/security.h"
 #include "protocol/wire.h"
 
 namespace ztask {
@@ -98,6 +99,7 @@ class Client::Impl {
     for (auto* s : {&scheduler_, &hub_}) {
       s->set(zmq::sockopt::linger, 1000);  // time to send what is queued at exit
       s->set(zmq::sockopt::sndhwm, 1000000);
+      protocol::SecureClient(*s, info_);
     }
     scheduler_.set(zmq::sockopt::routing_id, session_);
     scheduler_.connect(info_.scheduler.client);
@@ -268,6 +270,7 @@ class Client::Impl {
     zmq::socket_t events(context_, zmq::socket_type::sub);
     events.set(zmq::sockopt::subscribe, "");
     events.set(zmq::sockopt::linger, 0);
+    protocol::SecureClient(events, info_);
     events.connect(info_.hub.events);
     Frames frames;
     while (true) {
@@ -379,6 +382,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const std::filesystem::path& pro
     }
     return info.status();
   }
+  ZTASK_RETURN_IF_ERROR(protocol::CheckAuthenticated(*info, /*allow_insecure=*/true, path));
   if (info->hub.query.empty() || info->scheduler.client.empty()) {
     return Status::Unavailable("the cluster in " + profile.string() +
                                " has not finished starting (no hub or scheduler endpoint yet)");

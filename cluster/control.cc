@@ -39,6 +39,7 @@ Status Request(const fs::path& profile, const protocol::ClusterRequest& request)
   zmq::context_t context(1);
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
+  protocol::SecureClient(socket, *info);
   ZTASK_RETURN_IF_ERROR(protocol::Connect(socket, endpoint));
   const protocol::Header header{TaskId::Random(), protocol::MsgType::kClusterRequest,
                                 "taskctl-" + TaskId::Random().ToHex(), protocol::NowMicros()};
@@ -65,6 +66,12 @@ Status LocalCluster::OpenControl() {
   if (!info.ok()) return info.status();
   control_ = std::make_unique<Control>(info->key);
   control_->socket.set(zmq::sockopt::linger, 0);
+  auto security =
+      protocol::ServerSecurity::Create(control_->context, *info, profile_, "taskcluster control");
+  if (!security.ok()) return security.status();
+  control_->security = std::move(*security);
+  ZTASK_RETURN_IF_ERROR(control_->security->Secure(control_->socket, "control"));
+  ZTASK_RETURN_IF_ERROR(control_->security->Start());
   auto endpoint = protocol::Bind(control_->socket, "tcp://127.0.0.1:*");
   if (!endpoint.ok()) return endpoint.status();
   std::ofstream(ControlFile(profile_), std::ios::trunc) << *endpoint << "\n";

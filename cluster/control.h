@@ -7,17 +7,20 @@
 #include "cluster/local_cluster.h"
 #include "protocol/codec.h"
 #include "protocol/replay_guard.h"
+#include "protocol/security.h"
 #include "protocol/wire.h"
 
 namespace ztask::cluster {
 
 struct LocalCluster::Control {
   explicit Control(const std::string& key) : signer(key) {}
+  ~Control() { security.reset(); }  // before the socket and context
   protocol::Signer signer;
   protocol::DropLog drops{"taskcluster control"};
   protocol::ReplayGuard guard;
   zmq::context_t context{1};
   zmq::socket_t socket{context, zmq::socket_type::router};
+  std::unique_ptr<protocol::ServerSecurity> security;
 };
 
 }  // namespace ztask::cluster

@@ -68,8 +68,9 @@ std::string LocalCluster::SlurmScript(int engines, const std::string& name_prefi
   for (const auto& arg : options_.slurm_args) script += "#SBATCH " + arg + "\n";
   // Each task is one engine, named after its node and SLURM_PROCID.
   script += "exec srun " + options_.engine_program.string() + " --profile-dir " +
-            profile_.string() + (name_prefix.empty() ? "" : " --name-prefix " + name_prefix) +
-            "\n";
+            profile_.string() + (name_prefix.empty() ? "" : " --name-prefix " + name_prefix);
+  for (const auto& arg : options_.engine_args) script += " " + arg;
+  script += "\n";
   return script;
 }
 
@@ -118,6 +119,7 @@ LocalCluster::Supervised LocalCluster::NewEngine(int index, const std::string& l
     engine.argv = {options_.engine_program.string(), "--profile-dir", profile_.string(),
                    "--name", engine.name};
   }
+  engine.argv.insert(engine.argv.end(), options_.engine_args.begin(), options_.engine_args.end());
   return engine;
 }
 
@@ -138,6 +140,7 @@ LocalCluster::Supervised LocalCluster::JobOfEngines(const std::string& launcher,
     job.argv.insert(job.argv.end(),
                     {options_.engine_program.string(), "--profile-dir", profile_.string()});
     if (!prefix.empty()) job.argv.insert(job.argv.end(), {"--name-prefix", prefix});
+    job.argv.insert(job.argv.end(), options_.engine_args.begin(), options_.engine_args.end());
   } else {
     job.prefix = prefix;
   }

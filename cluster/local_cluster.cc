@@ -15,6 +15,7 @@
 #include "cluster/report.h"
 #include "cluster/util.h"
 #include "protocol/connection_file.h"
+#include "protocol/security.h"
 #include "ztask/client.h"
 
 namespace ztask::cluster {
@@ -122,22 +123,32 @@ Status LocalCluster::WaitForEndpoint(ChildProcess& process, const char* what, bo
 Status LocalCluster::Start() {
   // A fresh connection file: a new key, no endpoints until each binds.
   protocol::ConnectionInfo info;
-  info.key = protocol::GenerateKey();
+  if (options_.insecure) {
+    info.signature_scheme = protocol::kSchemeNone;
+  } else {
+    info.key = protocol::GenerateKey();
+  }
+  if (options_.curve) ZTASK_RETURN_IF_ERROR(protocol::EnableCurve(profile_, info));
   ZTASK_RETURN_IF_ERROR(protocol::WriteConnectionFile(protocol::ConnectionFilePath(profile_), info));
+  ZTASK_RETURN_IF_ERROR(
+      protocol::CheckAuthenticated(info, options_.insecure, protocol::ConnectionFilePath(profile_)));
   std::ofstream(PidFile(profile_), std::ios::trunc) << ::getpid() << "\n";
 
   const std::string bin = options_.bin_dir.string() + "/";
   const std::string dir = profile_.string();
   std::vector<std::string> hub = {bin + "taskhub", "--profile-dir", dir, "--ip", options_.ip};
   if (!options_.db.empty()) hub.insert(hub.end(), {"--db", options_.db});
+  if (options_.insecure) hub.push_back("--insecure");
   hub_ = std::make_unique<ChildProcess>(hub, logs() / "hub.log");
   Status s = WaitForEndpoint(*hub_, "hub", false);
   if (s.ok()) {
-    scheduler_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{bin + "taskscheduler", "--profile-dir", dir, "--scheme",
-                                 options_.scheme, "--hwm", std::to_string(options_.hwm), "--ip",
-                                 options_.ip},
-        logs() / "scheduler.log");
+    std::vector<std::string> scheduler = {bin + "taskscheduler", "--profile-dir", dir, "--scheme",
+                                          options_.scheme, "--hwm", std::to_string(options_.hwm),
+                                          "--ip", options_.ip};
+    if (options_.insecure) scheduler.push_back("--insecure");
+    scheduler.insert(scheduler.end(), options_.scheduler_args.begin(),
+                     options_.scheduler_args.end());
+    scheduler_ = std::make_unique<ChildProcess>(scheduler, logs() / "scheduler.log");
     s = WaitForEndpoint(*scheduler_, "scheduler", true);
   }
   if (s.ok() && !options_.location.empty()) s = WriteLocation();

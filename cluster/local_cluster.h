@@ -67,6 +67,13 @@ struct ClusterOptions {
   // The address written into the connection file when sockets bind to one
   // that others cannot dial (--ip 0.0.0.0). Default: the --ip address.
   std::string location;
+  // No key (anyone reaching the ports may run commands), or CurveZMQ on
+  // every socket (protocol/security.h).
+  bool insecure = false;
+  bool curve = false;
+  // Extra flags for the scheduler (limits) and for every engine (limits).
+  std::vector<std::string> scheduler_args;
+  std::vector<std::string> engine_args;
 };
 
 class LocalCluster final : public Stoppable {

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <thread>
+#include <tuple>
 
 #include "cluster/local_cluster.h"
 #include "cluster/report.h"
@@ -114,6 +115,22 @@ int main(int argc, char** argv) {
   start->add_option("--scancel", options.scancel, "scancel command (slurm launcher)");
   bool dry_run = false;
   start->add_flag("--dry-run", dry_run, "slurm launcher: print the batch script and start nothing");
+  start->add_flag("--insecure", options.insecure,
+                  "run without a key: anyone who can reach the ports can run commands");
+  start->add_flag("--curve", options.curve, "encrypt every connection with CurveZMQ");
+  std::string max_task_bytes, max_dependencies, max_queued, max_result_bytes, max_output_bytes;
+  start->add_option("--max-task-bytes", max_task_bytes, "largest task a client may submit")
+      ->check(CLI::PositiveNumber);
+  start->add_option("--max-dependencies", max_dependencies, "most after+follow ids of a task")
+      ->check(CLI::PositiveNumber);
+  start->add_option("--max-queued-per-client", max_queued,
+                    "most tasks of one client waiting or running at once")
+      ->check(CLI::PositiveNumber);
+  start->add_option("--max-result-bytes", max_result_bytes, "largest result an engine returns")
+      ->check(CLI::PositiveNumber);
+  start->add_option("--max-output-bytes", max_output_bytes,
+                    "stdout and stderr kept of a command task, each")
+      ->check(CLI::PositiveNumber);
   start->add_option("--engine-program", options.engine_program,
                     "program to run as each engine (default: taskengine next to taskcluster)");
   auto* stop = app.add_subcommand("stop", "stop the cluster in a profile directory");
@@ -175,6 +192,14 @@ int main(int argc, char** argv) {
     if (!s.ok()) return Fail(s.message());
     std::printf("cluster stopped\n");
     return 0;
+  }
+  for (auto [value, flag, args] :
+       {std::tuple{&max_task_bytes, "--max-task-bytes", &options.scheduler_args},
+        {&max_dependencies, "--max-dependencies", &options.scheduler_args},
+        {&max_queued, "--max-queued-per-client", &options.scheduler_args},
+        {&max_result_bytes, "--max-result-bytes", &options.engine_args},
+        {&max_output_bytes, "--max-output-bytes", &options.engine_args}}) {
+    if (!value->empty()) args->insert(args->end(), {flag, *value});
   }
   ztask::InstallStopSignals();
   auto cluster = ztask::cluster::LocalCluster::Claim(options);

@@ -20,6 +20,7 @@
 #include "engine/command.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
+#include "protocol/security.h"
 #include "protocol/signals.h"
 #include "protocol/wire.h"
 
@@ -97,6 +98,7 @@ class EngineLoop final : public Stoppable {
     for (auto* s : {&hub_, &scheduler_}) {
       s->set(zmq::sockopt::linger, 2000);
       s->set(zmq::sockopt::routing_id, uuid_);
+      protocol::SecureClient(*s, info_);
     }
     wake_loop_.bind("inproc://worker-" + uuid_);
     wake_worker_.connect("inproc://worker-" + uuid_);
@@ -322,6 +324,13 @@ class EngineLoop final : public Stoppable {
       }
       Value result = it->second(args, context);
       std::vector<uint8_t> packed = Value::to_msgpack(result);
+      if (packed.size() > options_.max_result_bytes) {
+        return fail(ErrorType::kTaskFailed,
+                    "its result is " + std::to_string(packed.size()) +
+                        " bytes, over the engine's limit of " +
+                        std::to_string(options_.max_result_bytes) +
+                        " (taskengine --max-result-bytes)");
+      }
       done->result.result.bytes.assign(packed.begin(), packed.end());
     } catch (const TimeLimitReached&) {
       fail(ErrorType::kTimeLimitExceeded,
@@ -338,6 +347,7 @@ class EngineLoop final : public Stoppable {
     if (!query_) {
       query_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
       query_->set(zmq::sockopt::linger, 0);
+      protocol::SecureClient(*query_, info_);
       query_->connect(info_.hub.query);
     }
     const int64_t deadline = SteadyMicros() + 10'000'000;
@@ -416,6 +426,8 @@ Status Engine::Run(const EngineOptions& options) {
       options.profile_dir.empty() ? protocol::DefaultProfileDir() : options.profile_dir;
   auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile));
   if (!info.ok()) return info.status();
+  ZTASK_RETURN_IF_ERROR(protocol::CheckAuthenticated(*info, /*allow_insecure=*/true,
+                                                     protocol::ConnectionFilePath(profile)));
   if (info->hub.registration.empty() || info->scheduler.engine.empty()) {
     return Status::Unavailable("the cluster in " + profile.string() +
                                " has not started its hub and scheduler yet");
@@ -439,6 +451,9 @@ int Engine::Main(int argc, char** argv) {
                  "under mpiexec or srun: the name is this prefix and the rank");
   app.add_option("--max-output-bytes", options.max_output_bytes,
                  "bytes of stdout and of stderr kept per command")
+      ->capture_default_str();
+  app.add_option("--max-result-bytes", options.max_result_bytes,
+                 "largest result of a function; a larger one fails the task")
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   try {

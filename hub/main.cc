@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-misses", options.heartbeat_misses,
                  "an engine silent for this many periods is lost")
       ->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_flag("--insecure", options.insecure,
+               "run without a key: anyone who can reach the ports can run commands");
+  app.add_flag("--curve", options.curve,
+               "encrypt every connection with CurveZMQ (when this hub makes the connection file)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   try {
     app.parse(argc, argv);

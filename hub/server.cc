@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <tuple>
 #include <unordered_set>
 #include <zmq.hpp>
 
@@ -15,6 +16,7 @@
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
 #include "protocol/replay_guard.h"
+#include "protocol/security.h"
 #include "protocol/wire.h"
 
 namespace ztask::hub {
@@ -38,7 +40,8 @@ class HubServer::Impl {
  public:
   Impl(const HubOptions& options, protocol::ConnectionInfo info, std::unique_ptr<TaskStore> store)
       : options_(options),
-        signer_(info.key),
+        info_(std::move(info)),
+        signer_(info_.key),
         store_(std::move(store)),
         registration_(context_, zmq::socket_type::router),
         query_(context_, zmq::socket_type::router),
@@ -53,18 +56,31 @@ class HubServer::Impl {
     }
   }
 
-  Result<protocol::HubEndpoints> Start() {
+  Result<protocol::HubEndpoints> Start(const std::filesystem::path& profile) {
     if (::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) return Status::IoError("cannot make a pipe");
+    auto security = protocol::ServerSecurity::Create(context_, info_, profile, "taskhub");
+    if (!security.ok()) return security.status();
+    security_ = std::move(*security);
     const std::string any = "tcp://" + options_.ip + ":*";
     protocol::HubEndpoints endpoints;
+    for (auto [socket, out, name] :
+         {std::tuple{&registration_, &endpoints.registration, "registration"},
+          {&query_, &endpoints.query, "query"},
+          {&monitor_, &endpoints.monitor, "monitor"},
+          {&notifier_, &endpoints.notifier, "notifier"},
+          {&events_, &endpoints.events, "events"}}) {
+      socket->set(zmq::sockopt::linger, 1000);
+      socket->set(zmq::sockopt::sndhwm, 1000000);
+      socket->set(zmq::sockopt::rcvhwm, 1000000);
+      socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits_.max_message_bytes));
+      ZTASK_RETURN_IF_ERROR(security_->Secure(*socket, name));
+    }
+    ZTASK_RETURN_IF_ERROR(security_->Start());
     for (auto [socket, out] : {std::pair{&registration_, &endpoints.registration},
                                {&query_, &endpoints.query},
                                {&monitor_, &endpoints.monitor},
                                {&notifier_, &endpoints.notifier},
                                {&events_, &endpoints.events}}) {
-      socket->set(zmq::sockopt::linger, 1000);
-      socket->set(zmq::sockopt::sndhwm, 1000000);
-      socket->set(zmq::sockopt::rcvhwm, 1000000);
       auto bound = protocol::Bind(*socket, any);
       if (!bound.ok()) return bound.status();
       *out = *bound;
@@ -388,12 +404,14 @@ class HubServer::Impl {
   }
 
   HubOptions options_;
+  protocol::ConnectionInfo info_;
   protocol::Signer signer_;
   protocol::Limits limits_;
   std::unique_ptr<TaskStore> store_;
   EngineRegistry registry_;
   zmq::context_t context_{1};
   zmq::socket_t registration_, query_, monitor_, notifier_, events_;
+  std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
   TaskId session_;
   uint64_t counter_ = 0;
   int wake_[2] = {-1, -1};
@@ -412,20 +430,27 @@ Result<std::unique_ptr<HubServer>> HubServer::Create(const HubOptions& options) 
       options.profile_dir.empty() ? protocol::DefaultProfileDir() : options.profile_dir;
   const auto path = protocol::ConnectionFilePath(profile);
   protocol::ConnectionInfo initial;
-  initial.key = protocol::GenerateKey();
-  protocol::ConnectionInfo info = initial;
   std::error_code ec;
-  if (std::filesystem::exists(path, ec)) {
+  if (options.insecure) {
+    initial.signature_scheme = protocol::kSchemeNone;
+  } else {
+    initial.key = protocol::GenerateKey();
+  }
+  const bool fresh = !std::filesystem::exists(path, ec);
+  if (fresh && options.curve) ZTASK_RETURN_IF_ERROR(protocol::EnableCurve(profile, initial));
+  protocol::ConnectionInfo info = initial;
+  if (!fresh) {
     auto read = protocol::ReadConnectionFile(path);
     if (!read.ok()) return read.status();
     info = *read;
   }
+  ZTASK_RETURN_IF_ERROR(protocol::CheckAuthenticated(info, options.insecure, path));
   const std::string db = options.db.empty() ? (profile / "tasks.db").string() : options.db;
   std::filesystem::create_directories(profile, ec);
   auto store = TaskStore::Open(db);
   if (!store.ok()) return store.status();
   auto impl = std::make_unique<Impl>(options, info, std::move(*store));
-  auto endpoints = impl->Start();
+  auto endpoints = impl->Start(profile);
   if (!endpoints.ok()) return endpoints.status();
   ZTASK_RETURN_IF_ERROR(protocol::UpdateConnectionFile(
       path, info, [&](protocol::ConnectionInfo& c) { c.hub = *endpoints; }));

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -113,6 +114,20 @@ Result<ConnectionInfo> Parse(const std::string& text, const fs::path& path) {
   if (!scheduler.ok()) return scheduler.status();
   ZTASK_RETURN_IF_ERROR(Field(**scheduler, "scheduler", "client", info.scheduler.client, path));
   ZTASK_RETURN_IF_ERROR(Field(**scheduler, "scheduler", "engine", info.scheduler.engine, path));
+  if (root.contains("curve")) {
+    auto curve = Section(root, "curve", path);
+    if (!curve.ok()) return curve.status();
+    CurveKeys& keys = info.curve;
+    for (auto [name, out] : {std::pair{"server_public", &keys.server_public},
+                             {"client_public", &keys.client_public},
+                             {"client_secret", &keys.client_secret}}) {
+      ZTASK_RETURN_IF_ERROR(Field(**curve, "curve", name, *out, path));
+      if (out->size() != 40) {
+        return Status::InvalidArgument("connection file " + path.string() + ": curve." + name +
+                                       " must be a 40-character Z85 key");
+      }
+    }
+  }
   return info;
 }
 
@@ -129,6 +144,11 @@ std::string Serialize(const ConnectionInfo& info) {
         {"events", info.hub.events}}},
       {"scheduler", {{"client", info.scheduler.client}, {"engine", info.scheduler.engine}}},
   };
+  if (info.curve.enabled()) {
+    root["curve"] = {{"server_public", info.curve.server_public},
+                     {"client_public", info.curve.client_public},
+                     {"client_secret", info.curve.client_secret}};
+  }
   return root.dump(2) + "\n";
 }
 
@@ -171,6 +191,21 @@ std::string GenerateKey() {
   std::string key(32, '\0');
   randombytes_buf(key.data(), key.size());
   return key;
+}
+
+Status CheckAuthenticated(const ConnectionInfo& info, bool allow_insecure, const fs::path& path) {
+  if (info.signature_scheme != kSchemeNone) return Status::Ok();
+  if (!allow_insecure) {
+    return Status::PermissionDenied(
+        "connection file " + path.string() +
+        " has no key, so anyone who can reach the cluster's ports could run commands on its "
+        "engines; start the cluster again without --insecure, or pass --insecure to accept that");
+  }
+  std::fprintf(stderr,
+               "WARNING: the cluster in %s runs without a key (--insecure): anyone who can reach "
+               "its ports can run commands on its engines\n",
+               path.parent_path().c_str());
+  return Status::Ok();
 }
 
 Result<ConnectionInfo> ReadConnectionFile(const fs::path& path) {

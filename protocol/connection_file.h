@@ -5,7 +5,10 @@
 //   {"version": 1, "signature_scheme": "hmac-sha256", "key": "<64 hex>",
 //    "hub": {"registration": ..., "query": ..., "notifier": ..., "monitor": ...,
 //            "events": ...},
-//    "scheduler": {"client": ..., "engine": ...}}
+//    "scheduler": {"client": ..., "engine": ...},
+//    "curve": {"server_public": "<Z85>", "client_public": ..., "client_secret": ...}}
+//
+// "curve" is there only for a cluster started with --curve (see security.h).
 //
 // A server fills in its own section when it has bound its sockets; an empty
 // endpoint means that part has not started yet.
@@ -42,11 +45,22 @@ struct SchedulerEndpoints {
   friend bool operator==(const SchedulerEndpoints&, const SchedulerEndpoints&) = default;
 };
 
+// CurveZMQ keys, Z85 text (40 characters each). The servers' secret key is
+// not here: it stays in the profile directory (security.h).
+struct CurveKeys {
+  std::string server_public;
+  std::string client_public;
+  std::string client_secret;
+  bool enabled() const { return !server_public.empty(); }
+  friend bool operator==(const CurveKeys&, const CurveKeys&) = default;
+};
+
 struct ConnectionInfo {
   std::string signature_scheme{kSchemeHmac};
   std::string key;  // raw key bytes; empty only with scheme "none"
   HubEndpoints hub;
   SchedulerEndpoints scheduler;
+  CurveKeys curve;
   friend bool operator==(const ConnectionInfo&, const ConnectionInfo&) = default;
 };
 
@@ -56,6 +70,12 @@ std::filesystem::path ConnectionFilePath(const std::filesystem::path& profile_di
 
 // 32 random bytes: a fresh cluster key.
 std::string GenerateKey();
+
+// A cluster without a key ("none") may only run when its user asked for it
+// (allow_insecure, from --insecure): then this logs a warning to stderr;
+// otherwise it is an error saying how to fix it.
+Status CheckAuthenticated(const ConnectionInfo& info, bool allow_insecure,
+                          const std::filesystem::path& path);
 
 // Reads and validates. Errors name the file and what is wrong: missing file,
 // not JSON, a missing or mistyped field, a mode that lets others read it.

@@ -11,9 +11,9 @@
 namespace ztask {
 namespace {
 
-constexpr std::array<std::string_view, 8> kErrorNames = {
+constexpr std::array<std::string_view, 9> kErrorNames = {
     "", "TaskFailed", "ImpossibleDependency", "InvalidDependency",
-    "TaskTimeout", "TimeLimitExceeded", "EngineError", "TaskAborted"};
+    "TaskTimeout", "TimeLimitExceeded", "EngineError", "TaskAborted", "TaskRejected"};
 
 uint64_t LoadBigEndian(const char* p) {
   uint64_t v = 0;

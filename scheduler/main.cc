@@ -30,6 +30,16 @@ int main(int argc, char** argv) {
   app.add_option("--max-message-bytes", options.limits.max_message_bytes,
                  "largest message accepted")
       ->capture_default_str();
+  app.add_option("--max-task-bytes", options.task_limits.max_task_bytes,
+                 "largest task (content and buffers); a larger one fails with TaskRejected")
+      ->capture_default_str();
+  app.add_option("--max-dependencies", options.task_limits.max_dependencies,
+                 "most after+follow ids of one task")
+      ->capture_default_str();
+  app.add_option("--max-queued-per-client", options.task_limits.max_queued_per_client,
+                 "most tasks of one client waiting or running at once")
+      ->capture_default_str();
+  app.add_flag("--insecure", options.insecure, "accept a connection file without a key");
   app.add_option("--seed", options.seed, "seed of the sampling schemes; 0: random");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   try {

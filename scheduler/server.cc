@@ -13,6 +13,7 @@
 
 #include "protocol/connection_file.h"
 #include "protocol/replay_guard.h"
+#include "protocol/security.h"
 #include "protocol/wire.h"
 #include "scheduler/core.h"
 #include "scheduler/frame_builder.h"
@@ -57,8 +58,9 @@ constexpr size_t kBatch = 256;  // messages per socket per turn
 class SchedulerServer::Impl {
  public:
   Impl(const SchedulerOptions& options, protocol::ConnectionInfo info,
-       std::unique_ptr<Scheme> scheme)
+       std::unique_ptr<Scheme> scheme, std::filesystem::path profile)
       : options_(options),
+        profile_(std::move(profile)),
         info_(std::move(info)),
         signer_(info_.key),
         core_(CoreOptions{options.hwm}, std::move(scheme), &clock_),
@@ -75,13 +77,20 @@ class SchedulerServer::Impl {
 
   Status Start() {
     if (::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) return Status::IoError("cannot make a pipe");
-    for (zmq::socket_t* s : {&client_, &engine_}) {
+    auto security = protocol::ServerSecurity::Create(context_, info_, profile_, "taskscheduler");
+    if (!security.ok()) return security.status();
+    security_ = std::move(*security);
+    for (auto [s, name] : {std::pair{&client_, "client"}, {&engine_, "engine"}}) {
       s->set(zmq::sockopt::router_mandatory, 1);
       s->set(zmq::sockopt::sndhwm, 1000000);
       s->set(zmq::sockopt::rcvhwm, 1000000);
       s->set(zmq::sockopt::linger, 1000);
       s->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options_.limits.max_message_bytes));
+      ZTASK_RETURN_IF_ERROR(security_->Secure(*s, name));
     }
+    ZTASK_RETURN_IF_ERROR(security_->Start());
+    protocol::SecureClient(notifier_, info_);
+    protocol::SecureClient(monitor_, info_);
     auto client = protocol::Bind(client_, options_.client_endpoint);
     if (!client.ok()) return client.status();
     auto engine = protocol::Bind(engine_, options_.engine_endpoint);
@@ -196,23 +205,71 @@ class SchedulerServer::Impl {
     const std::string_view peer = View(frames[0]);
     auto meta = protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]);
     if (!meta.ok()) return Drop(peer, "task_request metadata: " + meta.status().message());
+    if (std::string why = OverLimit(*meta, views, peer); !why.empty()) {
+      return Reject(header, frames, why);
+    }
     auto [it, inserted] = pending_.try_emplace(header.id);
     if (!inserted) {
       ++counters_.duplicate_tasks;
       return Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
     }
     it->second.frames = std::move(frames);
+    ++queued_per_client_[std::string(peer)];
     Submission submission{header.id,        ToSet(meta->after), ToSet(meta->follow),
                           meta->targets,    meta->timeout_s,    meta->retries,
                           meta->priority};
     // Monitor first, so the hub hears of the task before of its outcome.
     SendMonitor(MonitorCopy(MsgType::kTaskSubmitted, it->second.frames));
     if (!core_.Submit(submission)) {
-      pending_.erase(it);
+      Forget(it);
       ++counters_.duplicate_tasks;
       return Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
     }
     DrainActions();
+  }
+
+  // Why a task may not be taken (TaskLimits), or "".
+  std::string OverLimit(const protocol::RoutingMeta& meta,
+                        const std::vector<std::string_view>& views, std::string_view client) {
+    const TaskLimits& limits = options_.task_limits;
+    size_t bytes = 0;
+    for (size_t i = protocol::kFrameContent; i < views.size(); ++i) bytes += views[i].size();
+    if (bytes > limits.max_task_bytes) {
+      return "the task is " + std::to_string(bytes) + " bytes, over the limit of " +
+             std::to_string(limits.max_task_bytes) + " (taskscheduler --max-task-bytes)";
+    }
+    const size_t deps = meta.after.ids.size() + meta.follow.ids.size();
+    if (deps > limits.max_dependencies) {
+      return "the task has " + std::to_string(deps) + " dependencies, over the limit of " +
+             std::to_string(limits.max_dependencies) + " (taskscheduler --max-dependencies)";
+    }
+    auto queued = queued_per_client_.find(std::string(client));
+    if (queued != queued_per_client_.end() && queued->second >= limits.max_queued_per_client) {
+      return "this client has " + std::to_string(queued->second) +
+             " tasks waiting or running, the limit (taskscheduler --max-queued-per-client); "
+             "wait for some before submitting more";
+    }
+    return "";
+  }
+
+  // Fails a task at once, recorded in the hub like any other outcome.
+  void Reject(const protocol::Header& header, Frames& frames, const std::string& why) {
+    ++counters_.rejected;
+    spdlog::warn("rejected task {} of client {}: {}", header.id.ToHex(),
+                 protocol::PrintablePeer(View(frames[0])), why);
+    SendMonitor(MonitorCopy(MsgType::kTaskSubmitted, frames));
+    Action a{.kind = Action::Kind::kFail, .task = header.id, .error = ErrorType::kTaskRejected,
+             .message = why};
+    FailTask(a, frames);
+  }
+
+  // The request of a task with its final outcome, and its client's count.
+  void Forget(std::unordered_map<TaskId, Pending, TaskIdHash>::iterator it) {
+    auto queued = queued_per_client_.find(std::string(View(it->second.frames[0])));
+    if (queued != queued_per_client_.end() && --queued->second == 0) {
+      queued_per_client_.erase(queued);
+    }
+    pending_.erase(it);
   }
 
   void OnAbortRequest(const std::vector<std::string_view>& views, Frames& frames) {
@@ -338,11 +395,11 @@ class SchedulerServer::Impl {
       case Action::Kind::kDispatch: return Dispatch(a, request);
       case Action::Kind::kDeliver:
         Deliver(a, request);
-        pending_.erase(it);
+        Forget(it);
         return;
       case Action::Kind::kFail:
         FailTask(a, request);
-        pending_.erase(it);
+        Forget(it);
         return;
       case Action::Kind::kRetry: return Retried(a, request);
       case Action::Kind::kRetire: return;  // handled above
@@ -478,6 +535,7 @@ class SchedulerServer::Impl {
   }
 
   SchedulerOptions options_;
+  std::filesystem::path profile_;
   protocol::ConnectionInfo info_;
   protocol::Signer signer_;
   SteadyClock clock_;
@@ -485,6 +543,8 @@ class SchedulerServer::Impl {
 
   zmq::context_t context_{1};
   zmq::socket_t client_, engine_, notifier_, monitor_;
+  std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
+  std::unordered_map<std::string, size_t> queued_per_client_;
   bool monitor_enabled_ = false;
   std::deque<Frames> monitor_backlog_;
   std::string client_endpoint_, engine_endpoint_;
@@ -518,7 +578,8 @@ Result<std::unique_ptr<SchedulerServer>> SchedulerServer::Create(const Scheduler
   const auto path = protocol::ConnectionFilePath(profile);
   auto info = protocol::ReadConnectionFile(path);
   if (!info.ok()) return info.status();
-  auto impl = std::make_unique<Impl>(options, *info, std::move(scheme));
+  ZTASK_RETURN_IF_ERROR(protocol::CheckAuthenticated(*info, options.insecure, path));
+  auto impl = std::make_unique<Impl>(options, *info, std::move(scheme), profile);
   ZTASK_RETURN_IF_ERROR(impl->Start());
   const std::string client = impl->client_endpoint(), engine = impl->engine_endpoint();
   ZTASK_RETURN_IF_ERROR(protocol::UpdateConnectionFile(

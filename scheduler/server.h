@@ -25,6 +25,15 @@
 
 namespace ztask::scheduler {
 
+struct TaskLimits {
+  // Bytes of a task's content and buffers (its function, arguments, command).
+  size_t max_task_bytes = size_t{16} << 20;
+  // Ids in a task's after and follow lists together.
+  size_t max_dependencies = 100000;
+  // Tasks of one client waiting or running at once.
+  size_t max_queued_per_client = size_t{1} << 20;
+};
+
 struct SchedulerOptions {
   // Scheme name (scheme.h). Default: "leastload".
   std::string scheme = "leastload";
@@ -39,6 +48,11 @@ struct SchedulerOptions {
   protocol::Limits limits;
   // Seed for the sampling schemes; 0 picks one at random. Default: 0.
   uint64_t seed = 0;
+  // What one task and one client may ask; over a limit, the task fails at
+  // once with TaskRejected and a message naming the limit.
+  TaskLimits task_limits;
+  // Accept a connection file without a key.
+  bool insecure = false;
 };
 
 struct ServerCounters {
@@ -47,6 +61,7 @@ struct ServerCounters {
   uint64_t late_replies = 0;     // replies from an engine not running the task
   uint64_t unknown_engines = 0;  // replies from an engine never registered
   uint64_t undeliverable = 0;    // replies to a client that is gone
+  uint64_t rejected = 0;         // tasks over a limit (TaskLimits)
 };
 
 class SchedulerServer final : public Stoppable {

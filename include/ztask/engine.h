@@ -67,6 +67,9 @@ struct EngineOptions {
   std::string name_prefix;
   // Most bytes of stdout and of stderr kept per command. Default: 1 MiB.
   size_t max_output_bytes = size_t{1} << 20;
+  // Most bytes of a function's result (msgpack); a larger one fails the
+  // task. Default: 16 MiB.
+  size_t max_result_bytes = size_t{16} << 20;
   // How long to wait for the hub to answer the registration. Default: 10 s.
   int register_timeout_ms = 10000;
 };

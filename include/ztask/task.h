@@ -39,6 +39,7 @@ enum class ErrorType : uint8_t {
   kTimeLimitExceeded,     // ran longer than its time limit
   kEngineError,           // its engine was lost while it ran
   kTaskAborted,           // aborted before it started
+  kTaskRejected,          // over a limit of the cluster (size, dependencies, queue)
 };
 
 std::string_view ErrorTypeName(ErrorType type);

@@ -2,6 +2,7 @@
 #ifndef ZTASK_CLUSTER_CONTROL_H_
 #define ZTASK_CLUSTER_CONTROL_H_
 
+#include <cstdio>
 #include <zmq.hpp>
 
 #include "cluster/local_cluster.h"
@@ -14,7 +15,13 @@ namespace ztask::cluster {
 
 struct LocalCluster::Control {
   explicit Control(const std::string& key) : signer(key) {}
-  ~Control() { security.reset(); }  // before the socket and context
+  ~Control() {
+    security.reset();  // before the socket and context
+    if (drops.count() > 0) {
+      std::fprintf(stderr, "taskcluster control: %llu dropped messages (%s)\n",
+                   static_cast<unsigned long long>(drops.count()), drops.Summary().c_str());
+    }
+  }
   protocol::Signer signer;
   protocol::DropLog drops{"taskcluster control"};
   protocol::ReplayGuard guard;

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <cstdio>
 #include <thread>
 #include <tuple>
@@ -63,6 +65,10 @@ int Daemonize(ztask::cluster::LocalCluster& cluster) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Its messages (the control socket's drops among them) go to stderr, which
+  // a daemonized supervisor points at logs/cluster.log.
+  spdlog::set_default_logger(spdlog::stderr_color_st("taskcluster"));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskcluster %l: %v");
   CLI::App app{"taskcluster: start a ztask cluster on this machine, or stop one"};
   app.require_subcommand(1);
   ztask::cluster::ClusterOptions options;

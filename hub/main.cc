@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-misses", options.heartbeat_misses,
                  "an engine silent for this many periods is lost")
       ->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--max-engines", options.max_engines, "engines registered at once")
+      ->capture_default_str();
   app.add_flag("--insecure", options.insecure,
                "run without a key: anyone who can reach the ports can run commands");
   app.add_flag("--curve", options.curve,

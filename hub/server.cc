@@ -179,7 +179,20 @@ class HubServer::Impl {
     switch (header->type) {
       case MsgType::kRegistrationRequest: {
         auto request = protocol::DecodeBody<protocol::RegistrationRequest>(content);
-        if (!request.ok()) return Drop(View(frames[0]), request.status().message());
+        if (!request.ok()) return Drop(View(frames[0]), request.status());
+        if (registry_.size() >= options_.max_engines && !registry_.UuidOfName(request->name)) {
+          ++refused_registrations_;
+          if (refused_registrations_ == 1 || refused_registrations_ % 1000 == 0) {
+            spdlog::warn("refused {} registrations: {} engines is the limit (taskhub "
+                         "--max-engines)", refused_registrations_, options_.max_engines);
+          }
+          return Reply(registration_, frames[0], MsgType::kRegistrationReply, *header,
+                       protocol::RegistrationReply{
+                           false, -1,
+                           "the hub has " + std::to_string(registry_.size()) +
+                               " engines, its limit (taskhub --max-engines)",
+                           0});
+        }
         auto registered = registry_.Register(*request, SteadyMicros(), protocol::NowMicros());
         if (registered.replaced) EngineGone(*registered.replaced, "restarted");
         Reply(registration_, frames[0], MsgType::kRegistrationReply, *header,
@@ -196,7 +209,7 @@ class HubServer::Impl {
       }
       case MsgType::kHeartbeat: {
         auto ref = protocol::DecodeBody<protocol::EngineRef>(content);
-        if (!ref.ok()) return Drop(View(frames[0]), ref.status().message());
+        if (!ref.ok()) return Drop(View(frames[0]), ref.status());
         if (registry_.Touch(ref->uuid, SteadyMicros())) {
           return Reply(registration_, frames[0], MsgType::kHeartbeat, *header, *ref);
         }
@@ -206,7 +219,7 @@ class HubServer::Impl {
       }
       case MsgType::kUnregistration: {
         auto ref = protocol::DecodeBody<protocol::EngineRef>(content);
-        if (!ref.ok()) return Drop(View(frames[0]), ref.status().message());
+        if (!ref.ok()) return Drop(View(frames[0]), ref.status());
         if (auto gone = registry_.Unregister(ref->uuid)) {
           EngineGone({gone->info.id, gone->info.uuid}, "unregistered");
         }
@@ -316,7 +329,7 @@ class HubServer::Impl {
     switch (header->type) {
       case MsgType::kResultRequest: {
         auto request = protocol::DecodeBody<protocol::TaskIdList>(content);
-        if (!request.ok()) return Drop(View(frames[0]), request.status().message());
+        if (!request.ok()) return Drop(View(frames[0]), request.status());
         protocol::ResultReply reply;
         if (request->task_ids.empty()) {  // an empty list asks for every record
           for (const auto& [id, r] : store_->records()) reply.records.push_back(r);
@@ -337,7 +350,7 @@ class HubServer::Impl {
                      protocol::EnginesReply{registry_.Listing()});
       case MsgType::kEngineState: {
         auto state = protocol::DecodeBody<protocol::EngineState>(content);
-        if (!state.ok()) return Drop(View(frames[0]), state.status().message());
+        if (!state.ok()) return Drop(View(frames[0]), state.status());
         registry_.SetSupervised(*state);
         spdlog::info("engine {} is {}: {}", state->name, state->state, state->text);
         // Draining: the scheduler stops giving it tasks, and retires it when
@@ -367,7 +380,7 @@ class HubServer::Impl {
       }
       case MsgType::kPurgeRequest: {
         auto request = protocol::DecodeBody<protocol::PurgeRequest>(content);
-        if (!request.ok()) return Drop(View(frames[0]), request.status().message());
+        if (!request.ok()) return Drop(View(frames[0]), request.status());
         const auto count = static_cast<int64_t>(store_->Purge(request->task_ids, request->all));
         return Reply(query_, frames[0], MsgType::kPurgeReply, *header, protocol::Count{count});
       }
@@ -423,6 +436,7 @@ class HubServer::Impl {
   protocol::ReplayGuard registration_guard_, query_guard_, monitor_guard_{{.window_us = 0}};
   int64_t next_announce_ = 0;
   bool flush_failing_ = false;
+  uint64_t refused_registrations_ = 0;
 };
 
 Result<std::unique_ptr<HubServer>> HubServer::Create(const HubOptions& options) {

@@ -32,6 +32,8 @@ struct HubOptions {
   // within 3-4 s).
   int heartbeat_ms = 1000;
   int heartbeat_misses = 3;
+  // Engines registered at once; more are refused with a reason.
+  size_t max_engines = 100000;
   // A connection file made here has no key (and needs this to be read back).
   bool insecure = false;
   // A connection file made here turns CurveZMQ on (security.h).

@@ -1,0 +1,313 @@
+// Security end to end: the key by default, --insecure, replays, CURVE, and
+// the limits on what a client or an engine may send.
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <zmq.hpp>
+
+#include "protocol/codec.h"
+#include "protocol/connection_file.h"
+#include "protocol/wire.h"
+#include "tests/support/cluster_fixture.h"
+
+namespace ztask::testing {
+namespace {
+
+using protocol::MsgType;
+
+std::string ReadText(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Polls until `condition` holds or `seconds` pass.
+template <class F>
+bool Eventually(F condition, double seconds = 20) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return condition();
+}
+
+// A DEALER that speaks the wire protocol by hand, as an attacker would.
+class RawPeer {
+ public:
+  explicit RawPeer(const std::string& endpoint, const protocol::CurveKeys* curve = nullptr) {
+    socket_.set(zmq::sockopt::linger, 0);
+    if (curve) {
+      socket_.set(zmq::sockopt::curve_serverkey, curve->server_public);
+      socket_.set(zmq::sockopt::curve_publickey, curve->client_public);
+      socket_.set(zmq::sockopt::curve_secretkey, curve->client_secret);
+    }
+    socket_.connect(endpoint);
+  }
+  void Send(const std::vector<std::string>& frames) {
+    protocol::Frames out;
+    for (const auto& f : frames) out.push_back(protocol::Frame(f));
+    ASSERT_TRUE(protocol::SendFrames(socket_, out).ok());
+  }
+  // One message within `ms`, or nothing.
+  bool Receive(protocol::Frames& frames, int ms) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    (void)protocol::Poll(&item, 1, std::chrono::milliseconds(ms));
+    return protocol::TryReceive(socket_, frames);
+  }
+
+ private:
+  zmq::context_t context_{1};
+  zmq::socket_t socket_{context_, zmq::socket_type::dealer};
+};
+
+std::vector<std::string> CommandRequest(const protocol::Signer& signer, const std::string& session,
+                                        const TaskId& id, std::vector<std::string> argv) {
+  protocol::TaskSpec spec;
+  spec.kind = "command";
+  spec.argv = std::move(argv);
+  return protocol::EncodeMessage(signer,
+                                 {id, MsgType::kTaskRequest, session, protocol::NowMicros()},
+                                 std::nullopt, protocol::RoutingMeta{}, spec);
+}
+
+TEST_F(ClusterTest, EveryClusterGetsAFreshKeyInAPrivateFile) {
+  StartCluster(1);
+  const auto path = protocol::ConnectionFilePath(profile());
+  auto first = protocol::ReadConnectionFile(path);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->signature_scheme, "hmac-sha256");
+  EXPECT_EQ(first->key.size(), 32u);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  client_.reset();
+  Ran stopped = RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_);
+  ASSERT_EQ(stopped.code, 0) << stopped.err;
+  running_ = false;
+  StartCluster(1);
+  auto second = protocol::ReadConnectionFile(path);
+  ASSERT_TRUE(second.ok());
+  EXPECT_NE(first->key, second->key) << "a new cluster, a new key";
+
+  ::chmod(path.c_str(), 0644);
+  Ran readable = Ctl({"engines"});
+  EXPECT_EQ(readable.code, 2);
+  EXPECT_NE(readable.err.find("can be read by others"), std::string::npos) << readable.err;
+  ::chmod(path.c_str(), 0600);
+}
+
+TEST_F(ClusterTest, RunningWithoutAKeyNeedsInsecureAndWarns) {
+  // A keyless connection file: the hub refuses it unless told --insecure.
+  const auto other = dir_.path() / "keyless";
+  protocol::ConnectionInfo keyless;
+  keyless.signature_scheme = std::string(protocol::kSchemeNone);
+  ASSERT_TRUE(protocol::WriteConnectionFile(protocol::ConnectionFilePath(other), keyless).ok());
+  Ran refused = RunProgram({kBin + "/taskhub", "--profile-dir", other.string(), "--db", ":memory:"},
+                           dir_, 20);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("has no key"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--insecure"), std::string::npos) << refused.err;
+
+  std::vector<std::string> argv = {kBin + "/taskcluster", "start", "--profile-dir", profile(),
+                                   "--daemonize", "-n", "1", "--insecure"};
+  Ran started = RunProgram(argv, dir_);
+  ASSERT_EQ(started.code, 0) << started.err;
+  running_ = true;
+  EXPECT_NE(started.err.find("WARNING"), std::string::npos) << started.err;
+  auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile()));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->signature_scheme, "none");
+  const std::string id = Submit({"--fn", "noop"});
+  auto records = Wait({id});
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["status"], "ok");
+}
+
+TEST_F(ClusterTest, ACapturedRequestSentAgainDoesNotRunAgain) {
+  StartCluster(1);
+  auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile()));
+  ASSERT_TRUE(info.ok());
+  const protocol::Signer signer(info->key);
+  const auto marks = dir_.path() / "marks";
+  const TaskId id = TaskId::Random();
+  const auto captured = CommandRequest(signer, "victim", id,
+                                       {"sh", "-c", "echo ran >> " + marks.string()});
+  {
+    RawPeer victim(info->scheduler.client);
+    victim.Send(captured);
+    protocol::Frames reply;
+    ASSERT_TRUE(victim.Receive(reply, 20000)) << "the genuine request is answered";
+  }
+  RawPeer attacker(info->scheduler.client);
+  attacker.Send(captured);
+  // A later genuine task through the same scheduler: once it is done, the
+  // replay (sent before it) has certainly been handled.
+  const std::string later = Submit({"--fn", "noop"});
+  ASSERT_EQ(Wait({later}).size(), 1u);
+  protocol::Frames none;
+  EXPECT_FALSE(attacker.Receive(none, 200)) << "no reply to a replay";
+  EXPECT_EQ(ReadText(marks), "ran\n") << "the command ran once";
+  EXPECT_TRUE(Eventually([&] {
+    return ReadText(dir_.path() / "profile" / "logs" / "scheduler.log").find("replayed message") !=
+           std::string::npos;
+  }));
+}
+
+TEST_F(ClusterTest, CurveEncryptsAndLetsInOnlyTheClustersKeys) {
+  StartCluster(1, {"--curve"});
+  const auto path = protocol::ConnectionFilePath(profile());
+  auto info = protocol::ReadConnectionFile(path);
+  ASSERT_TRUE(info.ok());
+  ASSERT_TRUE(info->curve.enabled());
+  struct stat st {};
+  ASSERT_EQ(::stat((std::filesystem::path(profile()) / "curve-server.secret").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(ReadText(path).find(ReadText(std::filesystem::path(profile()) / "curve-server.secret")
+                                    .substr(0, 40)),
+            std::string::npos)
+      << "the servers' secret key is not in the connection file";
+
+  // The cluster's own clients and engines work as before.
+  const std::string id = Submit({"--fn", "echo", "--args", "[1, 2]"});
+  auto records = Wait({id});
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["status"], "ok");
+  EXPECT_EQ(records[0]["result"], Value({1, 2}));
+
+  // A peer with the HMAC key but no CURVE keys, and one with the server's
+  // public key but a client key of its own: neither gets through.
+  const protocol::Signer signer(info->key);
+  RawPeer plain(info->scheduler.client);
+  plain.Send(CommandRequest(signer, "plain", TaskId::Random(), {"true"}));
+  protocol::CurveKeys stranger = info->curve;
+  char public_key[41], secret_key[41];
+  ASSERT_EQ(zmq_curve_keypair(public_key, secret_key), 0);
+  stranger.client_public = public_key;
+  stranger.client_secret = secret_key;
+  RawPeer impostor(info->scheduler.client, &stranger);
+  impostor.Send(CommandRequest(signer, "impostor", TaskId::Random(), {"true"}));
+  protocol::Frames none;
+  EXPECT_FALSE(plain.Receive(none, 1000));
+  EXPECT_FALSE(impostor.Receive(none, 1000));
+  const auto log = std::filesystem::path(profile()) / "logs" / "scheduler.log";
+  EXPECT_TRUE(Eventually([&] {
+    const std::string text = ReadText(log);
+    return text.find("does not use CURVE") != std::string::npos &&
+           text.find("unknown client key") != std::string::npos;
+  })) << ReadText(log);
+  auto all = client_->FetchAll();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 1u) << "only the genuine task reached the cluster";
+}
+
+TEST_F(ClusterTest, TasksOverALimitFailWithAClearError) {
+  StartCluster(1, {"--max-task-bytes", "2000", "--max-dependencies", "2",
+                   "--max-queued-per-client", "3", "--max-result-bytes", "1000",
+                   "--max-output-bytes", "100"});
+  auto wait_one = [&](const TaskId& id) {
+    EXPECT_TRUE(client_->Wait({id}, 60).ok());
+    auto records = client_->Fetch({id});
+    EXPECT_TRUE(records.ok());
+    return records.ok() && records->size() == 1 ? (*records)[0] : TaskInfo{};
+  };
+  TaskOptions big;
+  big.function = "echo";
+  big.args = std::string(3000, 'x');
+  auto too_big = client_->Submit(big);
+  ASSERT_TRUE(too_big.ok());
+  TaskInfo r = wait_one(*too_big);
+  EXPECT_EQ(r.error_type, ErrorType::kTaskRejected);
+  EXPECT_NE(r.error_message.find("--max-task-bytes"), std::string::npos) << r.error_message;
+
+  TaskOptions many;
+  many.function = "noop";
+  many.after.ids = {TaskId::Random(), TaskId::Random(), TaskId::Random()};
+  auto too_many = client_->Submit(many);
+  ASSERT_TRUE(too_many.ok());
+  r = wait_one(*too_many);
+  EXPECT_EQ(r.error_type, ErrorType::kTaskRejected);
+  EXPECT_NE(r.error_message.find("--max-dependencies"), std::string::npos) << r.error_message;
+
+  TaskOptions large_result;
+  large_result.function = "echo";
+  large_result.args = std::string(1500, 'y');
+  auto result = client_->Submit(large_result);
+  ASSERT_TRUE(result.ok());
+  r = wait_one(*result);
+  EXPECT_EQ(r.error_type, ErrorType::kTaskFailed);
+  EXPECT_NE(r.error_message.find("--max-result-bytes"), std::string::npos) << r.error_message;
+
+  TaskOptions loud;
+  loud.command = {"sh", "-c", "head -c 5000 /dev/zero | tr '\\0' 'z'"};
+  auto output = client_->Submit(loud);
+  ASSERT_TRUE(output.ok());
+  r = wait_one(*output);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.stdout_text.size(), 100u);
+  EXPECT_TRUE(r.stdout_truncated);
+
+  // Three tasks of this client wait or run; a fourth is refused, and once
+  // they are done there is room again.
+  TaskOptions slow;
+  slow.function = "sleep";
+  slow.args = 0.5;
+  std::vector<TaskId> queued;
+  for (int i = 0; i < 3; ++i) {
+    auto id = client_->Submit(slow);
+    ASSERT_TRUE(id.ok());
+    queued.push_back(*id);
+  }
+  TaskOptions quick;
+  quick.function = "noop";
+  auto fourth = client_->Submit(quick);
+  ASSERT_TRUE(fourth.ok());
+  r = wait_one(*fourth);
+  EXPECT_EQ(r.error_type, ErrorType::kTaskRejected);
+  EXPECT_NE(r.error_message.find("--max-queued-per-client"), std::string::npos) << r.error_message;
+  ASSERT_TRUE(client_->Wait(queued, 60).ok());
+  auto fifth = client_->Submit(quick);
+  ASSERT_TRUE(fifth.ok());
+  EXPECT_TRUE(wait_one(*fifth).ok());
+}
+
+TEST(HubLimits, RegistrationsPastMaxEnginesAreRefusedWithAReason) {
+  TempDir dir;
+  const auto profile = dir.path() / "profile";
+  ChildProcess hub({kBin + "/taskhub", "--profile-dir", profile.string(), "--db", ":memory:",
+                    "--max-engines", "1"},
+                   dir.path() / "hub.log");
+  Result<protocol::ConnectionInfo> info = Status::NotFound("");
+  ASSERT_TRUE(Eventually([&] {
+    info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile));
+    return info.ok() && !info->hub.registration.empty();
+  }));
+  const protocol::Signer signer(info->key);
+  RawPeer engine(info->hub.registration);
+  auto register_as = [&](const std::string& name) {
+    protocol::RegistrationRequest request;
+    request.uuid = name + "-uuid";
+    request.name = name;
+    engine.Send(protocol::EncodeMessage(
+        signer, {TaskId::Random(), MsgType::kRegistrationRequest, "s", protocol::NowMicros()},
+        std::nullopt, protocol::Empty{}, request));
+    protocol::Frames reply;
+    EXPECT_TRUE(engine.Receive(reply, 10000));
+    auto decoded = protocol::DecodeMessage<MsgType::kRegistrationReply>(signer, {},
+                                                                        protocol::Views(reply));
+    EXPECT_TRUE(decoded.ok());
+    return decoded.ok() ? decoded->content : protocol::RegistrationReply{};
+  };
+  EXPECT_TRUE(register_as("first").ok);
+  const protocol::RegistrationReply second = register_as("second");
+  EXPECT_FALSE(second.ok);
+  EXPECT_NE(second.error.find("--max-engines"), std::string::npos) << second.error;
+  EXPECT_TRUE(register_as("first").ok) << "a known name may always come back";
+}
+
+}  // namespace
+}  // namespace ztask::testing

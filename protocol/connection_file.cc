@@ -68,7 +68,7 @@ Result<const json*> Section(const json& root, const char* name, const fs::path& 
   return &*it;
 }
 
-Result<ConnectionInfo> Parse(const std::string& text, const fs::path& path) {
+Result<ConnectionInfo> ParseText(const std::string& text, const fs::path& path) {
   json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
     return Status::InvalidArgument("connection file " + path.string() + " is not valid JSON");
@@ -131,7 +131,7 @@ Result<ConnectionInfo> Parse(const std::string& text, const fs::path& path) {
   return info;
 }
 
-std::string Serialize(const ConnectionInfo& info) {
+std::string SerializeText(const ConnectionInfo& info) {
   json root = {
       {"version", 1},
       {"signature_scheme", info.signature_scheme},
@@ -193,6 +193,12 @@ std::string GenerateKey() {
   return key;
 }
 
+Result<ConnectionInfo> ParseConnectionFile(const std::string& text, const fs::path& path) {
+  return ParseText(text, path);
+}
+
+std::string SerializeConnectionFile(const ConnectionInfo& info) { return SerializeText(info); }
+
 Status CheckAuthenticated(const ConnectionInfo& info, bool allow_insecure, const fs::path& path) {
   if (info.signature_scheme != kSchemeNone) return Status::Ok();
   if (!allow_insecure) {
@@ -228,7 +234,7 @@ Result<ConnectionInfo> ReadConnectionFile(const fs::path& path) {
   if (!in) return Errno("cannot open connection file", path);
   std::stringstream text;
   text << in.rdbuf();
-  return Parse(text.str(), path);
+  return ParseText(text.str(), path);
 }
 
 Status WriteConnectionFile(const fs::path& path, const ConnectionInfo& info) {
@@ -242,7 +248,7 @@ Status WriteConnectionFile(const fs::path& path, const ConnectionInfo& info) {
   const fs::path temp = path.string() + ".tmp." + std::to_string(::getpid());
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Errno("cannot write", temp);
-  const std::string text = Serialize(info);
+  const std::string text = SerializeText(info);
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);

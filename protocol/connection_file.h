@@ -81,6 +81,12 @@ Status CheckAuthenticated(const ConnectionInfo& info, bool allow_insecure,
 // not JSON, a missing or mistyped field, a mode that lets others read it.
 Result<ConnectionInfo> ReadConnectionFile(const std::filesystem::path& path);
 
+// The text alone: parses and validates (`path` only names it in errors), and
+// the inverse. Exposed for the fuzz target.
+Result<ConnectionInfo> ParseConnectionFile(const std::string& text,
+                                           const std::filesystem::path& path);
+std::string SerializeConnectionFile(const ConnectionInfo& info);
+
 // Writes atomically (temporary file + rename) with mode 0600, creating the
 // profile directory (mode 0700) when needed.
 Status WriteConnectionFile(const std::filesystem::path& path, const ConnectionInfo& info);

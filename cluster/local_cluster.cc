@@ -163,6 +163,14 @@ Status LocalCluster::Start() {
       s = Status::TimedOut(s.message() + "; see the engine logs in " + logs().string());
     }
   }
+  // Before the cluster is called ready, so that `taskcluster scale` works
+  // as soon as `start --daemonize` returns.
+  if (s.ok()) {
+    if (Status opened = OpenControl(); !opened.ok()) {
+      std::fprintf(stderr, "taskcluster: no control socket (scale will not work): %s\n",
+                   opened.message().c_str());
+    }
+  }
   if (!s.ok()) StopAll();
   return s;
 }
@@ -217,10 +225,6 @@ void LocalCluster::Supervise(double now) {
 void LocalCluster::Serve() {
   const auto interval = std::chrono::microseconds(
       static_cast<int64_t>(std::max(0.001, options_.monitor_interval_s) * 1e6));
-  if (Status opened = OpenControl(); !opened.ok()) {
-    std::fprintf(stderr, "taskcluster: no control socket (scale will not work): %s\n",
-                 opened.message().c_str());
-  }
   while (!stop_ && !hub_->Poll()) {
     Supervise(SteadySeconds());
     if (control_) {

@@ -41,7 +41,10 @@ std::string WhyHandshakeFailed(uint16_t event, uint32_t value) {
     return std::string("protocol error ") + code + " in the handshake";
   }
   if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) return "the peer's client key is not this cluster's";
-  return std::string("the handshake failed: ") + std::strerror(static_cast<int>(value));
+  // The peer hung up first, having found the mismatch itself.
+  return std::string("the peer broke off the handshake: it does not use CURVE, or has the wrong "
+                     "server key (") +
+         std::strerror(static_cast<int>(value)) + ")";
 }
 
 }  // namespace

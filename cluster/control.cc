@@ -66,6 +66,8 @@ Status LocalCluster::OpenControl() {
   if (!info.ok()) return info.status();
   control_ = std::make_unique<Control>(info->key);
   control_->socket.set(zmq::sockopt::linger, 0);
+  control_->socket.set(zmq::sockopt::maxmsgsize,
+                       static_cast<int64_t>(protocol::Limits{}.max_message_bytes));
   auto security =
       protocol::ServerSecurity::Create(control_->context, *info, profile_, "taskcluster control");
   if (!security.ok()) return security.status();

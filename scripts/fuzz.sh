@@ -6,7 +6,7 @@
 # usage: scripts/fuzz.sh [SECONDS PER TARGET] [TARGET...]   (default 60, all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh fuzz
 seconds="${1:-60}"
 shift || true
 targets=("$@")

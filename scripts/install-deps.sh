@@ -2,6 +2,7 @@
 # Installs, from Debian's package archive and only when missing, every package
 # that ztask's build, tests and examples need. Safe to run again: it does
 # nothing when everything is present.
+# usage: scripts/install-deps.sh [fuzz]   (fuzz: also clang and libFuzzer)
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,7 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin openssh-client openssh-server slurm-wlm munge
 )
+if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
 
 missing=()
 for p in "${packages[@]}"; do

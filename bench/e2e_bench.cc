@@ -1,48 +1,56 @@
-// usage: e2e_bench [--engines N] [--hwm H] [--tasks N] [--latency N] [--chain N] [--db PATH]
+// e2e_bench: the whole cluster, end to end, through the client library.
 //
-// The whole cluster, end to end, beside the floor ZeroMQ itself sets on this
-// machine in the same run: a cluster (taskcluster, real taskengine
-// processes) runs no-op tasks as fast as one client submits them, one at a
-// time (round-trip latency), and as a chain; then a bare relay (client ->
-// ROUTER/ROUTER broker that parses nothing -> echo workers -> back) does the
-// same with empty messages. Prints a table and one JSON line.
+// usage: e2e_bench [--engines N | --simulated N] [--hwm H] [--scheme S]
+//                  [--db PATH|:memory:] [--tasks N] [--latency N] [--chain N]
+//                  [--fan-in N] [--dag N] [--relay] [--label TEXT]
+//
+// Starts a hub, a scheduler and N engines (real taskengine processes, or
+// simulated ones: processes holding many engine connections) in a temporary
+// profile, then measures, each workload only when its count is above 0:
+//   no-op throughput   --tasks no-ops submitted as fast as the client can,
+//                      to the last reply received;
+//   round trip         --latency no-ops one at a time (p50, p99, max in µs);
+//   chain              --chain no-ops, each `after` the one before;
+//   fan-in             --fan-in no-ops and one `after` all of them;
+//   random DAG         --dag no-ops, each after up to 3 random earlier ones;
+//   hub memory         the hub's resident memory grown per recorded task.
+// --relay adds the floor (relay.h) with as many workers as engines. Prints a
+// table and, as its last line, one JSON object.
+#include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
-#include <zmq.hpp>
-#include <zmq_addon.hpp>
 
+#include "bench/relay.h"
+#include "bench/simulated_engines.h"
 #include "cluster/child_process.h"
+#include "protocol/connection_file.h"
 #include "ztask/client.h"
 
+namespace ztask::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using cluster::ChildProcess;
+
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
 struct Options {
-  int engines = 2, hwm = 64, tasks = 20000, latency = 2000, chain = 2000;
-  std::string db;
+  int engines = 2, simulated = 0, hwm = 64;
+  std::string scheme = "leastload", db, label = "ztask";
+  int tasks = 20000, latency = 2000, chain = 2000, fan_in = 0, dag = 0;
+  bool relay = false;
 };
-
-struct Latency {
-  double p50 = 0, p99 = 0, max = 0;
-};
-
-Latency Summarize(std::vector<double> us) {
-  std::sort(us.begin(), us.end());
-  if (us.empty()) return {};
-  return {us[us.size() / 2], us[us.size() * 99 / 100], us.back()};
-}
 
 std::string BinDir() {
   char path[4096];
@@ -57,186 +65,225 @@ int Fail(const std::string& what) {
   return 1;
 }
 
-// ---- the floor: a relay that parses nothing --------------------------------
+// Resident memory of a process, in bytes, from /proc.
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return 0;
+}
 
-struct RelayResult {
-  double tasks_per_s = 0;
-  Latency rtt;
+// A hub, a scheduler and the engines, each a child process, stopped on exit.
+class Cluster {
+ public:
+  Status Start(const Options& o, const std::string& dir) {
+    profile_ = dir + "/profile";
+    const std::string bin = BinDir() + "/";
+    std::vector<std::string> hub = {bin + "taskhub", "--profile-dir", profile_, "--log-level",
+                                    "warn"};
+    if (!o.db.empty()) hub.insert(hub.end(), {"--db", o.db});
+    hub_ = std::make_unique<ChildProcess>(hub, dir + "/hub.log");
+    ZTASK_RETURN_IF_ERROR(WaitForFile([](const protocol::ConnectionInfo& i) {
+      return !i.hub.query.empty();
+    }));
+    scheduler_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{bin + "taskscheduler", "--profile-dir", profile_, "--hwm",
+                                 std::to_string(o.hwm), "--scheme", o.scheme, "--log-level",
+                                 "warn"},
+        dir + "/scheduler.log");
+    ZTASK_RETURN_IF_ERROR(WaitForFile([](const protocol::ConnectionInfo& i) {
+      return !i.scheduler.client.empty();
+    }));
+    if (o.simulated > 0) {
+      // At most 4,000 connections a process: each costs two descriptors.
+      for (int left = o.simulated, k = 0; left > 0; left -= 4000, ++k) {
+        engines_.push_back(std::make_unique<ChildProcess>(
+            std::vector<std::string>{bin + "e2e_bench", "--serve-simulated",
+                                     std::to_string(std::min(left, 4000)), "--profile", profile_},
+            dir + "/simulated-" + std::to_string(k) + ".log"));
+      }
+    } else {
+      for (int i = 0; i < o.engines; ++i) {
+        engines_.push_back(std::make_unique<ChildProcess>(
+            std::vector<std::string>{bin + "taskengine", "--profile-dir", profile_, "--name",
+                                     "engine-" + std::to_string(i), "--log-level", "warn"},
+            dir + "/engine-" + std::to_string(i) + ".log"));
+      }
+    }
+    auto client = Client::Connect(profile_);
+    if (!client.ok()) return client.status();
+    client_ = std::move(*client);
+    return client_->WaitForEngines(o.simulated > 0 ? o.simulated : o.engines, 120);
+  }
+  ~Cluster() {
+    client_.reset();
+    for (auto& e : engines_) e->Stop();
+    if (scheduler_) scheduler_->Stop();
+    if (hub_) hub_->Stop();
+  }
+  Client& client() { return *client_; }
+  pid_t hub_pid() const { return hub_->pid(); }
+
+ private:
+  template <class Ready>
+  Status WaitForFile(Ready ready) {
+    const auto path = protocol::ConnectionFilePath(profile_);
+    for (int i = 0; i < 2000; ++i) {
+      auto info = protocol::ReadConnectionFile(path);
+      if (info.ok() && ready(*info)) return Status::Ok();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return Status::TimedOut("the cluster did not start; see the logs next to " + profile_);
+  }
+
+  std::string profile_;
+  std::unique_ptr<ChildProcess> hub_, scheduler_;
+  std::vector<std::unique_ptr<ChildProcess>> engines_;
+  std::unique_ptr<Client> client_;
 };
 
-RelayResult RunRelay(int workers, int tasks, int latency_tasks) {
-  zmq::context_t ctx(1);
-  // No high-water marks: a ROUTER drops what a full peer cannot take, and the
-  // client's window already bounds what is in flight.
-  auto unbounded = [](zmq::socket_t& s) {
-    s.set(zmq::sockopt::sndhwm, 0);
-    s.set(zmq::sockopt::rcvhwm, 0);
-  };
-  zmq::socket_t front(ctx, zmq::socket_type::router), back(ctx, zmq::socket_type::router);
-  unbounded(front);
-  unbounded(back);
-  front.bind("tcp://127.0.0.1:*");
-  back.bind("tcp://127.0.0.1:*");
-  const std::string front_ep = front.get(zmq::sockopt::last_endpoint);
-  const std::string back_ep = back.get(zmq::sockopt::last_endpoint);
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&ctx, back_ep] {
-      zmq::socket_t s(ctx, zmq::socket_type::dealer);
-      s.set(zmq::sockopt::sndhwm, 0);
-      s.set(zmq::sockopt::rcvhwm, 0);
-      s.connect(back_ep);
-      s.send(zmq::str_buffer("ready"), zmq::send_flags::none);
-      while (true) {
-        std::vector<zmq::message_t> parts;
-        if (!zmq::recv_multipart(s, std::back_inserter(parts))) return;
-        if (parts.size() == 1) return;  // "stop"
-        zmq::send_multipart(s, parts);
-      }
-    });
+// Submits `graph` (after lists by index) in order and waits for every reply:
+// tasks per second.
+Result<double> RunGraph(Client& c, const std::vector<std::vector<size_t>>& after) {
+  TaskOptions task;
+  task.function = "noop";
+  std::vector<TaskId> ids;
+  ids.reserve(after.size());
+  const auto start = Clock::now();
+  for (const auto& deps : after) {
+    task.after.ids.clear();
+    for (size_t d : deps) task.after.ids.push_back(ids[d]);
+    auto id = c.Submit(task);
+    if (!id.ok()) return id.status();
+    ids.push_back(*id);
   }
-  std::thread broker([&] {
-    std::vector<std::string> ready;
-    size_t next = 0;
-    zmq::pollitem_t items[] = {{front.handle(), 0, ZMQ_POLLIN, 0}, {back.handle(), 0, ZMQ_POLLIN, 0}};
-    while (true) {
-      zmq::poll(items, 2, std::chrono::milliseconds(-1));
-      if (items[1].revents & ZMQ_POLLIN) {
-        std::vector<zmq::message_t> parts;
-        (void)zmq::recv_multipart(back, std::back_inserter(parts));
-        if (parts.size() == 2) {
-          ready.push_back(parts[0].to_string());
-        } else {
-          parts.erase(parts.begin());  // the worker's id; then client id, payload
-          zmq::send_multipart(front, parts);
-        }
+  ZTASK_RETURN_IF_ERROR(c.WaitReplies(ids, 600));
+  return static_cast<double>(after.size()) / Since(start);
+}
+
+int Main(const Options& o) {
+  char pattern[] = "/tmp/ztask-bench-XXXXXX";
+  const std::string dir = ::mkdtemp(pattern);
+  double throughput = 0, chain = 0, fan_in = 0, dag = 0, bytes_per_record = 0;
+  Latency rtt;
+  {
+    Cluster cluster;
+    if (Status s = cluster.Start(o, dir); !s.ok()) return Fail(s.message());
+    Client& c = cluster.client();
+    if (o.tasks > 0) {
+      const int64_t before = ResidentBytes(cluster.hub_pid());
+      auto rate = RunGraph(c, std::vector<std::vector<size_t>>(static_cast<size_t>(o.tasks)));
+      if (!rate.ok()) return Fail("throughput: " + rate.status().message());
+      throughput = *rate;
+      // The hub records the last outcomes a moment after the replies.
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      bytes_per_record =
+          static_cast<double>(ResidentBytes(cluster.hub_pid()) - before) / o.tasks;
+    }
+    std::vector<double> us;
+    TaskOptions noop;
+    noop.function = "noop";
+    for (int i = 0; i < o.latency; ++i) {
+      const auto t = Clock::now();
+      auto id = c.Submit(noop);
+      if (!id.ok() || !c.WaitReplies({*id}, 60).ok()) return Fail("a round trip stalled");
+      us.push_back(Since(t) * 1e6);
+    }
+    rtt = Summarize(us);
+    if (o.chain > 0) {
+      std::vector<std::vector<size_t>> g(static_cast<size_t>(o.chain));
+      for (size_t i = 1; i < g.size(); ++i) g[i] = {i - 1};
+      auto rate = RunGraph(c, g);
+      if (!rate.ok()) return Fail("chain: " + rate.status().message());
+      chain = *rate;
+    }
+    if (o.fan_in > 0) {
+      std::vector<std::vector<size_t>> g(static_cast<size_t>(o.fan_in) + 1);
+      for (size_t i = 0; i + 1 < g.size(); ++i) g.back().push_back(i);
+      auto rate = RunGraph(c, g);
+      if (!rate.ok()) return Fail("fan-in: " + rate.status().message());
+      fan_in = *rate;
+    }
+    if (o.dag > 0) {
+      std::mt19937_64 rng(20261121);
+      std::vector<std::vector<size_t>> g(static_cast<size_t>(o.dag));
+      for (size_t i = 1; i < g.size(); ++i) {
+        for (int k = static_cast<int>(rng() % 4); k > 0; --k) g[i].push_back(rng() % i);
       }
-      if (items[0].revents & ZMQ_POLLIN) {
-        std::vector<zmq::message_t> parts;
-        (void)zmq::recv_multipart(front, std::back_inserter(parts));
-        if (parts.size() == 2 && parts[1].to_string() == "stop") break;
-        std::vector<zmq::message_t> out;
-        out.emplace_back(ready[next++ % ready.size()]);
-        for (auto& p : parts) out.push_back(std::move(p));
-        zmq::send_multipart(back, out);
-      }
+      auto rate = RunGraph(c, g);
+      if (!rate.ok()) return Fail("random DAG: " + rate.status().message());
+      dag = *rate;
     }
-    for (const auto& id : ready) {
-      zmq::message_t to(id);
-      back.send(to, zmq::send_flags::sndmore);
-      back.send(zmq::str_buffer("stop"), zmq::send_flags::none);
-    }
-  });
-  zmq::socket_t client(ctx, zmq::socket_type::dealer);
-  unbounded(client);
-  client.set(zmq::sockopt::rcvtimeo, 30000);  // a stall is an error, not a hang
-  client.connect(front_ep);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // workers say ready
-  RelayResult result;
-  const int window = 1000;
-  int sent = 0, got = 0;
-  zmq::message_t reply;
-  auto start = Clock::now();
-  while (got < tasks) {
-    while (sent < tasks && sent - got < window) {
-      client.send(zmq::str_buffer("t"), zmq::send_flags::none);
-      ++sent;
-    }
-    if (!client.recv(reply)) {
-      std::fprintf(stderr, "e2e_bench: the relay stalled after %d of %d\n", got, tasks);
-      std::_Exit(1);
-    }
-    ++got;
   }
-  result.tasks_per_s = tasks / Since(start);
-  std::vector<double> rtt;
-  for (int i = 0; i < latency_tasks; ++i) {
-    auto t = Clock::now();
-    client.send(zmq::str_buffer("t"), zmq::send_flags::none);
-    (void)client.recv(reply);
-    rtt.push_back(Since(t) * 1e6);
+  std::filesystem::remove_all(dir);
+  RelayResult relay;
+  const int pool = o.simulated > 0 ? o.simulated : o.engines;
+  if (o.relay) relay = RunRelay(std::min(pool, 64), std::max(o.tasks, 100000), o.latency);
+
+  std::printf("%s: %d %s engines, %s, hwm %d, db %s, signed\n", o.label.c_str(), pool,
+              o.simulated > 0 ? "simulated" : "real", o.scheme.c_str(), o.hwm,
+              o.db.empty() ? "sqlite" : o.db.c_str());
+  std::printf("  %-22s %12s %9s %9s %9s\n", "workload", "tasks/s", "p50 us", "p99 us", "max us");
+  if (o.tasks > 0) std::printf("  %-22s %12.0f\n", "no-op throughput", throughput);
+  if (o.latency > 0) {
+    std::printf("  %-22s %12s %9.0f %9.0f %9.0f\n", "round trip", "", rtt.p50, rtt.p99, rtt.max);
   }
-  result.rtt = Summarize(rtt);
-  client.send(zmq::str_buffer("stop"), zmq::send_flags::none);
-  broker.join();
-  for (auto& t : threads) t.join();
-  return result;
+  if (o.chain > 0) std::printf("  %-22s %12.0f\n", "chain", chain);
+  if (o.fan_in > 0) std::printf("  %-22s %12.0f\n", "fan-in", fan_in);
+  if (o.dag > 0) std::printf("  %-22s %12.0f\n", "random DAG", dag);
+  if (o.tasks > 0) std::printf("  hub memory per recorded task: %.0f bytes\n", bytes_per_record);
+  if (o.relay) {
+    std::printf("  %-22s %12.0f %9.0f %9.0f %9.0f\n", "bare relay (floor)", relay.tasks_per_s,
+                relay.rtt.p50, relay.rtt.p99, relay.rtt.max);
+  }
+  std::printf(
+      "{\"label\": \"%s\", \"engines\": %d, \"simulated\": %s, \"hwm\": %d, \"scheme\": \"%s\", "
+      "\"db\": \"%s\", \"tasks\": %d, \"tasks_per_s\": %.0f, \"p50_us\": %.0f, \"p99_us\": %.0f, "
+      "\"max_us\": %.0f, \"chain_tasks_per_s\": %.0f, \"fan_in_tasks_per_s\": %.0f, "
+      "\"dag_tasks_per_s\": %.0f, \"hub_bytes_per_record\": %.0f, \"relay_tasks_per_s\": %.0f, "
+      "\"relay_p50_us\": %.0f}\n",
+      o.label.c_str(), pool, o.simulated > 0 ? "true" : "false", o.hwm, o.scheme.c_str(),
+      o.db.empty() ? "sqlite" : o.db.c_str(), o.tasks, throughput, rtt.p50, rtt.p99, rtt.max, chain,
+      fan_in, dag, bytes_per_record, relay.tasks_per_s, relay.rtt.p50);
+  return 0;
 }
 
 }  // namespace
+}  // namespace ztask::bench
 
 int main(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  using ztask::bench::Fail;
+  ztask::bench::Options o;
+  std::string serve_profile;
+  int serve = 0;
+  for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    const char* v = argv[i + 1];
-    if (flag == "--engines") o.engines = std::atoi(v);
-    else if (flag == "--hwm") o.hwm = std::atoi(v);
-    else if (flag == "--tasks") o.tasks = std::atoi(v);
-    else if (flag == "--latency") o.latency = std::atoi(v);
-    else if (flag == "--chain") o.chain = std::atoi(v);
+    if (flag == "--relay") {
+      o.relay = true;
+      continue;
+    }
+    if (i + 1 >= argc) return Fail(flag + " needs a value (see the usage at the top of e2e_bench.cc)");
+    const std::string v = argv[++i];
+    try {
+    if (flag == "--engines") o.engines = std::stoi(v);
+    else if (flag == "--simulated") o.simulated = std::stoi(v);
+    else if (flag == "--hwm") o.hwm = std::stoi(v);
+    else if (flag == "--scheme") o.scheme = v;
     else if (flag == "--db") o.db = v;
-    else return Fail("unknown flag " + flag + " (see the usage line at the top of e2e_bench.cc)");
+    else if (flag == "--tasks") o.tasks = std::stoi(v);
+    else if (flag == "--latency") o.latency = std::stoi(v);
+    else if (flag == "--chain") o.chain = std::stoi(v);
+    else if (flag == "--fan-in") o.fan_in = std::stoi(v);
+    else if (flag == "--dag") o.dag = std::stoi(v);
+    else if (flag == "--label") o.label = v;
+    else if (flag == "--serve-simulated") serve = std::stoi(v);
+    else if (flag == "--profile") serve_profile = v;
+    else return Fail("unknown flag " + flag + " (see the usage at the top of e2e_bench.cc)");
+    } catch (const std::exception&) {
+      return Fail(flag + " needs a number, not '" + v + "'");
+    }
   }
-  char pattern[] = "/tmp/ztask-bench-XXXXXX";
-  const std::string dir = ::mkdtemp(pattern);
-  const std::string profile = dir + "/profile";
-  std::vector<std::string> start = {BinDir() + "/taskcluster", "start", "-n", std::to_string(o.engines),
-                                    "--hwm", std::to_string(o.hwm), "--profile-dir", profile,
-                                    "--daemonize"};
-  if (!o.db.empty()) start.insert(start.end(), {"--db", o.db});
-  ztask::cluster::ChildProcess starter(start, dir + "/start.log");
-  if (starter.Wait(std::chrono::seconds(60)) != 0) return Fail("the cluster did not start: " + starter.Log());
-  auto client = ztask::Client::Connect(profile);
-  if (!client.ok()) return Fail(client.status().message());
-  ztask::Client& c = **client;
-
-  ztask::TaskOptions noop;
-  noop.function = "noop";
-  std::vector<ztask::TaskId> ids;
-  ids.reserve(static_cast<size_t>(o.tasks));
-  auto t0 = Clock::now();
-  for (int i = 0; i < o.tasks; ++i) ids.push_back(*c.Submit(noop));
-  if (!c.WaitReplies(ids, 600).ok()) return Fail("throughput run did not finish");
-  const double throughput = o.tasks / Since(t0);
-
-  std::vector<double> rtt;
-  for (int i = 0; i < o.latency; ++i) {
-    auto t = Clock::now();
-    auto id = c.Submit(noop);
-    if (!c.WaitReplies({*id}, 60).ok()) return Fail("latency run stalled");
-    rtt.push_back(Since(t) * 1e6);
-  }
-  const Latency latency = Summarize(rtt);
-
-  ztask::TaskOptions link = noop;
-  std::vector<ztask::TaskId> chain;
-  auto t1 = Clock::now();
-  for (int i = 0; i < o.chain; ++i) {
-    link.after.ids = chain.empty() ? std::vector<ztask::TaskId>{} : std::vector<ztask::TaskId>{chain.back()};
-    chain.push_back(*c.Submit(link));
-  }
-  if (!c.WaitReplies(chain, 600).ok()) return Fail("chain did not finish");
-  const double chain_rate = o.chain / Since(t1);
-  ztask::cluster::ChildProcess stopper({BinDir() + "/taskcluster", "stop", "--profile-dir", profile},
-                                       dir + "/stop.log");
-  stopper.Wait(std::chrono::seconds(60));
-  std::filesystem::remove_all(dir);
-
-  const RelayResult relay = RunRelay(o.engines, o.tasks * 5, o.latency);
-  std::printf("configuration: %d engines, hwm %d, db %s, leastload, signed\n", o.engines, o.hwm,
-              o.db.empty() ? "sqlite" : o.db.c_str());
-  std::printf("%-28s %14s %10s %10s %10s\n", "workload", "tasks/s", "p50 us", "p99 us", "max us");
-  std::printf("%-28s %14.0f %10s %10s %10s\n", "ztask no-op throughput", throughput, "", "", "");
-  std::printf("%-28s %14s %10.0f %10.0f %10.0f\n", "ztask round trip", "", latency.p50, latency.p99,
-              latency.max);
-  std::printf("%-28s %14.0f %10s %10s %10s\n", "ztask chain", chain_rate, "", "", "");
-  std::printf("%-28s %14.0f %10.0f %10.0f %10.0f\n", "bare relay (floor)", relay.tasks_per_s,
-              relay.rtt.p50, relay.rtt.p99, relay.rtt.max);
-  std::printf("ratios: throughput %.3f of the floor, round trip %.2fx the floor's\n",
-              throughput / relay.tasks_per_s, latency.p50 / relay.rtt.p50);
-  std::printf("{\"engines\": %d, \"ztask_hwm\": %d, \"ztask_tasks_per_s\": %.0f, \"ztask_p50_us\": %.0f, "
-              "\"ztask_chain_tasks_per_s\": %.0f, \"relay_tasks_per_s\": %.0f, \"relay_p50_us\": %.0f}\n",
-              o.engines, o.hwm, throughput, latency.p50, chain_rate, relay.tasks_per_s, relay.rtt.p50);
-  return 0;
+  if (serve > 0) return ztask::bench::RunSimulatedEngines(serve_profile, serve);
+  return ztask::bench::Main(o);
 }

@@ -2,9 +2,16 @@
 //
 // The scheduler core alone (no sockets): the cost of one task's whole life
 // (submit, dispatch, finish) for each scheme and pool size, with every engine
-// kept busy at HWM 1 so each choice is made among a full index; and the
-// dependency bookkeeping of a chain and of a fan-in.
+// kept busy at HWM 1 so each choice is made among a full index; the
+// dependency bookkeeping on graph shapes (chain, fan-out, fan-in, binary
+// tree, wavefront, random DAG) from 10^3 to 10^6 tasks; and the heap bytes
+// the core holds per waiting and per finished task, 10^6 of them queued at
+// once and run to the end. The codec's costs are in codec_bench.cc.
 #include <benchmark/benchmark.h>
+#include <malloc.h>
+
+#include <cstdlib>
+#include <memory>
 
 #include "scheduler/core.h"
 
@@ -57,57 +64,147 @@ BENCHMARK_CAPTURE(BM_TaskLife, twobin, "twobin")->Arg(2)->Arg(1000)->Arg(10000);
 BENCHMARK_CAPTURE(BM_TaskLife, weighted, "weighted")->Arg(2)->Arg(1000)->Arg(10000);
 BENCHMARK_CAPTURE(BM_TaskLife, random, "random")->Arg(2)->Arg(1000)->Arg(10000);
 
-// A chain of N tasks, each after the previous, run to the end on 2 engines.
-void BM_Chain(benchmark::State& state) {
-  const auto length = static_cast<uint64_t>(state.range(0));
-  for (auto _ : state) {
-    ZeroClock clock;
-    SchedulerCore core(CoreOptions{1}, MakeScheme("leastload", 1), &clock);
-    core.EngineAdded(0);
-    core.EngineAdded(1);
-    for (uint64_t i = 1; i <= length; ++i) {
-      Submission s;
-      s.id = Id(i);
-      if (i > 1) s.after.ids = {Id(i - 1)};
-      (void)core.Submit(s);
-    }
-    std::vector<Action> actions;
-    core.TakeActions(&actions);
-    while (!actions.empty()) {
-      const Action a = actions.back();
-      core.TaskFinished(a.slot, a.task, true, ErrorType::kNone);
-      core.TakeActions(&actions);
-      std::erase_if(actions, [](const Action& x) { return x.kind != Action::Kind::kDispatch; });
-    }
-  }
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(length));
-}
-BENCHMARK(BM_Chain)->Arg(1000)->Arg(100000)->Unit(benchmark::kMillisecond);
+// ---- dependency bookkeeping on graph shapes --------------------------------
 
-// N independent tasks and one after all of them, on HWM 0 (all dispatched).
-void BM_FanIn(benchmark::State& state) {
-  const auto width = static_cast<uint64_t>(state.range(0));
+enum class Shape { kChain, kFanOut, kFanIn, kBinaryTree, kWavefront, kRandomDag };
+
+// Each task's `after` list, by index; every dependency comes earlier.
+std::vector<std::vector<uint64_t>> Build(Shape shape, uint64_t n) {
+  std::vector<std::vector<uint64_t>> after(n);
+  switch (shape) {
+    case Shape::kChain:
+      for (uint64_t i = 1; i < n; ++i) after[i] = {i - 1};
+      break;
+    case Shape::kFanOut:
+      for (uint64_t i = 1; i < n; ++i) after[i] = {0};
+      break;
+    case Shape::kFanIn:
+      for (uint64_t i = 0; i + 1 < n; ++i) after[n - 1].push_back(i);
+      break;
+    case Shape::kBinaryTree:
+      // A reduction: node k of a heap (root 0) waits for 2k+1 and 2k+2;
+      // submitted leaves first, so index i is heap node n-1-i.
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t k = n - 1 - i;
+        for (uint64_t c : {2 * k + 1, 2 * k + 2}) {
+          if (c < n) after[i].push_back(n - 1 - c);
+        }
+      }
+      break;
+    case Shape::kWavefront: {
+      // A square grid: each cell after its left and upper neighbours.
+      uint64_t side = 1;
+      while ((side + 1) * (side + 1) <= n) ++side;
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t row = i / side, col = i % side;
+        if (col > 0) after[i].push_back(i - 1);
+        if (row > 0) after[i].push_back(i - side);
+      }
+      break;
+    }
+    case Shape::kRandomDag: {
+      uint64_t x = 88172645463325252ull;
+      for (uint64_t i = 1; i < n; ++i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        for (uint64_t k = x % 4; k > 0; --k) after[i].push_back((x >> (8 * k)) % i);
+      }
+      break;
+    }
+  }
+  return after;
+}
+
+// Submits the whole graph, then runs it to the end on 2 engines at HWM 1.
+void RunGraph(const std::vector<std::vector<uint64_t>>& after) {
+  ZeroClock clock;
+  SchedulerCore core(CoreOptions{1}, MakeScheme("leastload", 1), &clock);
+  core.EngineAdded(0);
+  core.EngineAdded(1);
+  Submission s;
+  for (uint64_t i = 0; i < after.size(); ++i) {
+    s.id = Id(i + 1);
+    s.after.ids.clear();
+    for (uint64_t d : after[i]) s.after.ids.push_back(Id(d + 1));
+    (void)core.Submit(s);
+  }
+  std::vector<Action> actions, running;
+  core.TakeActions(&actions);
+  while (true) {
+    for (const Action& a : actions) {
+      if (a.kind == Action::Kind::kDispatch) running.push_back(a);
+    }
+    if (running.empty()) break;
+    const Action a = running.back();
+    running.pop_back();
+    core.TaskFinished(a.slot, a.task, true, ErrorType::kNone);
+    core.TakeActions(&actions);
+  }
+  if (core.live_tasks() != 0) std::abort();
+}
+
+void BM_Shape(benchmark::State& state, Shape shape) {
+  const auto n = static_cast<uint64_t>(state.range(0));
+  const auto after = Build(shape, n);
+  for (auto _ : state) RunGraph(after);
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+
+#define ZTASK_SHAPE(name, shape)                                                      \
+  BENCHMARK_CAPTURE(BM_Shape, name, shape)                                            \
+      ->RangeMultiplier(10)->Range(1000, 1000000)->Unit(benchmark::kMillisecond)
+ZTASK_SHAPE(chain, Shape::kChain);
+ZTASK_SHAPE(fan_out, Shape::kFanOut);
+ZTASK_SHAPE(fan_in, Shape::kFanIn);
+ZTASK_SHAPE(binary_tree, Shape::kBinaryTree);
+ZTASK_SHAPE(wavefront, Shape::kWavefront);
+ZTASK_SHAPE(random_dag, Shape::kRandomDag);
+#undef ZTASK_SHAPE
+
+// ---- memory ----------------------------------------------------------------
+
+size_t HeapInUse() { return mallinfo2().uordblks; }
+
+// Bytes the core holds per waiting task (each after one task that never
+// runs, as tasks wait behind a long job), and per finished task (what it
+// keeps so that later tasks may depend on it).
+void BM_Memory(benchmark::State& state) {
+  const auto n = static_cast<uint64_t>(state.range(0));
+  double waiting = 0, finished = 0;
   for (auto _ : state) {
     ZeroClock clock;
-    SchedulerCore core(CoreOptions{0}, MakeScheme("leastload", 1), &clock);
-    const EngineSlot slot = core.EngineAdded(0);
-    Submission join;
-    join.id = Id(width + 1);
-    for (uint64_t i = 1; i <= width; ++i) {
-      Submission s;
+    const size_t base = HeapInUse();
+    auto core = std::make_unique<SchedulerCore>(CoreOptions{1}, MakeScheme("leastload", 1),
+                                                &clock);
+    const EngineSlot slot = core->EngineAdded(0);
+    Submission s;
+    s.id = Id(1);
+    (void)core->Submit(s);  // runs, and never finishes while the others wait
+    const size_t before = HeapInUse();
+    for (uint64_t i = 2; i <= n + 1; ++i) {
       s.id = Id(i);
-      (void)core.Submit(s);
-      join.after.ids.push_back(s.id);
+      s.after.ids = {Id(1)};
+      (void)core->Submit(s);
     }
-    (void)core.Submit(join);
-    for (uint64_t i = 1; i <= width; ++i) core.TaskFinished(slot, Id(i), true, ErrorType::kNone);
     std::vector<Action> actions;
-    core.TakeActions(&actions);
-    benchmark::DoNotOptimize(actions.size());
+    core->TakeActions(&actions);
+    actions.shrink_to_fit();
+    waiting = static_cast<double>(HeapInUse() - before) / static_cast<double>(n);
+    // Now all of them run and finish, one at a time.
+    core->TaskFinished(slot, Id(1), true, ErrorType::kNone);
+    for (uint64_t i = 2; i <= n + 1; ++i) {
+      core->TaskFinished(slot, Id(i), true, ErrorType::kNone);
+      if (i % 4096 == 0) core->TakeActions(&actions);
+    }
+    core->TakeActions(&actions);
+    actions = {};
+    if (core->live_tasks() != 0) state.SkipWithError("tasks left");
+    finished = static_cast<double>(HeapInUse() - base) / static_cast<double>(n + 1);
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(width));
+  state.counters["bytes_per_waiting_task"] = waiting;
+  state.counters["bytes_per_finished_task"] = finished;
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
 }
-BENCHMARK(BM_FanIn)->Arg(1000)->Arg(100000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Memory)->Arg(100000)->Arg(1000000)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ztask::scheduler

@@ -2,7 +2,8 @@
 # Installs, from Debian's package archive and only when missing, every package
 # that ztask's build, tests and examples need. Safe to run again: it does
 # nothing when everything is present.
-# usage: scripts/install-deps.sh [fuzz]   (fuzz: also clang and libFuzzer)
+# usage: scripts/install-deps.sh [fuzz|bench]   (also clang and libFuzzer, or the
+# benchmark peers IPython Parallel and Dask)
 set -euo pipefail
 
 packages=(
@@ -12,7 +13,10 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin openssh-client openssh-server slurm-wlm munge
 )
-if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
+case "${1:-}" in
+  fuzz) packages+=(clang libclang-rt-14-dev) ;;             # scripts/fuzz.sh
+  bench) packages+=(python3-ipyparallel python3-distributed) ;;  # bench/compare.sh
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -9,7 +9,6 @@ usage: /usr/bin/python3 dask_bench.py --engines 2 --tasks 2000
 import argparse
 import json
 import logging
-import statistics
 import sys
 import time
 
@@ -21,6 +20,8 @@ def noop(*args):
 
 
 def percentile(values, fraction):
+    if not values:
+        return 0
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
@@ -50,22 +51,24 @@ def main():
             client.submit(noop, i, pure=False).result()
             rtt.append((time.perf_counter() - t) * 1e6)
 
-        start = time.perf_counter()
-        previous = client.submit(noop, pure=False)
-        for _ in range(args.chain - 1):
-            previous = client.submit(noop, previous, pure=False)
-        previous.result()
-        chain_rate = args.chain / (time.perf_counter() - start)
+        chain_rate = fan_in_rate = 0
+        if args.chain > 0:
+            start = time.perf_counter()
+            previous = client.submit(noop, pure=False)
+            for _ in range(args.chain - 1):
+                previous = client.submit(noop, previous, pure=False)
+            previous.result()
+            chain_rate = args.chain / (time.perf_counter() - start)
 
-        start = time.perf_counter()
-        parts = [client.submit(noop, i, pure=False) for i in range(args.tasks)]
-        client.submit(noop, *parts, pure=False).result()
-        fan_in_rate = (args.tasks + 1) / (time.perf_counter() - start)
+            start = time.perf_counter()
+            parts = [client.submit(noop, i, pure=False) for i in range(args.tasks)]
+            client.submit(noop, *parts, pure=False).result()
+            fan_in_rate = (args.tasks + 1) / (time.perf_counter() - start)
 
     print(json.dumps({
         "system": "dask", "engines": args.engines, "tasks": args.tasks,
-        "tasks_per_s": round(throughput, 1), "p50_us": round(statistics.median(rtt)),
-        "p99_us": round(percentile(rtt, 0.99)), "max_us": round(max(rtt)),
+        "tasks_per_s": round(throughput, 1), "p50_us": round(percentile(rtt, 0.5)),
+        "p99_us": round(percentile(rtt, 0.99)), "max_us": round(max(rtt, default=0)),
         "chain_tasks_per_s": round(chain_rate, 1), "fan_in_tasks_per_s": round(fan_in_rate, 1),
     }))
 

@@ -8,7 +8,6 @@ usage: /usr/bin/python3 ipyparallel_bench.py --engines 2 --hwm 1 --tasks 2000
 """
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -21,6 +20,8 @@ def noop(*args):
 
 
 def percentile(values, fraction):
+    if not values:
+        return 0
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
@@ -58,29 +59,29 @@ def main():
                 view.apply_async(noop).get()
                 rtt.append((time.perf_counter() - t) * 1e6)
 
-            start = time.perf_counter()
-            previous = None
-            chain = []
-            for _ in range(args.chain):
-                with view.temp_flags(after=[previous] if previous is not None else []):
-                    previous = view.apply_async(noop)
-                chain.append(previous)
-            chain[-1].get()
-            chain_rate = args.chain / (time.perf_counter() - start)
+            chain_rate = fan_in_rate = 0
+            if args.chain > 0:
+                start = time.perf_counter()
+                previous = None
+                for _ in range(args.chain):
+                    with view.temp_flags(after=[previous] if previous is not None else []):
+                        previous = view.apply_async(noop)
+                previous.get()
+                chain_rate = args.chain / (time.perf_counter() - start)
 
-            start = time.perf_counter()
-            parts = [view.apply_async(noop) for _ in range(args.tasks)]
-            with view.temp_flags(after=parts):
-                view.apply_async(noop).get()
-            fan_in_rate = (args.tasks + 1) / (time.perf_counter() - start)
+                start = time.perf_counter()
+                parts = [view.apply_async(noop) for _ in range(args.tasks)]
+                with view.temp_flags(after=parts):
+                    view.apply_async(noop).get()
+                fan_in_rate = (args.tasks + 1) / (time.perf_counter() - start)
         finally:
             client.close()
             cluster.stop_cluster_sync()
 
     print(json.dumps({
         "system": "ipyparallel", "engines": args.engines, "hwm": args.hwm, "tasks": args.tasks,
-        "tasks_per_s": round(throughput, 1), "p50_us": round(statistics.median(rtt)),
-        "p99_us": round(percentile(rtt, 0.99)), "max_us": round(max(rtt)),
+        "tasks_per_s": round(throughput, 1), "p50_us": round(percentile(rtt, 0.5)),
+        "p99_us": round(percentile(rtt, 0.99)), "max_us": round(max(rtt, default=0)),
         "chain_tasks_per_s": round(chain_rate, 1), "fan_in_tasks_per_s": round(fan_in_rate, 1),
     }))
 

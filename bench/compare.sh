@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# ztask beside the bare ZeroMQ floor, IPython Parallel and Dask, back to back
+# on this machine, with the same number of engines for all. Installs what it
+# needs (Debian's python3-ipyparallel and python3-distributed), builds
+# ztask in Release, runs every system, and prints one table of figures and
+# ratios, then, as its last line, one JSON object. Every process it starts
+# it stops. Takes about 5 minutes on a 2-core machine.
+#
+# usage: bench/compare.sh [ENGINES]   (default 2)
+# Environment: ZTASK_TASKS (200000), PEER_TASKS (2000), ZTASK_HWM (64).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+engines="${1:-2}"
+ztask_tasks="${ZTASK_TASKS:-200000}"
+peer_tasks="${PEER_TASKS:-2000}"
+hwm="${ZTASK_HWM:-64}"
+scripts/install-deps.sh bench
+export CCACHE_BASEDIR="$PWD"
+cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-release -j2 --target e2e_bench core_bench >/dev/null
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+bench=build-release/bin/e2e_bench
+py=/usr/bin/python3  # Debian's, where the peers are installed
+
+run() {  # run NAME COMMAND...: its last line (JSON) into $out/NAME.json
+  local name=$1
+  shift
+  echo "== $name: $*" >&2
+  "$@" > "$out/$name.log" 2> "$out/$name.err" || {
+    echo "$name failed:" >&2
+    tail -5 "$out/$name.err" "$out/$name.log" >&2
+    exit 1
+  }
+  grep -v '^ ' "$out/$name.log" | grep '^{' | tail -1 > "$out/$name.json"
+}
+
+run ztask "$bench" --label ztask --engines "$engines" --hwm "$hwm" --tasks "$ztask_tasks" \
+  --latency 2000 --chain 10000 --fan-in 100000 --dag 20000 --relay
+run ztask_hwm1 "$bench" --label ztask_hwm1 --engines "$engines" --hwm 1 \
+  --tasks $((ztask_tasks / 4)) --latency 0 --chain 0
+run ztask_memory "$bench" --label ztask_memory --engines "$engines" --hwm "$hwm" --db :memory: \
+  --tasks "$ztask_tasks" --latency 0 --chain 0
+run ztask_sim2 "$bench" --label ztask_sim2 --simulated "$engines" --hwm "$hwm" \
+  --tasks $((ztask_tasks / 4)) --latency 0 --chain 0
+run ztask_sim1000 "$bench" --label ztask_sim1000 --simulated 1000 --hwm "$hwm" \
+  --tasks $((ztask_tasks / 4)) --latency 0 --chain 0
+run ipyparallel_hwm1 timeout 300 "$py" bench/peers/ipyparallel_bench.py --engines "$engines" \
+  --hwm 1 --tasks "$peer_tasks" --latency 500 --chain 500
+run ipyparallel_hwm "$py" bench/peers/ipyparallel_bench.py --engines "$engines" \
+  --hwm "$hwm" --tasks "$peer_tasks" --latency 0 --chain 0
+run dask timeout 300 "$py" bench/peers/dask_bench.py --engines "$engines" --tasks "$peer_tasks" \
+  --latency 500 --chain 500
+
+"$py" bench/peers/combine.py "$out" "$engines" "$hwm"

@@ -1,0 +1,97 @@
+"""Combines compare.sh's JSON lines into one table and one JSON object.
+
+usage: combine.py DIR ENGINES HWM   (DIR holds NAME.json files, one line each)
+"""
+import json
+import os
+import sys
+
+
+def load(directory, name):
+    path = os.path.join(directory, name + ".json")
+    try:
+        with open(path) as f:
+            return json.loads(f.read().strip() or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+def ratio(a, b):
+    return a / b if a and b else 0.0
+
+
+def main():
+    directory, engines, hwm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    z = load(directory, "ztask")
+    z1 = load(directory, "ztask_hwm1")
+    zm = load(directory, "ztask_memory")
+    s2 = load(directory, "ztask_sim2")
+    s1000 = load(directory, "ztask_sim1000")
+    i1 = load(directory, "ipyparallel_hwm1")
+    ih = load(directory, "ipyparallel_hwm")
+    d = load(directory, "dask")
+    ipp_best = max(i1.get("tasks_per_s", 0), ih.get("tasks_per_s", 0))
+
+    rows = [
+        ("no-op throughput, tasks/s", z.get("tasks_per_s"), z.get("relay_tasks_per_s"),
+         ipp_best, d.get("tasks_per_s")),
+        ("no-op throughput, HWM 1, tasks/s", z1.get("tasks_per_s"), None,
+         i1.get("tasks_per_s"), None),
+        ("round trip p50, us", z.get("p50_us"), z.get("relay_p50_us"), i1.get("p50_us"),
+         d.get("p50_us")),
+        ("round trip p99, us", z.get("p99_us"), None, i1.get("p99_us"), d.get("p99_us")),
+        ("chain, tasks/s", z.get("chain_tasks_per_s"), None, i1.get("chain_tasks_per_s"),
+         d.get("chain_tasks_per_s")),
+        ("fan-in, tasks/s", z.get("fan_in_tasks_per_s"), None, i1.get("fan_in_tasks_per_s"),
+         d.get("fan_in_tasks_per_s")),
+        ("random DAG, tasks/s", z.get("dag_tasks_per_s"), None, None, None),
+    ]
+    print(f"{engines} engines each; ztask: leastload, HWM {hwm}, signed, SQLite "
+          f"({z.get('tasks')} tasks); peers: {i1.get('tasks')} tasks")
+    print(f"{'figure':36} {'ztask':>10} {'floor':>10} {'IPyParallel':>12} {'Dask':>10}")
+
+    def cell(v, width):
+        return f"{'-' if v in (None, 0) else round(v):>{width}}"
+
+    for name, a, b, c, e in rows:
+        print(f"{name:36} {cell(a, 10)} {cell(b, 10)} {cell(c, 12)} {cell(e, 10)}")
+    print()
+    print(f"ztask / floor throughput:        {ratio(z.get('tasks_per_s'), z.get('relay_tasks_per_s')):.3f}")
+    print(f"ztask p50 / floor p50:           {ratio(z.get('p50_us'), z.get('relay_p50_us')):.2f}")
+    print(f"ztask / IPython Parallel:        {ratio(z.get('tasks_per_s'), ipp_best):.0f}x "
+          f"(IPython Parallel's better of HWM 1 and HWM {hwm})")
+    print(f"ztask / Dask:                    {ratio(z.get('tasks_per_s'), d.get('tasks_per_s')):.0f}x")
+    print(f"fan-in / no-op throughput:       {ratio(z.get('fan_in_tasks_per_s'), z.get('tasks_per_s')):.2f}")
+    print(f"1000 / {engines} simulated engines:      "
+          f"{ratio(s1000.get('tasks_per_s'), s2.get('tasks_per_s')):.2f} "
+          f"({s1000.get('tasks_per_s', 0):.0f} vs {s2.get('tasks_per_s', 0):.0f} tasks/s)")
+    print(f"hub SQLite / :memory:            {ratio(z.get('tasks_per_s'), zm.get('tasks_per_s')):.2f} "
+          f"({zm.get('tasks_per_s', 0):.0f} tasks/s in memory)")
+    print(f"hub memory per recorded task:    {z.get('hub_bytes_per_record', 0):.0f} bytes")
+    summary = {
+        "engines": engines,
+        "ztask_tasks_per_s": z.get("tasks_per_s", 0),
+        "ipyparallel_tasks_per_s": ipp_best,
+        "ipyparallel_hwm1_tasks_per_s": i1.get("tasks_per_s", 0),
+        "dask_tasks_per_s": d.get("tasks_per_s", 0),
+        "relay_tasks_per_s": z.get("relay_tasks_per_s", 0),
+        "ztask_hwm": hwm,
+        "ztask_hwm1_tasks_per_s": z1.get("tasks_per_s", 0),
+        "ztask_p50_us": z.get("p50_us", 0),
+        "ztask_p99_us": z.get("p99_us", 0),
+        "relay_p50_us": z.get("relay_p50_us", 0),
+        "ipyparallel_p50_us": i1.get("p50_us", 0),
+        "dask_p50_us": d.get("p50_us", 0),
+        "ztask_chain_tasks_per_s": z.get("chain_tasks_per_s", 0),
+        "ztask_fan_in_tasks_per_s": z.get("fan_in_tasks_per_s", 0),
+        "ztask_dag_tasks_per_s": z.get("dag_tasks_per_s", 0),
+        "ztask_memory_db_tasks_per_s": zm.get("tasks_per_s", 0),
+        "ztask_sim2_tasks_per_s": s2.get("tasks_per_s", 0),
+        "ztask_sim1000_tasks_per_s": s1000.get("tasks_per_s", 0),
+        "hub_bytes_per_record": z.get("hub_bytes_per_record", 0),
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

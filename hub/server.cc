@@ -47,7 +47,7 @@ class HubServer::Impl {
         query_(context_, zmq::socket_type::router),
         monitor_(context_, zmq::socket_type::router),
         notifier_(context_, zmq::socket_type::pub),
-        events_(context_, zmq::socket_type::pub),
+        events_(context_, zmq::socket_type::xpub),
         session_(TaskId::Random()) {}
 
   ~Impl() {
@@ -95,6 +95,7 @@ class HubServer::Impl {
           {registration_.handle(), 0, ZMQ_POLLIN, 0},
           {query_.handle(), 0, ZMQ_POLLIN, 0},
           {monitor_.handle(), 0, ZMQ_POLLIN, 0},
+          {events_.handle(), 0, ZMQ_POLLIN, 0},
           {nullptr, wake_[0], ZMQ_POLLIN, 0},
       };
       const int64_t now = SteadyMicros();
@@ -106,6 +107,7 @@ class HubServer::Impl {
       if (items[0].revents & ZMQ_POLLIN) Drain(registration_, &Impl::OnEngineMessage);
       if (items[1].revents & ZMQ_POLLIN) Drain(query_, &Impl::OnQuery);
       if (items[2].revents & ZMQ_POLLIN) Drain(monitor_, &Impl::OnMonitor);
+      if (items[3].revents & ZMQ_POLLIN) OnSubscriptions();
       if (SteadyMicros() >= next_tick) {
         Tick();
         drops_.Report(SteadyMicros());
@@ -136,9 +138,13 @@ class HubServer::Impl {
   // Verifies frames[1..], decodes the header and refuses a replay.
   Result<protocol::Header> Open(const Frames& frames, std::vector<std::string_view>* views,
                                 protocol::ReplayGuard& guard) {
+    return Open(frames, views, guard, limits_);
+  }
+  Result<protocol::Header> Open(const Frames& frames, std::vector<std::string_view>* views,
+                                protocol::ReplayGuard& guard, const protocol::Limits& limits) {
     if (frames.empty()) return Status::Malformed("no routing id");
     *views = protocol::Views(frames, 1);
-    ZTASK_RETURN_IF_ERROR(protocol::CheckFrames(signer_, limits_, *views));
+    ZTASK_RETURN_IF_ERROR(protocol::CheckFrames(signer_, limits, *views));
     auto header = protocol::DecodeHeader((*views)[protocol::kFrameHeader]);
     if (header.ok()) ZTASK_RETURN_IF_ERROR(guard.Admit(*header, protocol::NowMicros()));
     return header;
@@ -164,7 +170,21 @@ class HubServer::Impl {
                                                         protocol::Empty{}, content));
   }
 
+  // The events socket is an XPUB: it hears when the first monitor subscribes
+  // and when the last one leaves, so that events are made only while someone
+  // listens (each costs an encoding and an HMAC).
+  void OnSubscriptions() {
+    zmq::message_t message;
+    while (events_.recv(message, zmq::recv_flags::dontwait)) {
+      if (message.size() == 0) continue;
+      const bool subscribe = static_cast<const uint8_t*>(message.data())[0] == 1;
+      listeners_ += subscribe ? 1 : -1;
+      if (listeners_ < 0) listeners_ = 0;
+    }
+  }
+
   void Emit(protocol::Event event) {
+    if (listeners_ == 0) return;
     event.at_us = protocol::NowMicros();
     Publish(events_, MsgType::kEvent, event);
   }
@@ -273,18 +293,35 @@ class HubServer::Impl {
 
   void OnMonitor(Frames& frames) {
     std::vector<std::string_view> views;
-    auto header = Open(frames, &views, monitor_guard_);
+    auto header = Open(frames, &views, monitor_guard_, monitor_limits_);
     if (!header.ok()) return Drop(View(frames[0]), header.status());
+    const std::string_view peer = View(frames[0]);
+    if (header->type != MsgType::kMonitorBatch) return OnMonitorMessage(peer, *header, views);
+    auto messages = protocol::UnpackBatch(views);
+    if (!messages.ok()) return Drop(peer, messages.status());
+    for (const auto& message : *messages) {
+      auto inner = protocol::DecodeHeader(message[protocol::kFrameHeader]);
+      if (!inner.ok()) {
+        Drop(peer, inner.status());
+        continue;
+      }
+      OnMonitorMessage(peer, *inner, message);
+    }
+  }
+
+  // One task_submitted, task_assigned or task_outcome, alone or from a batch.
+  void OnMonitorMessage(std::string_view peer, const protocol::Header& header,
+                        const std::vector<std::string_view>& views) {
     auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
-    if (!parent.ok() || !*parent) return Drop(View(frames[0]), "monitor message without parent");
+    if (!parent.ok() || !*parent) return Drop(peer, "monitor message without parent");
     const TaskId id = (*parent)->id;
     protocol::Event event;
     event.task_id = id;
-    switch (header->type) {
+    switch (header.type) {
       case MsgType::kTaskSubmitted: {
         auto meta = protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]);
         auto spec = protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]);
-        if (!meta.ok() || !spec.ok()) return Drop(View(frames[0]), "bad task_submitted");
+        if (!meta.ok() || !spec.ok()) return Drop(peer, "bad task_submitted");
         store_->Submitted(**parent, *meta, *spec);
         event.kind = "task_submitted";
         event.text = spec->label;
@@ -292,7 +329,7 @@ class HubServer::Impl {
       }
       case MsgType::kTaskAssigned: {
         auto a = protocol::DecodeBody<protocol::Assignment>(views[protocol::kFrameMeta]);
-        if (!a.ok()) return Drop(View(frames[0]), "bad task_assigned");
+        if (!a.ok()) return Drop(peer, "bad task_assigned");
         store_->Assigned(id, *a);
         event.kind = "task_assigned";
         event.engine_id = a->engine_id;
@@ -302,7 +339,7 @@ class HubServer::Impl {
       case MsgType::kTaskOutcome: {
         auto meta = protocol::DecodeBody<protocol::OutcomeMeta>(views[protocol::kFrameMeta]);
         auto result = protocol::DecodeBody<protocol::TaskResult>(views[protocol::kFrameContent]);
-        if (!meta.ok() || !result.ok()) return Drop(View(frames[0]), "bad task_outcome");
+        if (!meta.ok() || !result.ok()) return Drop(peer, "bad task_outcome");
         store_->Outcome(id, *meta, *result, protocol::NowMicros());
         event.kind = meta->final ? "task_finished" : "task_retried";
         event.engine_id = meta->engine_id;
@@ -313,8 +350,8 @@ class HubServer::Impl {
         break;
       }
       default:
-        return Drop(View(frames[0]), "unexpected " +
-                                         std::string(protocol::MsgTypeName(header->type)));
+        return Drop(peer, "unexpected " +
+                                         std::string(protocol::MsgTypeName(header.type)));
     }
     Emit(std::move(event));
   }
@@ -420,6 +457,8 @@ class HubServer::Impl {
   protocol::ConnectionInfo info_;
   protocol::Signer signer_;
   protocol::Limits limits_;
+  // A monitor batch carries up to 1,024 messages, each with its buffers.
+  protocol::Limits monitor_limits_{.max_frames = size_t{1} << 17};
   std::unique_ptr<TaskStore> store_;
   EngineRegistry registry_;
   zmq::context_t context_{1};
@@ -437,6 +476,7 @@ class HubServer::Impl {
   int64_t next_announce_ = 0;
   bool flush_failing_ = false;
   uint64_t refused_registrations_ = 0;
+  int listeners_ = 0;  // subscriptions to the event stream, by topic
 };
 
 Result<std::unique_ptr<HubServer>> HubServer::Create(const HubOptions& options) {

@@ -421,6 +421,27 @@ Result<std::optional<Header>> DecodeParent(std::string_view frame) {
   return parent;
 }
 
+Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
+    std::span<const std::string_view> frames) {
+  if (frames.size() < kMinFrames) return Status::Malformed("a batch needs its own frames");
+  auto batch = DecodeBody<MonitorBatch>(frames[kFrameContent]);
+  if (!batch.ok()) return Status::Malformed("monitor_batch: " + batch.status().message());
+  std::vector<std::vector<std::string_view>> out;
+  out.reserve(batch->frames.size());
+  size_t at = kFirstBuffer;
+  for (int32_t count : batch->frames) {
+    if (count < 4 || static_cast<size_t>(count) > frames.size() - at) {
+      return Status::Malformed("monitor_batch: its frame counts do not match its frames");
+    }
+    std::vector<std::string_view>& message = out.emplace_back(2);  // no signature, no HMAC
+    message.insert(message.end(), frames.begin() + static_cast<std::ptrdiff_t>(at),
+                   frames.begin() + static_cast<std::ptrdiff_t>(at) + count);
+    at += static_cast<size_t>(count);
+  }
+  if (at != frames.size()) return Status::Malformed("monitor_batch: frames left over");
+  return out;
+}
+
 int64_t NowMicros() {
   // Strictly increasing within the process, even when the clock steps back,
   // so that receivers can refuse replays by date (see replay_guard.h).
@@ -460,6 +481,7 @@ ZTASK_INSTANTIATE(PurgeRequest)
 ZTASK_INSTANTIATE(Count)
 ZTASK_INSTANTIATE(Acknowledgement)
 ZTASK_INSTANTIATE(Assignment)
+ZTASK_INSTANTIATE(MonitorBatch)
 ZTASK_INSTANTIATE(OutcomeMeta)
 ZTASK_INSTANTIATE(EngineInfo)
 ZTASK_INSTANTIATE(Event)

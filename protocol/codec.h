@@ -148,6 +148,11 @@ Result<DecodedOf<kType>> DecodeMessage(const Signer& signer, const Limits& limit
   return out;
 }
 
+// The messages in a monitor_batch whose frames (already checked) are
+// `frames`: each laid out like a whole message (frames 0 and 1 empty).
+Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
+    std::span<const std::string_view> frames);
+
 // The current time in µs since the Unix epoch, for headers: strictly
 // increasing within the process.
 int64_t NowMicros();

@@ -45,6 +45,8 @@ namespace ztask::protocol {
   X(kTaskSubmitted, 40, "task_submitted")                                   \
   X(kTaskAssigned, 41, "task_assigned")                                     \
   X(kTaskOutcome, 42, "task_outcome")                                       \
+  /* many of the three above in one message, under one signature */         \
+  X(kMonitorBatch, 43, "monitor_batch")                                     \
   /* hub -> scheduler notifier */                                           \
   X(kEngineRegistered, 50, "engine_registered")                             \
   X(kEngineUnregistered, 51, "engine_unregistered")                         \

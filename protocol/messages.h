@@ -437,6 +437,20 @@ struct Acknowledgement {
 
 // ---- scheduler -> hub monitor ----------------------------------------------
 
+// monitor_batch's content: the scheduler's monitor messages, many in one.
+// Their frames (header, parent, metadata, content, buffers: all but the
+// signature and HMAC, which the batch's own cover) follow as the batch's
+// buffers, `frames[i]` of them for the i-th message.
+struct MonitorBatch {
+  std::vector<int32_t> frames;
+
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("frames", s.frames);
+  }
+  friend bool operator==(const MonitorBatch&, const MonitorBatch&) = default;
+};
+
 // task_assigned's metadata: the attempt that just went to an engine.
 struct Assignment {
   int32_t engine_id = 0;
@@ -529,6 +543,7 @@ ZTASK_BODIES(kShutdownReply, Empty, Acknowledgement)
 ZTASK_BODIES(kTaskSubmitted, RoutingMeta, TaskSpec)
 ZTASK_BODIES(kTaskAssigned, Assignment, Empty)
 ZTASK_BODIES(kTaskOutcome, OutcomeMeta, TaskResult)
+ZTASK_BODIES(kMonitorBatch, Empty, MonitorBatch)
 ZTASK_BODIES(kEngineRegistered, Empty, EngineInfo)
 ZTASK_BODIES(kEngineUnregistered, Empty, EngineRef)
 ZTASK_BODIES(kEngineDraining, Empty, EngineRef)

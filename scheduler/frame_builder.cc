@@ -3,11 +3,40 @@
 namespace ztask::scheduler {
 
 FrameBuilder::FrameBuilder(const protocol::Signer& signer)
-    : signer_(signer), session_(TaskId::Random()) {}
+    : signer_(signer), session_(TaskId::Random()), session_hex_(session_.ToHex()) {}
 
 protocol::Header FrameBuilder::NewHeader(protocol::MsgType type) {
   // Message ids need only be unique: the session and a counter, no syscall.
-  return {TaskId{session_.hi, ++counter_}, type, session_.ToHex(), protocol::NowMicros()};
+  return {TaskId{session_.hi, ++counter_}, type, session_hex_, protocol::NowMicros()};
+}
+
+void FrameBuilder::AddToBatch(protocol::MsgType type, zmq::message_t parent, zmq::message_t meta,
+                              zmq::message_t content, protocol::Frames buffers) {
+  const size_t first = batch_.size();
+  batch_.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(type))));
+  batch_.push_back(std::move(parent));
+  batch_.push_back(std::move(meta));
+  batch_.push_back(std::move(content));
+  for (auto& b : buffers) batch_.push_back(std::move(b));
+  for (size_t i = first; i < batch_.size(); ++i) batch_bytes_ += batch_[i].size();
+  counts_.push_back(static_cast<int32_t>(batch_.size() - first));
+}
+
+protocol::Frames FrameBuilder::TakeBatch() {
+  protocol::Frames out;
+  out.reserve(protocol::kMinFrames + batch_.size());
+  out.push_back(protocol::Frame(protocol::kProtocolSignature));
+  out.emplace_back();
+  out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(protocol::MsgType::kMonitorBatch))));
+  out.push_back(protocol::Frame(protocol::EncodeParent(std::nullopt)));
+  out.push_back(protocol::Frame(protocol::EncodeBody(protocol::Empty{})));
+  out.push_back(protocol::Frame(protocol::EncodeBody(protocol::MonitorBatch{std::move(counts_)})));
+  for (auto& f : batch_) out.push_back(std::move(f));
+  batch_.clear();
+  counts_.clear();
+  batch_bytes_ = 0;
+  protocol::SignFrames(signer_, out);
+  return out;
 }
 
 void FrameBuilder::Append(protocol::Frames& out, protocol::MsgType type, zmq::message_t parent,

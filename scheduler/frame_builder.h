@@ -1,5 +1,6 @@
 // FrameBuilder: the messages the scheduler writes itself (replies it makes,
-// monitor messages, retire notices), signed, with its own headers. Frames
+// monitor messages, retire notices), signed, with its own headers. Monitor
+// messages are gathered into batches, one signature each. Frames
 // taken from the messages it forwards are shared, never copied or re-encoded.
 //
 // Thread safety: owned by the scheduler's loop thread.
@@ -27,10 +28,24 @@ class FrameBuilder {
   // Shares of frames[from..].
   static protocol::Frames ShareFrom(protocol::Frames& frames, size_t from);
 
+  // Adds a message (unsigned: the batch's signature covers it) to the
+  // monitor batch being built.
+  void AddToBatch(protocol::MsgType type, zmq::message_t parent, zmq::message_t meta,
+                  zmq::message_t content, protocol::Frames buffers = {});
+  size_t batched() const { return counts_.size(); }
+  size_t batched_bytes() const { return batch_bytes_; }
+  // The batch as one signed monitor_batch message; the next batch starts empty.
+  // REQUIRES: batched() > 0.
+  protocol::Frames TakeBatch();
+
  private:
   const protocol::Signer& signer_;
   TaskId session_;
+  std::string session_hex_;
   uint64_t counter_ = 0;
+  protocol::Frames batch_;
+  std::vector<int32_t> counts_;
+  size_t batch_bytes_ = 0;
 };
 
 }  // namespace ztask::scheduler

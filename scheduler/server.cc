@@ -128,10 +128,10 @@ class SchedulerServer::Impl {
       if (items[0].revents & ZMQ_POLLIN) Drain(client_, &Impl::OnClientMessage);
       if (items[1].revents & ZMQ_POLLIN) Drain(engine_, &Impl::OnEngineMessage);
       if (items[2].revents & ZMQ_POLLIN) Drain(notifier_, &Impl::OnNotifierMessage);
-      FlushMonitor();
       core_.Tick();
       drops_.Report(SteadyClock::Now());
       DrainActions();
+      FlushMonitor();
     }
     spdlog::info("stopping: {} tasks live, {} dropped messages, {} late replies",
                  core_.live_tasks(), drops_.count(), counters_.late_replies);
@@ -219,7 +219,7 @@ class SchedulerServer::Impl {
                           meta->targets,    meta->timeout_s,    meta->retries,
                           meta->priority};
     // Monitor first, so the hub hears of the task before of its outcome.
-    SendMonitor(MonitorCopy(MsgType::kTaskSubmitted, it->second.frames));
+    MonitorCopy(MsgType::kTaskSubmitted, it->second.frames);
     if (!core_.Submit(submission)) {
       Forget(it);
       ++counters_.duplicate_tasks;
@@ -257,7 +257,7 @@ class SchedulerServer::Impl {
     ++counters_.rejected;
     spdlog::warn("rejected task {} of client {}: {}", header.id.ToHex(),
                  protocol::PrintablePeer(View(frames[0])), why);
-    SendMonitor(MonitorCopy(MsgType::kTaskSubmitted, frames));
+    MonitorCopy(MsgType::kTaskSubmitted, frames);
     Action a{.kind = Action::Kind::kFail, .task = header.id, .error = ErrorType::kTaskRejected,
              .message = why};
     FailTask(a, frames);
@@ -426,11 +426,10 @@ class SchedulerServer::Impl {
     out.push_back(protocol::Frame(protocol::EncodeBody(dispatch)));
     for (size_t i = 1; i < request.size(); ++i) out.push_back(Share(request[i]));
     protocol::Assignment assignment{a.engine_id, a.attempt};
-    Frames monitor;
-    builder_.Append(monitor, MsgType::kTaskAssigned, Share(request[1 + protocol::kFrameHeader]),
-                    protocol::Frame(protocol::EncodeBody(assignment)),
-                    protocol::Frame(protocol::EncodeBody(protocol::Empty{})));
-    SendMonitor(std::move(monitor));
+    builder_.AddToBatch(MsgType::kTaskAssigned, Share(request[1 + protocol::kFrameHeader]),
+                        protocol::Frame(protocol::EncodeBody(assignment)),
+                        protocol::Frame(protocol::EncodeBody(protocol::Empty{})));
+    SealIfFull();
     Status sent = protocol::SendFrames(engine_, out);
     if (!sent.ok()) {
       // Registered but unreachable: treat it as lost, its tasks go elsewhere.
@@ -447,8 +446,8 @@ class SchedulerServer::Impl {
 
   void Deliver(const Action& a, Frames& request) {
     Frames& reply = *current_reply_;
-    SendMonitor(OutcomeFrames(a, /*final=*/true, Share(reply[1 + protocol::kFrameParent]),
-                              Share(reply[1 + protocol::kFrameContent]), &reply));
+    MonitorOutcome(a, /*final=*/true, Share(reply[1 + protocol::kFrameParent]),
+                   Share(reply[1 + protocol::kFrameContent]), &reply);
     Frames out;
     out.reserve(reply.size());
     out.push_back(Share(request[0]));
@@ -462,8 +461,8 @@ class SchedulerServer::Impl {
     protocol::TaskResult result;
     result.error_message = a.message;
     const std::string content = protocol::EncodeBody(result);
-    SendMonitor(OutcomeFrames(a, /*final=*/true, Share(request[1 + protocol::kFrameHeader]),
-                              protocol::Frame(content), nullptr));
+    MonitorOutcome(a, /*final=*/true, Share(request[1 + protocol::kFrameHeader]),
+                   protocol::Frame(content), nullptr);
     Frames out;
     out.push_back(Share(request[0]));
     builder_.Append(out, MsgType::kTaskReply, Share(request[1 + protocol::kFrameHeader]),
@@ -474,38 +473,37 @@ class SchedulerServer::Impl {
   void Retried(const Action& a, Frames& request) {
     if (a.from_reply) {
       Frames& reply = *current_reply_;
-      SendMonitor(OutcomeFrames(a, /*final=*/false, Share(reply[1 + protocol::kFrameParent]),
-                                Share(reply[1 + protocol::kFrameContent]), &reply));
+      MonitorOutcome(a, /*final=*/false, Share(reply[1 + protocol::kFrameParent]),
+                   Share(reply[1 + protocol::kFrameContent]), &reply);
       return;
     }
     protocol::TaskResult result;
     result.error_message = a.message;
-    SendMonitor(OutcomeFrames(a, /*final=*/false, Share(request[1 + protocol::kFrameHeader]),
-                              protocol::Frame(protocol::EncodeBody(result)), nullptr));
+    MonitorOutcome(a, /*final=*/false, Share(request[1 + protocol::kFrameHeader]),
+                   protocol::Frame(protocol::EncodeBody(result)), nullptr);
   }
 
   // ---- building and sending ---------------------------------------------
 
   // A monitor message carrying a request's parts as they came.
-  Frames MonitorCopy(MsgType type, Frames& request) {
-    Frames out;
-    builder_.Append(out, type, Share(request[1 + protocol::kFrameHeader]),
-                    Share(request[1 + protocol::kFrameMeta]),
-                    Share(request[1 + protocol::kFrameContent]),
-                    FrameBuilder::ShareFrom(request, 1 + protocol::kFirstBuffer));
-    return out;
+  void MonitorCopy(MsgType type, Frames& request) {
+    builder_.AddToBatch(type, Share(request[1 + protocol::kFrameHeader]),
+                        Share(request[1 + protocol::kFrameMeta]),
+                        Share(request[1 + protocol::kFrameContent]),
+                        FrameBuilder::ShareFrom(request, 1 + protocol::kFirstBuffer));
+    SealIfFull();
   }
 
-  Frames OutcomeFrames(const Action& a, bool final, zmq::message_t parent,
-                       zmq::message_t content, Frames* reply) {
+  void MonitorOutcome(const Action& a, bool final, zmq::message_t parent, zmq::message_t content,
+                      Frames* reply) {
     protocol::OutcomeMeta meta{final, a.error == ErrorType::kNone, a.error, std::nullopt,
                                a.attempt};
     if (a.engine_id >= 0) meta.engine_id = a.engine_id;
-    Frames out;
-    builder_.Append(out, MsgType::kTaskOutcome, std::move(parent),
-                    protocol::Frame(protocol::EncodeBody(meta)), std::move(content),
-                    reply ? FrameBuilder::ShareFrom(*reply, 1 + protocol::kFirstBuffer) : Frames{});
-    return out;
+    builder_.AddToBatch(MsgType::kTaskOutcome, std::move(parent),
+                        protocol::Frame(protocol::EncodeBody(meta)), std::move(content),
+                        reply ? FrameBuilder::ShareFrom(*reply, 1 + protocol::kFirstBuffer)
+                              : Frames{});
+    SealIfFull();
   }
 
   void SendToClient(Frames& out) {
@@ -517,17 +515,25 @@ class SchedulerServer::Impl {
     }
   }
 
-  // The monitor never blocks the loop: what the socket will not take now
-  // waits here, in order, until it will.
-  void SendMonitor(Frames frames) {
-    if (!monitor_enabled_) return;
-    if (monitor_backlog_.empty()) {
-      if (protocol::SendFrames(monitor_, frames).ok()) return;
-    }
-    monitor_backlog_.push_back(std::move(frames));
+  // Monitor messages go to the hub in batches, one signature each: a batch
+  // is sealed when it is full and at the end of every turn of the loop.
+  static constexpr size_t kBatchMessages = 1024;
+  static constexpr size_t kBatchBytes = size_t{8} << 20;
+
+  void SealIfFull() {
+    if (builder_.batched() >= kBatchMessages || builder_.batched_bytes() >= kBatchBytes) Seal();
   }
 
+  void Seal() {
+    if (builder_.batched() == 0) return;
+    Frames batch = builder_.TakeBatch();
+    if (monitor_enabled_) monitor_backlog_.push_back(std::move(batch));
+  }
+
+  // The monitor never blocks the loop: what the socket will not take now
+  // waits, in order, until it will.
   void FlushMonitor() {
+    Seal();
     while (!monitor_backlog_.empty()) {
       if (!protocol::SendFrames(monitor_, monitor_backlog_.front()).ok()) return;
       monitor_backlog_.pop_front();

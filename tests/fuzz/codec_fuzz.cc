@@ -69,6 +69,7 @@ int FuzzOne(const uint8_t* data, size_t size) {
 #define ZTASK_FUZZ_TYPE(name, code, text) DecodeAs<MsgType::name>(views);
   ZTASK_MESSAGE_TYPES(ZTASK_FUZZ_TYPE)
 #undef ZTASK_FUZZ_TYPE
+  if (frames.size() >= kMinFrames) (void)UnpackBatch(views);
   for (const auto& f : frames) {
     (void)DecodeHeader(f);
     (void)DecodeParent(f);

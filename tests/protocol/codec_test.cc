@@ -220,3 +220,46 @@ TEST(BadInput, DeepNestingIsRefused) {
 
 }  // namespace
 }  // namespace ztask::protocol
+
+namespace ztask::protocol {
+namespace {
+
+TEST(MonitorBatch, UnpacksEachMessageInOrder) {
+  const Signer signer("k");
+  const auto a = EncodeMessage(signer, testing::SampleHeader(MsgType::kTaskAssigned), Header{},
+                               Assignment{3, 1}, Empty{});
+  const auto b = EncodeMessage(signer, testing::SampleHeader(MsgType::kTaskOutcome), Header{},
+                               OutcomeMeta{}, TaskResult{}, {"buffer"});
+  std::vector<std::string> frames = EncodeMessage(
+      signer, testing::SampleHeader(MsgType::kMonitorBatch), std::nullopt, Empty{},
+      MonitorBatch{{4, 5}});
+  frames.insert(frames.end(), a.begin() + kFrameHeader, a.end());
+  frames.insert(frames.end(), b.begin() + kFrameHeader, b.end());
+  std::vector<std::string_view> views(frames.begin(), frames.end());
+  auto messages = UnpackBatch(views);
+  ASSERT_TRUE(messages.ok()) << messages.status().ToString();
+  ASSERT_EQ(messages->size(), 2u);
+  EXPECT_EQ((*messages)[0][kFrameHeader], a[kFrameHeader]);
+  EXPECT_EQ((*messages)[1].size(), kMinFrames + 1);
+  EXPECT_EQ((*messages)[1][kFirstBuffer], "buffer");
+  auto meta = DecodeBody<Assignment>((*messages)[0][kFrameMeta]);
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->engine_id, 3);
+}
+
+TEST(MonitorBatch, CountsThatDoNotMatchTheFramesAreMalformed) {
+  const Signer signer("k");
+  for (const std::vector<int32_t>& counts :
+       std::vector<std::vector<int32_t>>{{4, 4}, {3}, {5}, {-1}, {2, 2}}) {
+    std::vector<std::string> frames = EncodeMessage(
+        signer, testing::SampleHeader(MsgType::kMonitorBatch), std::nullopt, Empty{},
+        MonitorBatch{counts});
+    for (int i = 0; i < 4; ++i) frames.emplace_back("f");
+    std::vector<std::string_view> views(frames.begin(), frames.end());
+    auto messages = UnpackBatch(views);
+    EXPECT_EQ(messages.status().code(), Status::Code::kMalformed) << counts.size();
+  }
+}
+
+}  // namespace
+}  // namespace ztask::protocol

@@ -85,6 +85,7 @@ template <> inline PurgeRequest Sample<PurgeRequest>() { return {{SampleId(1)}, 
 template <> inline Count Sample<Count>() { return {17}; }
 template <> inline Acknowledgement Sample<Acknowledgement>() { return {false, "busy"}; }
 template <> inline Assignment Sample<Assignment>() { return {2, 3}; }
+template <> inline MonitorBatch Sample<MonitorBatch>() { return {{}}; }
 template <> inline OutcomeMeta Sample<OutcomeMeta>() {
   return {false, false, ErrorType::kEngineError, 2, 1};
 }

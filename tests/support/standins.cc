@@ -70,40 +70,60 @@ size_t StandInHub::PumpMonitor(milliseconds wait) {
   Frames frames;
   while (ReceiveWithin(monitor_socket_, frames, count == 0 ? wait : milliseconds(0))) {
     auto views = protocol::Views(frames, 1);  // skip the scheduler's routing id
-    if (!protocol::CheckFrames(signer_, {}, views).ok()) {
+    protocol::Limits limits;
+    limits.max_frames = size_t{1} << 17;
+    if (!protocol::CheckFrames(signer_, limits, views).ok()) {
       ++bad_monitor_;
       continue;
     }
     auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
-    auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
-    if (!header.ok() || !parent.ok() || !*parent) {
+    if (!header.ok() || header->type != MsgType::kMonitorBatch) {
+      ++bad_monitor_;  // the scheduler sends its monitor messages in batches
+      continue;
+    }
+    auto messages = protocol::UnpackBatch(views);
+    if (!messages.ok()) {
       ++bad_monitor_;
       continue;
     }
-    MonitorMessage m{header->type, (*parent)->id, std::nullopt, 0, false, false, ErrorType::kNone};
-    if (header->type == MsgType::kTaskAssigned) {
-      auto a = protocol::DecodeBody<protocol::Assignment>(views[protocol::kFrameMeta]);
-      if (!a.ok()) { ++bad_monitor_; continue; }
-      m.engine_id = a->engine_id;
-      m.attempt = a->attempt;
-    } else if (header->type == MsgType::kTaskOutcome) {
-      auto o = protocol::DecodeBody<protocol::OutcomeMeta>(views[protocol::kFrameMeta]);
-      if (!o.ok()) { ++bad_monitor_; continue; }
-      m.engine_id = o->engine_id;
-      m.attempt = o->attempt;
-      m.final = o->final;
-      m.ok = o->ok;
-      m.error = o->error_type;
-    } else if (header->type == MsgType::kTaskSubmitted) {
-      if (!protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]).ok()) {
+    for (const auto& message : *messages) {
+      if (AddMonitorMessage(message)) {
+        ++count;
+      } else {
         ++bad_monitor_;
-        continue;
       }
     }
-    monitor_.push_back(m);
-    ++count;
   }
   return count;
+}
+
+bool StandInHub::AddMonitorMessage(const std::vector<std::string_view>& views) {
+  auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
+  auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
+  if (!header.ok() || !parent.ok() || !*parent) return false;
+  MonitorMessage m{header->type, (*parent)->id, std::nullopt, 0, false, false, ErrorType::kNone};
+  if (header->type == MsgType::kTaskAssigned) {
+    auto a = protocol::DecodeBody<protocol::Assignment>(views[protocol::kFrameMeta]);
+    if (!a.ok()) return false;
+    m.engine_id = a->engine_id;
+    m.attempt = a->attempt;
+  } else if (header->type == MsgType::kTaskOutcome) {
+    auto o = protocol::DecodeBody<protocol::OutcomeMeta>(views[protocol::kFrameMeta]);
+    if (!o.ok()) return false;
+    m.engine_id = o->engine_id;
+    m.attempt = o->attempt;
+    m.final = o->final;
+    m.ok = o->ok;
+    m.error = o->error_type;
+  } else if (header->type == MsgType::kTaskSubmitted) {
+    if (!protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]).ok()) {
+      return false;
+    }
+  } else {
+    return false;
+  }
+  monitor_.push_back(m);
+  return true;
 }
 
 StandInEngine::StandInEngine(const std::string& endpoint, const protocol::Signer& signer,

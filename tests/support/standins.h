@@ -54,6 +54,9 @@ class StandInHub {
   size_t bad_monitor_messages() const { return bad_monitor_; }
 
  private:
+  // One message of a monitor batch; false when it does not decode.
+  bool AddMonitorMessage(const std::vector<std::string_view>& views);
+
   std::filesystem::path path_;
   protocol::Signer signer_;
   zmq::socket_t notifier_, monitor_socket_;

@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(
   build-essential g++ cmake pkg-config ccache
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libboost-graph-dev
-  libsodium-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
+  libsodium-dev libssl-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin openssh-client openssh-server slurm-wlm munge
 )

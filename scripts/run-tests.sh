@@ -16,7 +16,9 @@ ctest --test-dir build --output-on-failure -j2 "$@"
 [ "${ZTASK_SANITIZERS:-1}" = 0 ] && exit 0
 for kind in address thread; do
   echo "== the test suite under the ${kind} sanitizer"
-  cmake -S . -B "build-$kind" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZTASK_WERROR=ON \
+  # Without -Werror: GCC warns falsely (maybe-uninitialized) under sanitizers;
+  # the plain build above holds the code to no warnings.
+  cmake -S . -B "build-$kind" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZTASK_WERROR=OFF \
     -DZTASK_SANITIZE="$kind" -DZTASK_BUILD_BENCH=OFF >/dev/null
   cmake --build "build-$kind" -j2
   reports=$(mktemp -d)

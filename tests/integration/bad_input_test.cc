@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <regex>
+#include <cctype>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -32,12 +32,18 @@ std::string ReadText(const std::filesystem::path& path) {
   return text.str();
 }
 
-// The largest count in lines matching `pattern` (one capture group).
-uint64_t CountIn(const std::string& text, const std::string& pattern) {
-  const std::regex re(pattern);
+// The largest N in "<before>N dropped messages" anywhere in `text`.
+uint64_t DroppedCount(const std::string& text, const std::string& before = "") {
+  const std::string suffix = " dropped messages";
   uint64_t most = 0;
-  for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it) {
-    most = std::max<uint64_t>(most, std::stoull((*it)[1].str()));
+  for (size_t at = text.find(suffix); at != std::string::npos; at = text.find(suffix, at + 1)) {
+    size_t start = at;
+    while (start > 0 && std::isdigit(static_cast<unsigned char>(text[start - 1]))) --start;
+    if (start == at || start < before.size() ||
+        text.compare(start - before.size(), before.size(), before) != 0) {
+      continue;
+    }
+    most = std::max<uint64_t>(most, std::stoull(text.substr(start, at - start)));
   }
   return most;
 }
@@ -179,9 +185,9 @@ TEST_F(ClusterTest, GarbageFromAnyPeerIsDroppedCountedAndServiceGoesOn) {
   const std::string scheduler = ReadText(logs / "scheduler.log");
   const std::string hub = ReadText(logs / "hub.log");
   const std::string cluster = ReadText(logs / "cluster.log");
-  EXPECT_GE(CountIn(scheduler, R"((\d+) dropped messages)"), 8u) << scheduler;
-  EXPECT_GE(CountIn(hub, R"((\d+) dropped messages)"), 512u) << hub.substr(0, 4000);
-  EXPECT_GE(CountIn(cluster, R"(control: (\d+) dropped messages)"), 4u) << cluster;
+  EXPECT_GE(DroppedCount(scheduler), 8u) << scheduler;
+  EXPECT_GE(DroppedCount(hub), 512u) << hub.substr(0, 4000);
+  EXPECT_GE(DroppedCount(cluster, "control: "), 4u) << cluster;
   for (const std::string* log : {&scheduler, &hub}) {
     EXPECT_EQ(log->find("Aborted"), std::string::npos);
     EXPECT_EQ(log->find("terminate called"), std::string::npos);

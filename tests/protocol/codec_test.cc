@@ -1,6 +1,10 @@
 #include "protocol/codec.h"
 
 #include <gtest/gtest.h>
+#include <sodium.h>
+
+#include <atomic>
+#include <thread>
 
 #include "tests/protocol/sample_messages.h"
 
@@ -259,6 +263,62 @@ TEST(MonitorBatch, CountsThatDoNotMatchTheFramesAreMalformed) {
     auto messages = UnpackBatch(views);
     EXPECT_EQ(messages.status().code(), Status::Code::kMalformed) << counts.size();
   }
+}
+
+}  // namespace
+}  // namespace ztask::protocol
+
+namespace ztask::protocol {
+namespace {
+
+// The signature is HMAC-SHA256 itself: the same as libsodium's over the same
+// bytes (each frame's 8-byte little-endian length, then the frame), for
+// short, block-sized and long keys.
+TEST(Signer, IsHmacSha256OfTheLengthPrefixedFrames) {
+  for (size_t key_size : {1u, 32u, 64u, 65u, 200u}) {
+    std::string key(key_size, '\0');
+    for (size_t i = 0; i < key_size; ++i) key[i] = static_cast<char>(i * 7 + 3);
+    const Signer signer(key);
+    std::vector<std::string> frames = {"ZTASK1", "", "header", "", "meta",
+                                       std::string(1000, 'c'), "buffer"};
+    std::vector<std::string_view> views(frames.begin(), frames.end());
+    std::string stream;
+    for (size_t i = kFrameHeader; i < frames.size(); ++i) {
+      const uint64_t n = frames[i].size();
+      for (int b = 0; b < 8; ++b) stream += static_cast<char>(n >> (8 * b));
+      stream += frames[i];
+    }
+    unsigned char expected[crypto_auth_hmacsha256_BYTES];
+    crypto_auth_hmacsha256_state state;
+    crypto_auth_hmacsha256_init(&state, reinterpret_cast<const unsigned char*>(key.data()),
+                                key.size());
+    crypto_auth_hmacsha256_update(&state, reinterpret_cast<const unsigned char*>(stream.data()),
+                                  stream.size());
+    crypto_auth_hmacsha256_final(&state, expected);
+    EXPECT_EQ(signer.Sign(views), std::string(reinterpret_cast<char*>(expected), sizeof expected))
+        << "key of " << key_size << " bytes";
+    frames[kFrameHmac] = signer.Sign(views);
+    views.assign(frames.begin(), frames.end());
+    EXPECT_TRUE(signer.Verify(views));
+  }
+}
+
+TEST(Signer, SignsTheSameFromManyThreadsAtOnce) {
+  const Signer signer("shared key");
+  const std::vector<std::string> frames = {"ZTASK1", "", "h", "p", "m", "c"};
+  const std::vector<std::string_view> views(frames.begin(), frames.end());
+  const std::string expected = signer.Sign(views);
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) {
+        if (signer.Sign(views) != expected) ++mismatches;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace

@@ -10,9 +10,6 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <zmq.hpp>
@@ -120,27 +117,25 @@ class EngineLoop final : public Stoppable {
              protocol::EngineRef{engine_id_, uuid_});
         next_heartbeat = now + int64_t{heartbeat_ms_} * 1000;
       }
-      zmq::pollitem_t items[] = {{scheduler_.handle(), 0, ZMQ_POLLIN, 0},
-                                 {hub_.handle(), 0, ZMQ_POLLIN, 0},
+      zmq::pollitem_t items[] = {{hub_.handle(), 0, ZMQ_POLLIN, 0},
                                  {wake_loop_.handle(), 0, ZMQ_POLLIN, 0}};
-      if (!protocol::Poll(items, 3, std::chrono::milliseconds((next_heartbeat - now) / 1000 + 1))
+      if (!protocol::Poll(items, 2, std::chrono::milliseconds((next_heartbeat - now) / 1000 + 1))
                .ok()) {
         break;
       }
-      if (items[0].revents & ZMQ_POLLIN) OnScheduler();
-      if (items[1].revents & ZMQ_POLLIN) OnHub();
-      if (items[2].revents & ZMQ_POLLIN) OnWorkerDone();
+      if (items[0].revents & ZMQ_POLLIN) OnHub();
+      if (items[1].revents & ZMQ_POLLIN) {
+        Frames frames;
+        while (protocol::TryReceive(wake_loop_, frames)) {
+        }  // the worker was told to retire: stop_ is set
+      }
     }
     Send(hub_, MsgType::kUnregistration, std::nullopt, protocol::Empty{},
          protocol::EngineRef{engine_id_, uuid_});
-    {
-      std::lock_guard lock(mutex_);
-      quitting_ = true;
-    }
-    ready_.notify_all();
     // A command still running dies with the engine (its task is failed over
     // by the scheduler when the hub reports the engine gone).
     if (const int group = running_group_.load(); group > 0) ::kill(-group, SIGKILL);
+    wake_loop_.send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
     if (worker_.joinable()) worker_.join();
     spdlog::info("engine {} stopped", engine_id_);
   }
@@ -194,15 +189,32 @@ class EngineLoop final : public Stoppable {
     }
   }
 
+  // ---- the worker thread ------------------------------------------------
+
+  // The worker thread owns the scheduler socket from the moment it starts:
+  // it takes each task, runs it and replies, with no hand-off between
+  // threads. The loop thread keeps heartbeating the hub meanwhile.
+  void WorkerMain() {
+    zmq::pollitem_t items[] = {{scheduler_.handle(), 0, ZMQ_POLLIN, 0},
+                               {wake_worker_.handle(), 0, ZMQ_POLLIN, 0}};
+    while (!stop_.load()) {
+      if (!protocol::Poll(items, 2, std::chrono::milliseconds(-1)).ok()) break;
+      if (items[1].revents & ZMQ_POLLIN) break;  // the loop says stop
+      if (items[0].revents & ZMQ_POLLIN) OnScheduler();
+    }
+    query_.reset();
+  }
+
   void OnScheduler() {
     Frames frames;
-    while (protocol::TryReceive(scheduler_, frames)) {
+    while (!stop_.load() && protocol::TryReceive(scheduler_, frames)) {
       if (frames.size() == protocol::kMinFrames) {  // no dispatch frame: not a task
         auto retire = protocol::DecodeMessage<MsgType::kEngineRetire>(signer_, {},
                                                                       protocol::Views(frames));
         if (retire.ok()) {
           spdlog::info("drained: the scheduler retires this engine");
           RequestStop();
+          wake_worker_.send(zmq::str_buffer("retire"), zmq::send_flags::dontwait);
         }
         continue;
       }
@@ -215,48 +227,9 @@ class EngineLoop final : public Stoppable {
                      task.ok() ? dispatch.status().ToString() : task.status().ToString());
         continue;
       }
-      {
-        std::lock_guard lock(mutex_);
-        queue_.push_back({task->header, task->meta, task->content, *dispatch});
-      }
-      ready_.notify_one();
+      const Done done = Execute({task->header, task->meta, task->content, *dispatch});
+      Send(scheduler_, MsgType::kTaskReply, done.request, done.meta, done.result);
     }
-  }
-
-  void OnWorkerDone() {
-    Frames frames;
-    while (protocol::TryReceive(wake_loop_, frames)) {
-      std::deque<Done> done;
-      {
-        std::lock_guard lock(mutex_);
-        done.swap(done_);
-      }
-      for (auto& d : done) {
-        Send(scheduler_, MsgType::kTaskReply, d.request, d.meta, d.result);
-      }
-    }
-  }
-
-  // ---- the worker thread ------------------------------------------------
-
-  void WorkerMain() {
-    while (true) {
-      Job job;
-      {
-        std::unique_lock lock(mutex_);
-        ready_.wait(lock, [&] { return quitting_ || !queue_.empty(); });
-        if (quitting_) break;
-        job = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      Done done = Execute(job);
-      {
-        std::lock_guard lock(mutex_);
-        done_.push_back(std::move(done));
-      }
-      wake_worker_.send(zmq::str_buffer(""), zmq::send_flags::dontwait);
-    }
-    query_.reset();
   }
 
   Done Execute(const Job& job) {
@@ -407,11 +380,6 @@ class EngineLoop final : public Stoppable {
   std::atomic<int> running_group_{0};  // process group of the running command
   std::atomic<bool> stop_{false};
   std::thread worker_;
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<Job> queue_;
-  std::deque<Done> done_;
-  bool quitting_ = false;
 };
 
 Engine::Engine() = default;

@@ -27,7 +27,7 @@ SchedulerCore::SchedulerCore(CoreOptions options, std::unique_ptr<Scheme> scheme
 }
 
 bool SchedulerCore::Submit(const Submission& s) {
-  if (tasks_.count(s.id) || finished_.count(s.id)) {
+  if (tasks_.count(s.id) || finished_.contains(s.id)) {
     ++counters_.duplicates;
     return false;
   }
@@ -52,7 +52,7 @@ bool SchedulerCore::Submit(const Submission& s) {
         Pump();
         return true;
       }
-      if (!tasks_.count(dep) && !finished_.count(dep)) {
+      if (!tasks_.count(dep) && !finished_.contains(dep)) {
         Fail(task, ErrorType::kInvalidDependency,
              "task " + s.id.ToHex() + " depends on " + dep.ToHex() +
                  ", which this scheduler has never seen");
@@ -66,9 +66,9 @@ bool SchedulerCore::Submit(const Submission& s) {
   for (const auto* ids : {&after, &follow}) {
     const bool is_follow = ids == &follow;
     for (const TaskId& dep : *ids) {
-      if (auto f = finished_.find(dep); f != finished_.end()) {
-        if (!CountDependency(task, is_follow, f->second) && !have_cause) {
-          cause = {dep, f->second.success};
+      if (const Finished* f = finished_.find(dep)) {
+        if (!CountDependency(task, is_follow, *f) && !have_cause) {
+          cause = {dep, f->success};
           have_cause = true;
         }
       } else {
@@ -277,7 +277,7 @@ AbortOutcome SchedulerCore::Abort(const std::vector<TaskId>& ids) {
         Fail(it->second, ErrorType::kTaskAborted, "task " + id.ToHex() + " was aborted on request");
         outcome.aborted.push_back(id);
       }
-    } else if (finished_.count(id)) {
+    } else if (finished_.contains(id)) {
       outcome.finished.push_back(id);
     } else {
       outcome.unknown.push_back(id);

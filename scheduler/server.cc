@@ -214,7 +214,9 @@ class SchedulerServer::Impl {
       return Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
     }
     it->second.frames = std::move(frames);
-    ++queued_per_client_[std::string(peer)];
+    auto queued = queued_per_client_.find(peer);
+    if (queued == queued_per_client_.end()) queued = queued_per_client_.emplace(peer, 0).first;
+    ++queued->second;
     Submission submission{header.id,        ToSet(meta->after), ToSet(meta->follow),
                           meta->targets,    meta->timeout_s,    meta->retries,
                           meta->priority};
@@ -243,7 +245,7 @@ class SchedulerServer::Impl {
       return "the task has " + std::to_string(deps) + " dependencies, over the limit of " +
              std::to_string(limits.max_dependencies) + " (taskscheduler --max-dependencies)";
     }
-    auto queued = queued_per_client_.find(std::string(client));
+    auto queued = queued_per_client_.find(client);
     if (queued != queued_per_client_.end() && queued->second >= limits.max_queued_per_client) {
       return "this client has " + std::to_string(queued->second) +
              " tasks waiting or running, the limit (taskscheduler --max-queued-per-client); "
@@ -265,7 +267,7 @@ class SchedulerServer::Impl {
 
   // The request of a task with its final outcome, and its client's count.
   void Forget(std::unordered_map<TaskId, Pending, TaskIdHash>::iterator it) {
-    auto queued = queued_per_client_.find(std::string(View(it->second.frames[0])));
+    auto queued = queued_per_client_.find(View(it->second.frames[0]));
     if (queued != queued_per_client_.end() && --queued->second == 0) {
       queued_per_client_.erase(queued);
     }
@@ -550,7 +552,14 @@ class SchedulerServer::Impl {
   zmq::context_t context_{1};
   zmq::socket_t client_, engine_, notifier_, monitor_;
   std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
-  std::unordered_map<std::string, size_t> queued_per_client_;
+  // Looked up by the routing id's bytes, without making a string per task.
+  struct PeerHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+  std::unordered_map<std::string, size_t, PeerHash, std::equal_to<>> queued_per_client_;
   bool monitor_enabled_ = false;
   std::deque<Frames> monitor_backlog_;
   std::string client_endpoint_, engine_endpoint_;

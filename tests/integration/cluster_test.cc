@@ -176,6 +176,16 @@ TEST_F(ClusterTest, EngineKilledMidTaskIsAnEngineError) {
 
 TEST_F(ClusterTest, RetriesMoveAFailingTaskToAnotherEngine) {
   StartCluster(2);
+  // The hub lists an engine a moment before the scheduler can use it: one
+  // task on each engine first, so that both are there for the retry.
+  TaskOptions warm_up;
+  warm_up.function = "noop";
+  auto each = client_->SubmitEachEngine(warm_up);
+  ASSERT_TRUE(each.ok()) << each.status().ToString();
+  ASSERT_EQ(each->size(), 2u);
+  std::vector<TaskId> warmed;
+  for (const auto& [engine, id] : *each) warmed.push_back(id);
+  ASSERT_TRUE(client_->Wait(warmed, 60).ok());
   const std::string log = (dir_.path() / "attempts").string();
   const std::string id = Submit({"--retries", "1", "--", "sh", "-c",
                                  "echo $ZTASK_ENGINE_ID >> " + log + "; [ $ZTASK_ATTEMPT -ge 2 ]"});

@@ -68,7 +68,7 @@ bool SchedulerCore::Submit(const Submission& s) {
     for (const TaskId& dep : *ids) {
       if (const Finished* f = finished_.find(dep)) {
         if (!CountDependency(task, is_follow, *f) && !have_cause) {
-          cause = {dep, f->success};
+          cause = {dep, f->success()};
           have_cause = true;
         }
       } else {
@@ -84,13 +84,13 @@ bool SchedulerCore::Submit(const Submission& s) {
 
 bool SchedulerCore::CountDependency(Task& task, bool is_follow, const Finished& f) {
   DependencyProgress& progress = is_follow ? task.follow : task.after;
-  const bool accepted = progress.Count(f.success);
+  const bool accepted = progress.Count(f.success());
   if (is_follow && accepted) {
-    if (f.slot == kNoSlot) {
+    if (f.slot() == kNoSlot) {
       ++task.follow_unlocated;
-    } else if (std::find(task.location.begin(), task.location.end(), f.slot) ==
+    } else if (std::find(task.location.begin(), task.location.end(), f.slot()) ==
                task.location.end()) {
-      task.location.push_back(f.slot);
+      task.location.push_back(f.slot());
     }
   }
   return accepted;
@@ -198,7 +198,7 @@ void SchedulerCore::Resolve(const TaskId& id, Finished outcome) {
       if (t == tasks_.end() || t->second.state != State::kWaiting) continue;
       Task& task = t->second;
       CountDependency(task, w.is_follow, f);
-      Settle(task, {dep, f.success});
+      Settle(task, {dep, f.success()});
     }
   }
   draining_ = false;

@@ -155,10 +155,19 @@ class SchedulerCore {
     std::vector<TaskId> running;
   };
 
-  // What later dependents need of a finished task: 8 bytes.
-  struct Finished {
-    EngineSlot slot;
-    bool success;
+  // What later dependents need of a finished task, in 4 bytes: where it
+  // last ran (kNoSlot: nowhere) and whether it succeeded.
+  class Finished {
+   public:
+    Finished() = default;
+    Finished(EngineSlot slot, bool success)
+        : bits_((slot == kNoSlot ? kNowhere : slot) << 1 | (success ? 1u : 0u)) {}
+    EngineSlot slot() const { return (bits_ >> 1) == kNowhere ? kNoSlot : bits_ >> 1; }
+    bool success() const { return bits_ & 1; }
+
+   private:
+    static constexpr uint32_t kNowhere = UINT32_MAX >> 1;
+    uint32_t bits_ = 0;
   };
 
   struct ReadyKey {
@@ -223,7 +232,7 @@ class SchedulerCore {
   Clock* clock_;
 
   std::unordered_map<TaskId, Task, TaskIdHash> tasks_;
-  FlatIdMap<Finished> finished_;  // 24 bytes a slot: see flat_id_map.h
+  FlatIdMap<Finished> finished_;  // 21 bytes a slot: see flat_id_map.h
   std::unordered_map<TaskId, std::vector<Waiter>, TaskIdHash> waiters_;
   std::set<ReadyKey> ready_;
   bool ready_grew_ = false;

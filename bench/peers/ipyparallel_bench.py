@@ -6,34 +6,25 @@ of dependent tasks and a fan-in, stops everything, and prints one JSON line.
 
 usage: /usr/bin/python3 ipyparallel_bench.py --engines 2 --hwm 1 --tasks 2000
 """
-import argparse
 import json
+import os
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import parse_args, percentile  # noqa: E402
+
 import ipyparallel as ipp
 
 
+# Defined here, in __main__, so that it travels by value to the workers.
 def noop(*args):
     return None
 
 
-def percentile(values, fraction):
-    if not values:
-        return 0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
-
-
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--engines", type=int, default=2)
-    parser.add_argument("--hwm", type=int, default=1)
-    parser.add_argument("--tasks", type=int, default=2000)
-    parser.add_argument("--latency", type=int, default=500)
-    parser.add_argument("--chain", type=int, default=500)
-    args = parser.parse_args()
+    args = parse_args(with_hwm=True)
 
     with tempfile.TemporaryDirectory(prefix="ztask-peer-ipp-") as profile:
         cluster = ipp.Cluster(

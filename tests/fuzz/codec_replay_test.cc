@@ -8,6 +8,7 @@
 #include <random>
 
 #include "tests/fuzz/codec_fuzz.h"
+#include "tests/fuzz/mutate.h"
 #include "tests/protocol/sample_messages.h"
 
 namespace ztask::protocol::fuzz {
@@ -43,17 +44,7 @@ TEST(CodecFuzzCorpus, MutationsOfEveryMessageDecodeWithoutCrashing) {
   std::mt19937_64 rng(20261121);
   const auto seeds = Seeds();
   for (int i = 0; i < 20000; ++i) {
-    std::string input = seeds[rng() % seeds.size()];
-    switch (rng() % 4) {
-      case 0:
-        for (int k = 0; k < 1 + static_cast<int>(rng() % 4); ++k) {
-          input[rng() % input.size()] ^= static_cast<char>(1 << (rng() % 8));
-        }
-        break;
-      case 1: input.resize(rng() % input.size()); break;
-      case 2: input.insert(rng() % input.size(), seeds[rng() % seeds.size()].substr(1, 40)); break;
-      default: input[rng() % input.size()] = static_cast<char>(rng()); break;
-    }
+    const std::string input = ztask::fuzz::Mutate(seeds, rng);
     ASSERT_EQ(FuzzInput(input), 0);
   }
 }

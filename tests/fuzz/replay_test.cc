@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/fuzz/mutate.h"
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace ztask::fuzz {
@@ -41,22 +43,7 @@ TEST(FuzzCorpus, MutationsOfTheCorpusRunClean) {
   ASSERT_FALSE(corpus.empty());
   std::mt19937_64 rng(20261121);
   for (int i = 0; i < ZTASK_MUTATIONS; ++i) {
-    std::string input = corpus[rng() % corpus.size()];
-    if (input.empty()) input = "x";
-    switch (rng() % 4) {
-      case 0:
-        for (int k = 0; k < 1 + static_cast<int>(rng() % 4); ++k) {
-          input[rng() % input.size()] ^= static_cast<char>(1 << (rng() % 8));
-        }
-        break;
-      case 1: input.resize(rng() % input.size()); break;
-      case 2: {
-        const std::string& other = corpus[rng() % corpus.size()];
-        input.insert(rng() % input.size(), other.substr(0, 1 + rng() % (other.size() + 1)));
-        break;
-      }
-      default: input[rng() % input.size()] = static_cast<char>(rng()); break;
-    }
+    const std::string input = Mutate(corpus, rng);
     ASSERT_EQ(RunTarget(input), 0);
   }
 }

@@ -25,13 +25,6 @@ namespace {
 
 using protocol::MsgType;
 
-std::string ReadText(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The largest N in "<before>N dropped messages" anywhere in `text`.
 uint64_t DroppedCount(const std::string& text, const std::string& before = "") {
   const std::string suffix = " dropped messages";
@@ -182,9 +175,9 @@ TEST_F(ClusterTest, GarbageFromAnyPeerIsDroppedCountedAndServiceGoesOn) {
   ASSERT_EQ(stopped.code, 0) << stopped.err;
   running_ = false;
   const auto logs = std::filesystem::path(profile()) / "logs";
-  const std::string scheduler = ReadText(logs / "scheduler.log");
-  const std::string hub = ReadText(logs / "hub.log");
-  const std::string cluster = ReadText(logs / "cluster.log");
+  const std::string scheduler = ReadFile(logs / "scheduler.log");
+  const std::string hub = ReadFile(logs / "hub.log");
+  const std::string cluster = ReadFile(logs / "cluster.log");
   EXPECT_GE(DroppedCount(scheduler), 8u) << scheduler;
   EXPECT_GE(DroppedCount(hub), 512u) << hub.substr(0, 4000);
   EXPECT_GE(DroppedCount(cluster, "control: "), 4u) << cluster;

@@ -17,25 +17,6 @@ namespace {
 
 using protocol::MsgType;
 
-std::string ReadText(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Polls until `condition` holds or `seconds` pass.
-template <class F>
-bool Eventually(F condition, double seconds = 20) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return condition();
-}
-
 // A DEALER that speaks the wire protocol by hand, as an attacker would.
 class RawPeer {
  public:
@@ -151,11 +132,11 @@ TEST_F(ClusterTest, ACapturedRequestSentAgainDoesNotRunAgain) {
   ASSERT_EQ(Wait({later}).size(), 1u);
   protocol::Frames none;
   EXPECT_FALSE(attacker.Receive(none, 200)) << "no reply to a replay";
-  EXPECT_EQ(ReadText(marks), "ran\n") << "the command ran once";
-  EXPECT_TRUE(Eventually([&] {
-    return ReadText(dir_.path() / "profile" / "logs" / "scheduler.log").find("replayed message") !=
+  EXPECT_EQ(ReadFile(marks), "ran\n") << "the command ran once";
+  EXPECT_TRUE(cluster::WaitFor([&] {
+    return ReadFile(dir_.path() / "profile" / "logs" / "scheduler.log").find("replayed message") !=
            std::string::npos;
-  }));
+  }, std::chrono::seconds(20)));
 }
 
 TEST_F(ClusterTest, CurveEncryptsAndLetsInOnlyTheClustersKeys) {
@@ -167,7 +148,7 @@ TEST_F(ClusterTest, CurveEncryptsAndLetsInOnlyTheClustersKeys) {
   struct stat st {};
   ASSERT_EQ(::stat((std::filesystem::path(profile()) / "curve-server.secret").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_EQ(ReadText(path).find(ReadText(std::filesystem::path(profile()) / "curve-server.secret")
+  EXPECT_EQ(ReadFile(path).find(ReadFile(std::filesystem::path(profile()) / "curve-server.secret")
                                     .substr(0, 40)),
             std::string::npos)
       << "the servers' secret key is not in the connection file";
@@ -195,11 +176,11 @@ TEST_F(ClusterTest, CurveEncryptsAndLetsInOnlyTheClustersKeys) {
   EXPECT_FALSE(plain.Receive(none, 1000));
   EXPECT_FALSE(impostor.Receive(none, 1000));
   const auto log = std::filesystem::path(profile()) / "logs" / "scheduler.log";
-  EXPECT_TRUE(Eventually([&] {
-    const std::string text = ReadText(log);
+  EXPECT_TRUE(cluster::WaitFor([&] {
+    const std::string text = ReadFile(log);
     return text.find("does not use CURVE") != std::string::npos &&
            text.find("unknown client key") != std::string::npos;
-  })) << ReadText(log);
+  }, std::chrono::seconds(20))) << ReadFile(log);
   auto all = client_->FetchAll();
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 1u) << "only the genuine task reached the cluster";
@@ -282,10 +263,10 @@ TEST(HubLimits, RegistrationsPastMaxEnginesAreRefusedWithAReason) {
                     "--max-engines", "1"},
                    dir.path() / "hub.log");
   Result<protocol::ConnectionInfo> info = Status::NotFound("");
-  ASSERT_TRUE(Eventually([&] {
+  ASSERT_TRUE(cluster::WaitFor([&] {
     info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile));
     return info.ok() && !info->hub.registration.empty();
-  }));
+  }, std::chrono::seconds(20)));
   const protocol::Signer signer(info->key);
   RawPeer engine(info->hub.registration);
   auto register_as = [&](const std::string& name) {

@@ -31,6 +31,14 @@ struct Ran {
   }
 };
 
+// The whole of a file ("" when it cannot be read).
+inline std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 // Runs a program to completion (bounded by `timeout_s`), capturing both streams.
 inline Ran RunProgram(const std::vector<std::string>& argv, const TempDir& dir,
                       double timeout_s = 60) {
@@ -45,12 +53,8 @@ inline Ran RunProgram(const std::vector<std::string>& argv, const TempDir& dir,
   Ran run;
   auto code = child.Wait(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
   run.code = code ? *code : child.Stop();
-  std::ifstream o(out), e(err);
-  std::stringstream so, se;
-  so << o.rdbuf();
-  se << e.rdbuf();
-  run.out = so.str();
-  run.err = se.str();
+  run.out = ReadFile(out);
+  run.err = ReadFile(err);
   return run;
 }
 

@@ -139,6 +139,7 @@ Status LocalCluster::Start() {
   std::vector<std::string> hub = {bin + "taskhub", "--profile-dir", dir, "--ip", options_.ip};
   if (!options_.db.empty()) hub.insert(hub.end(), {"--db", options_.db});
   if (options_.insecure) hub.push_back("--insecure");
+  hub.insert(hub.end(), options_.hub_args.begin(), options_.hub_args.end());
   hub_ = std::make_unique<ChildProcess>(hub, logs() / "hub.log");
   Status s = WaitForEndpoint(*hub_, "hub", false);
   if (s.ok()) {

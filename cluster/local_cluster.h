@@ -71,7 +71,8 @@ struct ClusterOptions {
   // every socket (protocol/security.h).
   bool insecure = false;
   bool curve = false;
-  // Extra flags for the scheduler (limits) and for every engine (limits).
+  // Extra flags for the hub, the scheduler (limits) and every engine (limits).
+  std::vector<std::string> hub_args;
   std::vector<std::string> scheduler_args;
   std::vector<std::string> engine_args;
 };

@@ -124,7 +124,12 @@ int main(int argc, char** argv) {
   start->add_flag("--insecure", options.insecure,
                   "run without a key: anyone who can reach the ports can run commands");
   start->add_flag("--curve", options.curve, "encrypt every connection with CurveZMQ");
-  std::string max_task_bytes, max_dependencies, max_queued, max_result_bytes, max_output_bytes;
+  std::string max_task_bytes, max_dependencies, max_queued, max_result_bytes, max_output_bytes,
+      replay_window;
+  start->add_option("--replay-window", replay_window,
+                    "seconds a message's date may differ from the servers' clock (replay "
+                    "protection; 0: no check; default 300)")
+      ->check(CLI::NonNegativeNumber);
   start->add_option("--max-task-bytes", max_task_bytes, "largest task a client may submit")
       ->check(CLI::PositiveNumber);
   start->add_option("--max-dependencies", max_dependencies, "most after+follow ids of a task")
@@ -206,6 +211,10 @@ int main(int argc, char** argv) {
         {&max_result_bytes, "--max-result-bytes", &options.engine_args},
         {&max_output_bytes, "--max-output-bytes", &options.engine_args}}) {
     if (!value->empty()) args->insert(args->end(), {flag, *value});
+  }
+  if (!replay_window.empty()) {
+    options.hub_args.insert(options.hub_args.end(), {"--replay-window", replay_window});
+    options.scheduler_args.insert(options.scheduler_args.end(), {"--replay-window", replay_window});
   }
   ztask::InstallStopSignals();
   auto cluster = ztask::cluster::LocalCluster::Claim(options);

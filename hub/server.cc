@@ -132,6 +132,10 @@ class HubServer::Impl {
     }
   }
 
+  protocol::ReplayOptions ReplayWindow() const {
+    return {.window_us = static_cast<int64_t>(options_.replay_window_s * 1e6)};
+  }
+
   void Drop(std::string_view peer, const std::string& why) { drops_.Drop(peer, why); }
   void Drop(std::string_view peer, const Status& why) { drops_.Drop(peer, why); }
 
@@ -472,7 +476,8 @@ class HubServer::Impl {
   protocol::DropLog drops_{"taskhub"};
   // The monitor's messages may wait out a hub outage in the scheduler's
   // queue, so only their order is checked, not their age.
-  protocol::ReplayGuard registration_guard_, query_guard_, monitor_guard_{{.window_us = 0}};
+  protocol::ReplayGuard registration_guard_{ReplayWindow()}, query_guard_{ReplayWindow()},
+      monitor_guard_{{.window_us = 0}};
   int64_t next_announce_ = 0;
   bool flush_failing_ = false;
   uint64_t refused_registrations_ = 0;

@@ -32,6 +32,9 @@ struct HubOptions {
   // within 3-4 s).
   int heartbeat_ms = 1000;
   int heartbeat_misses = 3;
+  // A message dated further than this from our clock is refused as a
+  // possible replay (replay_guard.h); 0 turns the check off. Default: 300 s.
+  double replay_window_s = 300;
   // Engines registered at once; more are refused with a reason.
   size_t max_engines = 100000;
   // A connection file made here has no key (and needs this to be read back).

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace ztask::protocol {
 
 bool TryReceive(zmq::socket_t& socket, Frames& frames) {
@@ -141,9 +143,19 @@ void DropLog::Report(int64_t now_us) {
   if (count_ == reported_ || now_us - last_report_us_ < kReportEveryUs) return;
   last_report_us_ = now_us;
   reported_ = count_;
-  spdlog::warn("{}: {} messages dropped so far from {} peers ({}); {} first-drop warnings "
-               "suppressed by the rate limit", process_, count_, per_peer_.size(), Summary(),
-               suppressed_);
+  // The peers that sent the most, by routing id.
+  std::vector<std::pair<uint64_t, std::string_view>> top;
+  for (const auto& [peer, n] : per_peer_) top.emplace_back(n, peer);
+  const size_t shown = std::min<size_t>(3, top.size());
+  std::partial_sort(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(shown), top.end(),
+                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string most;
+  for (size_t i = 0; i < shown; ++i) {
+    most += (i ? ", " : "") + PrintablePeer(top[i].second) + " " + std::to_string(top[i].first);
+  }
+  spdlog::warn("{}: {} messages dropped so far from {} peers ({}; most from {}); {} first-drop "
+               "warnings suppressed by the rate limit", process_, count_, per_peer_.size(),
+               Summary(), most, suppressed_);
 }
 
 uint64_t DropLog::count_of(std::string_view peer) const {

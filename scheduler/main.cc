@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
                  "most tasks of one client waiting or running at once")
       ->capture_default_str();
   app.add_flag("--insecure", options.insecure, "accept a connection file without a key");
+  app.add_option("--replay-window", options.replay_window_s,
+                 "seconds a message's date may differ from this host's clock; 0: no check")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--seed", options.seed, "seed of the sampling schemes; 0: random");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   try {

@@ -169,6 +169,10 @@ class SchedulerServer::Impl {
 
   // ---- inbound ----------------------------------------------------------
 
+  protocol::ReplayOptions ReplayWindow() const {
+    return {.window_us = static_cast<int64_t>(options_.replay_window_s * 1e6)};
+  }
+
   void Drop(std::string_view peer, const std::string& why) { drops_.Drop(peer, why); }
   void Drop(std::string_view peer, const Status& why) { drops_.Drop(peer, why); }
 
@@ -574,7 +578,7 @@ class SchedulerServer::Impl {
   std::unordered_map<std::string, EngineEntry> engines_;
   std::vector<std::string> uuid_of_slot_;
   protocol::DropLog drops_{"taskscheduler"};
-  protocol::ReplayGuard client_guard_, engine_guard_;
+  protocol::ReplayGuard client_guard_{ReplayWindow()}, engine_guard_{ReplayWindow()};
   ServerCounters counters_;
 };
 

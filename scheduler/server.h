@@ -53,6 +53,9 @@ struct SchedulerOptions {
   TaskLimits task_limits;
   // Accept a connection file without a key.
   bool insecure = false;
+  // A message dated further than this from our clock is refused as a
+  // possible replay (replay_guard.h); 0 turns the check off. Default: 300 s.
+  double replay_window_s = 300;
 };
 
 struct ServerCounters {

@@ -132,26 +132,15 @@ class HubServer::Impl {
     }
   }
 
-  protocol::ReplayOptions ReplayWindow() const {
-    return {.window_us = static_cast<int64_t>(options_.replay_window_s * 1e6)};
-  }
-
   void Drop(std::string_view peer, const std::string& why) { drops_.Drop(peer, why); }
   void Drop(std::string_view peer, const Status& why) { drops_.Drop(peer, why); }
 
-  // Verifies frames[1..], decodes the header and refuses a replay.
-  Result<protocol::Header> Open(const Frames& frames, std::vector<std::string_view>* views,
-                                protocol::ReplayGuard& guard) {
-    return Open(frames, views, guard, limits_);
-  }
+  // Verifies frames[1..] (after the routing id), decodes the header and
+  // refuses a replay.
   Result<protocol::Header> Open(const Frames& frames, std::vector<std::string_view>* views,
                                 protocol::ReplayGuard& guard, const protocol::Limits& limits) {
     if (frames.empty()) return Status::Malformed("no routing id");
-    *views = protocol::Views(frames, 1);
-    ZTASK_RETURN_IF_ERROR(protocol::CheckFrames(signer_, limits, *views));
-    auto header = protocol::DecodeHeader((*views)[protocol::kFrameHeader]);
-    if (header.ok()) ZTASK_RETURN_IF_ERROR(guard.Admit(*header, protocol::NowMicros()));
-    return header;
+    return protocol::OpenMessage(signer_, limits, frames, 1, &guard, views);
   }
 
   protocol::Header NewHeader(MsgType type) {
@@ -197,7 +186,7 @@ class HubServer::Impl {
 
   void OnEngineMessage(Frames& frames) {
     std::vector<std::string_view> views;
-    auto header = Open(frames, &views, registration_guard_);
+    auto header = Open(frames, &views, registration_guard_, limits_);
     if (!header.ok()) return Drop(View(frames[0]), header.status());
     const std::string_view content = views[protocol::kFrameContent];
     switch (header->type) {
@@ -364,7 +353,7 @@ class HubServer::Impl {
 
   void OnQuery(Frames& frames) {
     std::vector<std::string_view> views;
-    auto header = Open(frames, &views, query_guard_);
+    auto header = Open(frames, &views, query_guard_, limits_);
     if (!header.ok()) return Drop(View(frames[0]), header.status());
     const std::string_view content = views[protocol::kFrameContent];
     switch (header->type) {
@@ -476,8 +465,9 @@ class HubServer::Impl {
   protocol::DropLog drops_{"taskhub"};
   // The monitor's messages may wait out a hub outage in the scheduler's
   // queue, so only their order is checked, not their age.
-  protocol::ReplayGuard registration_guard_{ReplayWindow()}, query_guard_{ReplayWindow()},
-      monitor_guard_{{.window_us = 0}};
+  protocol::ReplayGuard registration_guard_{protocol::ReplayWindowOf(options_.replay_window_s)},
+      query_guard_{protocol::ReplayWindowOf(options_.replay_window_s)},
+      monitor_guard_{protocol::ReplayWindowOf(0)};
   int64_t next_announce_ = 0;
   bool flush_failing_ = false;
   uint64_t refused_registrations_ = 0;

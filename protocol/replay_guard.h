@@ -32,6 +32,11 @@ struct ReplayOptions {
   size_t max_sessions = 65536;
 };
 
+// A window of `seconds` (0: order only).
+inline ReplayOptions ReplayWindowOf(double seconds) {
+  return {.window_us = static_cast<int64_t>(seconds * 1e6)};
+}
+
 class ReplayGuard {
  public:
   explicit ReplayGuard(ReplayOptions options = {}) : options_(options) {}

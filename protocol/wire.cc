@@ -57,6 +57,16 @@ Status SendEncoded(zmq::socket_t& socket, std::span<const std::string_view> pref
   return SendFrames(socket, frames);
 }
 
+Result<Header> OpenMessage(const Signer& signer, const Limits& limits, const Frames& frames,
+                           size_t first, ReplayGuard* guard, std::vector<std::string_view>* views) {
+  if (frames.size() < first) return Status::Malformed("no routing id");
+  *views = Views(frames, first);
+  ZTASK_RETURN_IF_ERROR(CheckFrames(signer, limits, *views));
+  auto header = DecodeHeader((*views)[kFrameHeader]);
+  if (header.ok() && guard) ZTASK_RETURN_IF_ERROR(guard->Admit(*header, NowMicros()));
+  return header;
+}
+
 void SignFrames(const Signer& signer, Frames& frames, size_t first) {
   std::vector<std::string_view> views = Views(frames, first);
   const std::string mac = signer.Sign(views);

@@ -15,11 +15,12 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "protocol/codec.h"
+#include "protocol/replay_guard.h"
 #include "ztask/status.h"
 
 namespace ztask::protocol {
 
-class Signer;
 using Frames = std::vector<zmq::message_t>;
 
 // Receives one whole multipart message without waiting. Returns false when
@@ -36,6 +37,12 @@ Status SendFrames(zmq::socket_t& socket, Frames& frames);
 // Sends `prefix` frames (routing ids) then encoded frames.
 Status SendEncoded(zmq::socket_t& socket, std::span<const std::string_view> prefix,
                    std::vector<std::string>&& encoded);
+
+// Verifies frames[first..] (frame count, size, signature), decodes the
+// header and, with a bound socket's `guard`, refuses a replay. `views` gets
+// views of frames[first..], valid while `frames` lives.
+Result<Header> OpenMessage(const Signer& signer, const Limits& limits, const Frames& frames,
+                           size_t first, ReplayGuard* guard, std::vector<std::string_view>* views);
 
 // Signs a message in place: frames[first + kFrameHmac] becomes the HMAC of
 // frames[first + kFrameHeader..]. `first` skips routing ids.

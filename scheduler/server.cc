@@ -169,25 +169,13 @@ class SchedulerServer::Impl {
 
   // ---- inbound ----------------------------------------------------------
 
-  protocol::ReplayOptions ReplayWindow() const {
-    return {.window_us = static_cast<int64_t>(options_.replay_window_s * 1e6)};
-  }
-
   void Drop(std::string_view peer, const std::string& why) { drops_.Drop(peer, why); }
   void Drop(std::string_view peer, const Status& why) { drops_.Drop(peer, why); }
 
-  // Verifies frames[first..] and decodes the header.
-  // Verifies frames[first..], decodes the header and, for a bound socket's
-  // `guard`, refuses a replay.
   Result<protocol::Header> Open(const Frames& frames, size_t first,
                                 std::vector<std::string_view>* views,
                                 protocol::ReplayGuard* guard) {
-    if (frames.size() < first) return Status::Malformed("no routing id");
-    *views = protocol::Views(frames, first);
-    ZTASK_RETURN_IF_ERROR(protocol::CheckFrames(signer_, options_.limits, *views));
-    auto header = protocol::DecodeHeader((*views)[protocol::kFrameHeader]);
-    if (header.ok() && guard) ZTASK_RETURN_IF_ERROR(guard->Admit(*header, protocol::NowMicros()));
-    return header;
+    return protocol::OpenMessage(signer_, options_.limits, frames, first, guard, views);
   }
 
   void OnClientMessage(Frames& frames) {
@@ -578,7 +566,8 @@ class SchedulerServer::Impl {
   std::unordered_map<std::string, EngineEntry> engines_;
   std::vector<std::string> uuid_of_slot_;
   protocol::DropLog drops_{"taskscheduler"};
-  protocol::ReplayGuard client_guard_{ReplayWindow()}, engine_guard_{ReplayWindow()};
+  protocol::ReplayGuard client_guard_{protocol::ReplayWindowOf(options_.replay_window_s)},
+      engine_guard_{protocol::ReplayWindowOf(options_.replay_window_s)};
   ServerCounters counters_;
 };
 

@@ -16,13 +16,24 @@ def load(directory, name):
         return {}
 
 
+def median_of(runs):
+    """Each numeric key's median over the runs that have it."""
+    out = {}
+    for key in set().union(*runs):
+        values = sorted(r[key] for r in runs if isinstance(r.get(key), (int, float))
+                        and not isinstance(r.get(key), bool))
+        out[key] = values[len(values) // 2] if values else runs[0].get(key)
+    return out
+
+
 def ratio(a, b):
     return a / b if a and b else 0.0
 
 
 def main():
     directory, engines, hwm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    z = load(directory, "ztask")
+    runs = [r for r in (load(directory, f"ztask_{k}") for k in (1, 2, 3)) if r]
+    z = median_of(runs) if runs else {}
     z1 = load(directory, "ztask_hwm1")
     zm = load(directory, "ztask_memory")
     s2 = load(directory, "ztask_sim2")
@@ -47,7 +58,8 @@ def main():
         ("random DAG, tasks/s", z.get("dag_tasks_per_s"), None, None, None),
     ]
     print(f"{engines} engines each; ztask: leastload, HWM {hwm}, signed, SQLite "
-          f"({z.get('tasks')} tasks); peers: {i1.get('tasks')} tasks")
+          f"({z.get('tasks')} tasks; medians of {len(runs)} runs, each with its floor); "
+          f"peers: {i1.get('tasks')} tasks")
     print(f"{'figure':36} {'ztask':>10} {'floor':>10} {'IPyParallel':>12} {'Dask':>10}")
 
     def cell(v, width):

@@ -4,7 +4,7 @@
 # needs (Debian's python3-ipyparallel and python3-distributed), builds
 # ztask in Release, runs every system, and prints one table of figures and
 # ratios, then, as its last line, one JSON object. Every process it starts
-# it stops. Takes about 7 minutes on a 2-core machine.
+# it stops. Takes a few minutes on a 2-core machine (3 to 5 here).
 #
 # usage: bench/compare.sh [ENGINES]   (default 2)
 # Environment: ZTASK_TASKS (200000), PEER_TASKS (2000), ZTASK_HWM (64).

@@ -126,10 +126,7 @@ class HubServer::Impl {
 
  private:
   void Drain(zmq::socket_t& socket, void (Impl::*handle)(Frames&)) {
-    for (size_t i = 0; i < kBatch; ++i) {
-      if (!protocol::TryReceive(socket, frames_)) return;
-      (this->*handle)(frames_);
-    }
+    protocol::Drain(socket, frames_, kBatch, [&](Frames& f) { (this->*handle)(f); });
   }
 
   void Drop(std::string_view peer, const std::string& why) { drops_.Drop(peer, why); }

@@ -27,6 +27,14 @@ using Frames = std::vector<zmq::message_t>;
 // none is queued (or the socket failed); `frames` then is empty.
 bool TryReceive(zmq::socket_t& socket, Frames& frames);
 
+// Receives and handles up to `most` queued messages, one at a time, into
+// `frames` (reused, to keep its capacity), so one busy socket cannot starve
+// the others of a poll loop.
+template <class Handle>
+void Drain(zmq::socket_t& socket, Frames& frames, size_t most, Handle&& handle) {
+  for (size_t i = 0; i < most && TryReceive(socket, frames); ++i) handle(frames);
+}
+
 // Views of frames[from..], valid while `frames` lives.
 std::vector<std::string_view> Views(const Frames& frames, size_t from = 0);
 

@@ -161,10 +161,7 @@ class SchedulerServer::Impl {
   }
 
   void Drain(zmq::socket_t& socket, void (Impl::*handle)(Frames&)) {
-    for (size_t i = 0; i < kBatch; ++i) {
-      if (!protocol::TryReceive(socket, frames_)) return;
-      (this->*handle)(frames_);
-    }
+    protocol::Drain(socket, frames_, kBatch, [&](Frames& f) { (this->*handle)(f); });
   }
 
   // ---- inbound ----------------------------------------------------------

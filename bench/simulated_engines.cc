@@ -63,7 +63,7 @@ int RunSimulatedEngines(const std::string& profile, int count) {
   std::map<TaskId, size_t> pending;
   for (size_t i = 0; i < sims.size(); ++i) {
     sims[i].uuid = session + "-" + std::to_string(i);
-    protocol::RegistrationRequest request{sims[i].uuid, sims[i].uuid, "simulated", ::getpid(), {}};
+    protocol::RegistrationRequest request{sims[i].uuid, sims[i].uuid, "simulated", ::getpid(), {}, {}};
     const protocol::Header h = header(MsgType::kRegistrationRequest, session);
     pending[h.id] = i;
     (void)protocol::SendEncoded(hub, {}, protocol::EncodeMessage(signer, h, std::nullopt,
@@ -103,7 +103,7 @@ int RunSimulatedEngines(const std::string& profile, int count) {
     (void)protocol::SendEncoded(
         *sim.socket, {},
         protocol::EncodeMessage(signer, header(MsgType::kEngineReady, sim.uuid), std::nullopt,
-                                protocol::Empty{}, protocol::EngineReady{sim.id, sim.uuid}));
+                                protocol::Empty{}, protocol::EngineReady{sim.id, sim.uuid, std::nullopt}));
     items.push_back({sim.socket->handle(), 0, ZMQ_POLLIN, 0});
   }
   items.push_back({hub.handle(), 0, ZMQ_POLLIN, 0});

@@ -101,8 +101,11 @@ class Client::Impl {
       s->set(zmq::sockopt::sndhwm, 1000000);
       protocol::SecureClient(*s, info_);
     }
+    // The session is the routing id: stable for the life of the client, so
+    // that a restarted scheduler can reply to it from the hub's records.
     scheduler_.set(zmq::sockopt::routing_id, session_);
     scheduler_.connect(info_.scheduler.client);
+    scheduler_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, scheduler_);
     hub_.connect(info_.hub.query);
   }
 
@@ -129,11 +132,13 @@ class Client::Impl {
                                o.time_limit,    o.retries,       o.priority};
     protocol::Header header{TaskId::Random(), MsgType::kTaskRequest, session_,
                             protocol::NowMicros()};
-    Status sent = protocol::SendEncoded(scheduler_, {},
-                                        protocol::EncodeMessage(signer_, header, std::nullopt,
-                                                                meta, spec));
+    std::vector<std::string> request =
+        protocol::EncodeMessage(signer_, header, std::nullopt, meta, spec);
+    std::vector<std::string> copy = request;
+    Status sent = protocol::SendEncoded(scheduler_, {}, std::move(copy));
     if (!sent.ok()) return Status::Unavailable("cannot send to the scheduler: " + sent.message());
     submitted_.insert(header.id);
+    unanswered_.emplace(header.id, std::move(request));
     return header.id;
   }
 
@@ -144,12 +149,19 @@ class Client::Impl {
 
   Status WaitReplies(const std::vector<TaskId>& ids, double timeout_s) {
     const double deadline = Now() + timeout_s;
+    double next_check = Now() + kRecheckS;
     for (const TaskId& id : ids) {
       while (!replied_.count(id)) {
         const double left = deadline - Now();
         if (left <= 0) return Status::TimedOut("no reply within " + std::to_string(timeout_s) + " s");
         WaitForReplyOrSleep(static_cast<int>(std::min(left * 1000, 100.0)) + 1);
         DrainReplies();
+        // After a reconnection, a reply the scheduler sent while this client
+        // was not connected is only in the hub's record: look there too.
+        if (reconnected_ && Now() >= next_check) {
+          Resync();
+          next_check = Now() + kRecheckS;
+        }
       }
     }
     return Status::Ok();
@@ -341,14 +353,57 @@ class Client::Impl {
 
   void NoteReply(const std::vector<std::string_view>& views) {
     auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
-    if (parent.ok() && *parent) replied_.insert((*parent)->id);
+    if (parent.ok() && *parent) Answered((*parent)->id);
+  }
+
+  // A reply may come twice (from the scheduler and from the hub after a
+  // reconnection): it counts once.
+  void Answered(const TaskId& id) {
+    replied_.insert(id);
+    unanswered_.erase(id);
   }
 
   void DrainReplies() {
+    if (scheduler_watch_->Reconnected()) {
+      reconnected_ = true;
+      Resync();
+    }
     Frames frames;
     while (protocol::TryReceive(scheduler_, frames)) {
       auto views = protocol::Views(frames);
       if (protocol::CheckFrames(signer_, {}, views).ok()) NoteReply(views);
+    }
+  }
+
+  // The connection to the scheduler was made again (it restarted, or the
+  // network came back). For each task with no reply yet, the hub says
+  // whether it finished (its record is the reply), is known (a restarted
+  // scheduler restored it from the hub and will reply), or was never
+  // recorded: that one the scheduler may never have had, so it goes again,
+  // under the same id (a scheduler that has it ignores it).
+  void Resync() {
+    if (unanswered_.empty()) return;
+    std::vector<TaskId> ids;
+    ids.reserve(unanswered_.size());
+    for (const auto& [id, request] : unanswered_) ids.push_back(id);
+    std::vector<TaskId> unknown;
+    auto records = Fetch(ids, true, &unknown);
+    if (!records.ok()) return;  // the hub is away too: the next check asks again
+    for (const TaskInfo& r : *records) {
+      if (r.finished()) Answered(r.id);
+    }
+    for (const TaskId& id : unknown) {
+      auto it = unanswered_.find(id);
+      if (it == unanswered_.end()) continue;
+      std::vector<std::string>& frames = it->second;
+      auto header = protocol::DecodeHeader(frames[protocol::kFrameHeader]);
+      if (!header.ok()) continue;
+      header->date_us = protocol::NowMicros();  // the scheduler refuses older dates
+      frames[protocol::kFrameHeader] = protocol::EncodeHeader(*header);
+      std::vector<std::string_view> views(frames.begin(), frames.end());
+      frames[protocol::kFrameHmac] = signer_.Sign(views);
+      std::vector<std::string> copy = frames;
+      (void)protocol::SendEncoded(scheduler_, {}, std::move(copy));
     }
   }
 
@@ -363,7 +418,12 @@ class Client::Impl {
   std::string session_;
   zmq::context_t context_{1};
   zmq::socket_t scheduler_, hub_;
+  std::unique_ptr<protocol::ReconnectWatch> scheduler_watch_;
   std::unordered_set<TaskId, TaskIdHash> submitted_, replied_;
+  // The requests of tasks with no reply yet, encoded, to send again.
+  std::unordered_map<TaskId, std::vector<std::string>, TaskIdHash> unanswered_;
+  bool reconnected_ = false;
+  static constexpr double kRecheckS = 1.0;
 };
 
 Result<std::unique_ptr<Client>> Client::Connect(const std::filesystem::path& profile_dir) {

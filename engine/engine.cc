@@ -10,7 +10,9 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <optional>
+#include <unordered_set>
 #include <thread>
 #include <zmq.hpp>
 
@@ -102,8 +104,9 @@ class EngineLoop final : public Stoppable {
     ZTASK_RETURN_IF_ERROR(protocol::Connect(hub_, info_.hub.registration));
     ZTASK_RETURN_IF_ERROR(Register());
     ZTASK_RETURN_IF_ERROR(protocol::Connect(scheduler_, info_.scheduler.engine));
+    scheduler_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, scheduler_);
     Send(scheduler_, MsgType::kEngineReady, std::nullopt, protocol::Empty{},
-         protocol::EngineReady{engine_id_, uuid_});
+         protocol::EngineReady{engine_id_, uuid_, std::nullopt});
     worker_ = std::thread([this] { WorkerMain(); });
     return Status::Ok();
   }
@@ -153,8 +156,9 @@ class EngineLoop final : public Stoppable {
 
   Status Register() {
     protocol::RegistrationRequest request{uuid_, options_.name, Hostname(), ::getpid(),
-                                          std::nullopt};
+                                          std::nullopt, std::nullopt};
     request.mpi_rank = mpi_rank_;
+    if (engine_id_ >= 0) request.engine_id = engine_id_;  // a restarted hub gives it back
     Send(hub_, MsgType::kRegistrationRequest, std::nullopt, protocol::Empty{}, request);
     zmq::pollitem_t item{hub_.handle(), 0, ZMQ_POLLIN, 0};
     const int64_t deadline = SteadyMicros() + int64_t{options_.register_timeout_ms} * 1000;
@@ -192,20 +196,33 @@ class EngineLoop final : public Stoppable {
   // ---- the worker thread ------------------------------------------------
 
   // The worker thread owns the scheduler socket from the moment it starts:
-  // it takes each task, runs it and replies, with no hand-off between
-  // threads. The loop thread keeps heartbeating the hub meanwhile.
+  // it takes the tasks that came, runs them one by one and replies, with no
+  // hand-off between threads. The loop thread keeps heartbeating the hub
+  // meanwhile. Between tasks it reads what else came, and notices when the
+  // connection to the scheduler was made again (Resume).
   void WorkerMain() {
     zmq::pollitem_t items[] = {{scheduler_.handle(), 0, ZMQ_POLLIN, 0},
-                               {wake_worker_.handle(), 0, ZMQ_POLLIN, 0}};
+                               {wake_worker_.handle(), 0, ZMQ_POLLIN, 0},
+                               {scheduler_watch_->handle(), 0, ZMQ_POLLIN, 0}};
     while (!stop_.load()) {
-      if (!protocol::Poll(items, 2, std::chrono::milliseconds(-1)).ok()) break;
-      if (items[1].revents & ZMQ_POLLIN) break;  // the loop says stop
-      if (items[0].revents & ZMQ_POLLIN) OnScheduler();
+      if (queue_.empty()) {
+        if (!protocol::Poll(items, 3, std::chrono::milliseconds(-1)).ok()) break;
+        if (items[1].revents & ZMQ_POLLIN) break;  // the loop says stop
+      }
+      if (scheduler_watch_->Reconnected()) Resume();
+      TakeTasks();
+      if (queue_.empty() || stop_.load()) continue;
+      Job job = std::move(queue_.front());
+      queue_.pop_front();
+      queued_.erase(job.header.id);
+      const Done done = Execute(job);
+      Reply(done);
     }
     query_.reset();
   }
 
-  void OnScheduler() {
+  // Reads every message that came from the scheduler into the queue.
+  void TakeTasks() {
     Frames frames;
     while (!stop_.load() && protocol::TryReceive(scheduler_, frames)) {
       if (frames.size() == protocol::kMinFrames) {  // no dispatch frame: not a task
@@ -227,9 +244,74 @@ class EngineLoop final : public Stoppable {
                      task.ok() ? dispatch.status().ToString() : task.status().ToString());
         continue;
       }
-      const Done done = Execute({task->header, task->meta, task->content, *dispatch});
-      Send(scheduler_, MsgType::kTaskReply, done.request, done.meta, done.result);
+      const TaskId id = task->header.id;
+      if (queued_.count(id)) continue;  // sent again: it is queued here already
+      if (const Sent* sent = SentFor(id); sent && sent->attempt >= dispatch->attempt) {
+        // Ran here already (a restarted scheduler did not hear): its reply
+        // again, not a second run.
+        Resend(*sent);
+        continue;
+      }
+      queued_.insert(id);
+      queue_.push_back({task->header, task->meta, task->content, *dispatch});
     }
+  }
+
+  // The connection to the scheduler was made again: the scheduler may have
+  // restarted and missed the latest replies. They go again (a scheduler
+  // that had them ignores them), then the list of tasks held here.
+  void Resume() {
+    TakeTasks();
+    for (const Sent& sent : sent_) Resend(sent);
+    std::vector<TaskId> held;
+    for (const Job& job : queue_) held.push_back(job.header.id);
+    spdlog::info("reconnected to the scheduler: sent {} recent replies again, holding {} tasks",
+                 sent_.size(), held.size());
+    Send(scheduler_, MsgType::kEngineReady, std::nullopt, protocol::Empty{},
+         protocol::EngineReady{engine_id_, uuid_, std::move(held)});
+  }
+
+  // The latest replies are kept (up to kKeepReplies and kKeepBytes) to be
+  // sent again after a reconnection.
+  struct Sent {
+    TaskId id;
+    int32_t attempt;
+    std::vector<std::string> frames;
+    size_t bytes;
+  };
+  static constexpr size_t kKeepReplies = 1024;
+  static constexpr size_t kKeepBytes = size_t{16} << 20;
+
+  void Reply(const Done& done) {
+    protocol::Header header{TaskId::Random(), MsgType::kTaskReply, uuid_, protocol::NowMicros()};
+    Sent sent{done.request.id, done.meta.attempt,
+              protocol::EncodeMessage(signer_, header, done.request, done.meta, done.result), 0};
+    for (const auto& f : sent.frames) sent.bytes += f.size();
+    std::vector<std::string> copy = sent.frames;
+    (void)protocol::SendEncoded(scheduler_, {}, std::move(copy));
+    sent_bytes_ += sent.bytes;
+    sent_.push_back(std::move(sent));
+    while (sent_.size() > 1 && (sent_.size() > kKeepReplies || sent_bytes_ > kKeepBytes)) {
+      sent_bytes_ -= sent_.front().bytes;
+      sent_.pop_front();
+    }
+  }
+
+  const Sent* SentFor(const TaskId& id) const {
+    for (auto it = sent_.rbegin(); it != sent_.rend(); ++it) {
+      if (it->id == id) return &*it;
+    }
+    return nullptr;
+  }
+
+  // A kept reply, with a fresh header (the scheduler refuses dates not later
+  // than the last it saw from this engine).
+  void Resend(const Sent& sent) {
+    auto request = protocol::DecodeParent(sent.frames[protocol::kFrameParent]);
+    auto meta = protocol::DecodeBody<protocol::ReplyMeta>(sent.frames[protocol::kFrameMeta]);
+    auto result = protocol::DecodeBody<protocol::TaskResult>(sent.frames[protocol::kFrameContent]);
+    if (!request.ok() || !*request || !meta.ok() || !result.ok()) return;
+    Send(scheduler_, MsgType::kTaskReply, **request, *meta, *result);
   }
 
   Done Execute(const Job& job) {
@@ -377,6 +459,13 @@ class EngineLoop final : public Stoppable {
   // The worker thread's own socket to the hub's queries; it closes it before
   // it ends (a socket left open would block the context's destruction).
   std::unique_ptr<zmq::socket_t> query_;
+  // The worker thread's: the scheduler socket's reconnections, the tasks
+  // received and not run yet, the latest replies.
+  std::unique_ptr<protocol::ReconnectWatch> scheduler_watch_;
+  std::deque<Job> queue_;
+  std::unordered_set<TaskId, TaskIdHash> queued_;
+  std::deque<Sent> sent_;
+  size_t sent_bytes_ = 0;
   std::atomic<int> running_group_{0};  // process group of the running command
   std::atomic<bool> stop_{false};
   std::thread worker_;

@@ -1,5 +1,6 @@
 #include "hub/registry.h"
 
+#include <algorithm>
 #include <set>
 
 namespace ztask::hub {
@@ -19,7 +20,7 @@ EngineRegistry::Registered EngineRegistry::Register(const protocol::Registration
       alive_.erase(old);
     }
   } else {
-    result.id = next_id_++;
+    result.id = FreeIdFor(request);
     by_name_[request.name] = result.id;
   }
   EngineRecord& record = alive_[result.id];
@@ -28,6 +29,21 @@ EngineRegistry::Registered EngineRegistry::Register(const protocol::Registration
   record.last_seen_us = now_us;
   by_uuid_[request.uuid] = result.id;
   return result;
+}
+
+int32_t EngineRegistry::FreeIdFor(const protocol::RegistrationRequest& request) {
+  // An engine that had an id (this hub restarted) gets it back when no
+  // other engine has taken it since.
+  if (request.engine_id && *request.engine_id >= 0 && !alive_.count(*request.engine_id)) {
+    const int32_t wanted = *request.engine_id;
+    const bool taken = std::any_of(by_name_.begin(), by_name_.end(),
+                                   [&](const auto& entry) { return entry.second == wanted; });
+    if (!taken) {
+      next_id_ = std::max(next_id_, wanted + 1);
+      return wanted;
+    }
+  }
+  return next_id_++;
 }
 
 bool EngineRegistry::Touch(const std::string& uuid, int64_t now_us) {

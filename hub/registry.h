@@ -1,6 +1,7 @@
 // EngineRegistry: the hub's list of engines, with no I/O. Engines get
 // integer ids in registration order; an engine that registers again under a
-// name it had before gets its old id back. An engine not heard from within
+// name it had before gets its old id back, and so does one that names the id
+// it had (its hub restarted), unless another engine took it meanwhile. An engine not heard from within
 // the expiry is removed.
 //
 // Thread safety: owned by one thread.
@@ -57,6 +58,8 @@ class EngineRegistry {
   size_t size() const { return alive_.size(); }
 
  private:
+  int32_t FreeIdFor(const protocol::RegistrationRequest& request);
+
   std::map<int32_t, EngineRecord> alive_;              // by id
   std::unordered_map<std::string, int32_t> by_uuid_;   // alive only
   std::unordered_map<std::string, int32_t> by_name_;   // every name ever seen

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <algorithm>
 #include <map>
 #include <tuple>
 #include <unordered_set>
@@ -269,13 +270,16 @@ class HubServer::Impl {
 
   void FlushStore() {
     Status s = store_->Flush();
+    if (s.ok()) SendAcks();
     if (!s.ok() && !flush_failing_) {
-      spdlog::error("{} (records stay in memory; retrying)", s.message());
+      spdlog::error("{} (records stay in memory, and are not durable until a write "
+                    "succeeds; retrying)", s.message());
       protocol::Event event;
       event.kind = "store_error";
       event.text = s.message();
       Emit(std::move(event));
     }
+    if (s.ok() && flush_failing_) spdlog::info("the task database is written again");
     flush_failing_ = !s.ok();
   }
 
@@ -287,6 +291,15 @@ class HubServer::Impl {
     if (!header.ok()) return Drop(View(frames[0]), header.status());
     const std::string_view peer = View(frames[0]);
     if (header->type != MsgType::kMonitorBatch) return OnMonitorMessage(peer, *header, views);
+    auto meta = protocol::DecodeBody<protocol::BatchMeta>(views[protocol::kFrameMeta]);
+    if (!meta.ok()) return Drop(peer, "monitor_batch metadata: " + meta.status().message());
+    // A batch seen already in this life of the hub (the scheduler resends
+    // what was not acknowledged) is acknowledged again, not applied again.
+    int64_t* last = nullptr;
+    if (meta->seq) {
+      last = &last_batch_[header->session];
+      if (*meta->seq <= *last) return NoteAck(peer, *meta->seq);
+    }
     auto messages = protocol::UnpackBatch(views);
     if (!messages.ok()) return Drop(peer, messages.status());
     for (const auto& message : *messages) {
@@ -297,6 +310,32 @@ class HubServer::Impl {
       }
       OnMonitorMessage(peer, *inner, message);
     }
+    if (meta->seq) {
+      *last = *meta->seq;
+      NoteAck(peer, *meta->seq);
+    }
+  }
+
+  // Acknowledgements wait until the records they cover are in the database
+  // (SendAcks after a flush), so the scheduler keeps every batch a crash of
+  // the hub could lose.
+  void NoteAck(std::string_view peer, int64_t seq) {
+    int64_t& ack = acks_[std::string(peer)];
+    ack = std::max(ack, seq);
+    // Nothing more to wait for: no database, or one that cannot be written
+    // (the records then live in memory only; the log says so).
+    if (!store_->durable() || flush_failing_) SendAcks();
+  }
+
+  void SendAcks() {
+    for (const auto& [peer, seq] : acks_) {
+      const std::string_view prefix[] = {peer};
+      (void)protocol::SendEncoded(monitor_, prefix,
+                                  protocol::EncodeMessage(signer_, NewHeader(MsgType::kMonitorAck),
+                                                          std::nullopt, protocol::Empty{},
+                                                          protocol::MonitorAck{seq}));
+    }
+    acks_.clear();
   }
 
   // One task_submitted, task_assigned or task_outcome, alone or from a batch.
@@ -312,7 +351,11 @@ class HubServer::Impl {
         auto meta = protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]);
         auto spec = protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]);
         if (!meta.ok() || !spec.ok()) return Drop(peer, "bad task_submitted");
-        store_->Submitted(**parent, *meta, *spec);
+        std::vector<std::string> request;
+        for (size_t i = protocol::kFrameParent; i < views.size(); ++i) {
+          request.emplace_back(views[i]);
+        }
+        if (!store_->Submitted(**parent, *meta, *spec, std::move(request))) return;
         event.kind = "task_submitted";
         event.text = spec->label;
         break;
@@ -320,7 +363,7 @@ class HubServer::Impl {
       case MsgType::kTaskAssigned: {
         auto a = protocol::DecodeBody<protocol::Assignment>(views[protocol::kFrameMeta]);
         if (!a.ok()) return Drop(peer, "bad task_assigned");
-        store_->Assigned(id, *a);
+        if (!store_->Assigned(id, *a)) return;
         event.kind = "task_assigned";
         event.engine_id = a->engine_id;
         event.attempt = a->attempt;
@@ -330,7 +373,7 @@ class HubServer::Impl {
         auto meta = protocol::DecodeBody<protocol::OutcomeMeta>(views[protocol::kFrameMeta]);
         auto result = protocol::DecodeBody<protocol::TaskResult>(views[protocol::kFrameContent]);
         if (!meta.ok() || !result.ok()) return Drop(peer, "bad task_outcome");
-        store_->Outcome(id, *meta, *result, protocol::NowMicros());
+        if (!store_->Outcome(id, *meta, *result, protocol::NowMicros())) return;
         event.kind = meta->final ? "task_finished" : "task_retried";
         event.engine_id = meta->engine_id;
         event.attempt = meta->attempt;
@@ -369,6 +412,15 @@ class HubServer::Impl {
           }
         }
         return Reply(query_, frames[0], MsgType::kResultReply, *header, reply);
+      }
+      case MsgType::kRecoverRequest: {
+        auto request = protocol::DecodeBody<protocol::RecoverRequest>(content);
+        if (!request.ok()) return Drop(View(frames[0]), request.status());
+        // What a scheduler that died had sent must be applied first (into
+        // frames of its own: the query's are in use).
+        Frames monitor_frames;
+        protocol::Drain(monitor_, monitor_frames, SIZE_MAX, [&](Frames& f) { OnMonitor(f); });
+        return Reply(query_, frames[0], MsgType::kRecoverReply, *header, Recover(*request));
       }
       case MsgType::kQueueRequest:
         return Reply(query_, frames[0], MsgType::kQueueReply, *header, QueueStatus());
@@ -421,6 +473,44 @@ class HubServer::Impl {
     }
   }
 
+  // One page of the unfinished tasks, in id order, with the outcomes of the
+  // finished tasks they depend on.
+  protocol::RecoverReply Recover(const protocol::RecoverRequest& request) const {
+    constexpr size_t kPageBytes = size_t{8} << 20;
+    std::vector<TaskId> ids;
+    for (const auto& [id, r] : store_->records()) {
+      if (r.state == "ok" || r.state == "error") continue;
+      if (request.after && !(*request.after < id)) continue;
+      ids.push_back(id);
+    }
+    std::sort(ids.begin(), ids.end());
+    protocol::RecoverReply reply;
+    std::unordered_set<TaskId, TaskIdHash> named;
+    size_t bytes = 0;
+    const size_t limit = request.limit > 0 ? static_cast<size_t>(request.limit) : 1000;
+    size_t taken = 0;
+    for (; taken < ids.size() && reply.tasks.size() < limit && bytes < kPageBytes; ++taken) {
+      const protocol::TaskRecord& r = *store_->Find(ids[taken]);
+      const auto* frames = store_->RequestOf(r.id);
+      if (!frames) {
+        spdlog::warn("task {} has no recorded request: a restarted scheduler cannot queue it",
+                     r.id.ToHex());
+        continue;
+      }
+      for (const auto* deps : {&r.routing.after.ids, &r.routing.follow.ids}) {
+        for (const TaskId& dep : *deps) {
+          const auto* d = store_->Find(dep);
+          if (!d || (d->state != "ok" && d->state != "error") || !named.insert(dep).second) continue;
+          reply.finished.push_back({dep, d->state == "ok", d->engine_id});
+        }
+      }
+      for (const auto& f : *frames) bytes += f.size();
+      reply.tasks.push_back({r.id, r.client, r.state, r.engine_id, r.attempts, *frames});
+    }
+    reply.done = taken == ids.size();
+    return reply;
+  }
+
   protocol::QueueReply QueueStatus() const {
     std::map<int32_t, protocol::EngineQueue> by_engine;
     for (const auto& [id, record] : registry_.alive()) by_engine[id].engine_id = id;
@@ -467,6 +557,8 @@ class HubServer::Impl {
       monitor_guard_{protocol::ReplayWindowOf(0)};
   int64_t next_announce_ = 0;
   bool flush_failing_ = false;
+  std::unordered_map<std::string, int64_t> last_batch_;  // by scheduler session
+  std::map<std::string, int64_t> acks_;                  // by monitor peer, to send
   uint64_t refused_registrations_ = 0;
   int listeners_ = 0;  // subscriptions to the event stream, by topic
 };

@@ -25,6 +25,10 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
+void BindBlob(sqlite3_stmt* stmt, int index, const std::string& bytes) {
+  sqlite3_bind_blob(stmt, index, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path) {
@@ -37,7 +41,8 @@ Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path) {
   const char* setup =
       "PRAGMA journal_mode=WAL;"
       "PRAGMA synchronous=NORMAL;"
-      "CREATE TABLE IF NOT EXISTS tasks (id BLOB PRIMARY KEY, record BLOB NOT NULL);";
+      "CREATE TABLE IF NOT EXISTS tasks (id BLOB PRIMARY KEY, record BLOB NOT NULL);"
+      "CREATE TABLE IF NOT EXISTS requests (id BLOB PRIMARY KEY, frames BLOB NOT NULL);";
   if (sqlite3_exec(store->db_, setup, nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqlError(store->db_, "cannot set up the task database " + path);
   }
@@ -62,6 +67,21 @@ Status TaskStore::Load() {
         {static_cast<const char*>(blob), static_cast<size_t>(size)});
     if (record.ok()) records_[record->id] = std::move(*record);
   }
+  Statement requests(db_, "SELECT id, frames FROM requests");
+  if (!requests.ok()) return SqlError(db_, "cannot read the task database's requests");
+  while (sqlite3_step(requests.get()) == SQLITE_ROW) {
+    const void* key = sqlite3_column_blob(requests.get(), 0);
+    const int key_size = sqlite3_column_bytes(requests.get(), 0);
+    const void* blob = sqlite3_column_blob(requests.get(), 1);
+    const int size = sqlite3_column_bytes(requests.get(), 1);
+    if (key_size != 16) continue;
+    auto stored = protocol::DecodeBody<protocol::FrameList>(
+        {static_cast<const char*>(blob), static_cast<size_t>(size)});
+    const TaskId id = TaskId::FromBytes({static_cast<const char*>(key), 16});
+    auto record = records_.find(id);
+    if (!stored.ok() || record == records_.end() || Finished(record->second)) continue;
+    requests_[id] = std::move(stored->frames);
+  }
   return Status::Ok();
 }
 
@@ -73,26 +93,45 @@ protocol::TaskRecord& TaskStore::Touch(const TaskId& id) {
   return r;
 }
 
-void TaskStore::Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
-                          const protocol::TaskSpec& spec) {
+bool TaskStore::Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
+                          const protocol::TaskSpec& spec, std::vector<std::string> request_frames) {
+  if (auto* known = Find(request.id); known && Finished(*known)) return false;
   protocol::TaskRecord& r = Touch(request.id);
   r.label = spec.label;
   r.client = request.session;
   if (r.state.empty()) r.state = "waiting";
   r.submitted_us = request.date_us;
   r.routing = meta;
+  if (!requests_.count(request.id)) {
+    requests_[request.id] = std::move(request_frames);
+    new_requests_.insert(request.id);
+  }
+  return true;
 }
 
-void TaskStore::Assigned(const TaskId& id, const protocol::Assignment& assignment) {
+const std::vector<std::string>* TaskStore::RequestOf(const TaskId& id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
+void TaskStore::DropRequest(const TaskId& id) {
+  if (requests_.erase(id) == 0) return;
+  // Never written: nothing to delete.
+  if (new_requests_.erase(id) == 0) done_requests_.insert(id);
+}
+
+bool TaskStore::Assigned(const TaskId& id, const protocol::Assignment& assignment) {
+  if (auto* known = Find(id); known && Finished(*known)) return false;
   protocol::TaskRecord& r = Touch(id);
-  if (Finished(r)) return;
   r.state = "running";
   r.engine_id = assignment.engine_id;
   r.attempts = std::max(r.attempts, assignment.attempt);
+  return true;
 }
 
-void TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
+bool TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
                         const protocol::TaskResult& result, int64_t now_us) {
+  if (auto* known = Find(id); known && Finished(*known)) return false;
   protocol::TaskRecord& r = Touch(id);
   r.attempts = std::max(r.attempts, meta.attempt);
   r.error_type = meta.error_type;
@@ -100,8 +139,9 @@ void TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
   if (meta.engine_id) r.engine_id = meta.engine_id;
   if (!meta.final) {
     r.state = "waiting";  // queued again for another attempt
-    return;
+    return true;
   }
+  DropRequest(id);
   r.state = meta.ok ? "ok" : "error";
   r.result = result.result;
   r.exit_code = result.exit_code;
@@ -111,6 +151,7 @@ void TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
   r.stderr_truncated = result.stderr_truncated;
   if (result.started_us) r.started_us = result.started_us;
   r.completed_us = result.completed_us ? result.completed_us : now_us;
+  return true;
 }
 
 const protocol::TaskRecord* TaskStore::Find(const TaskId& id) const {
@@ -130,6 +171,7 @@ size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
     }
   }
   for (const TaskId& id : doomed) {
+    DropRequest(id);
     records_.erase(id);
     dirty_.erase(id);
     deleted_.insert(id);
@@ -138,7 +180,14 @@ size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
 }
 
 Status TaskStore::Flush() {
-  if (!db_ || unflushed() == 0) return Status::Ok();
+  if (!db_) {  // nothing to write: forget what changed
+    dirty_.clear();
+    deleted_.clear();
+    new_requests_.clear();
+    done_requests_.clear();
+    return Status::Ok();
+  }
+  if (unflushed() == 0) return Status::Ok();
   if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqlError(db_, "cannot begin a transaction");
   }
@@ -161,6 +210,7 @@ Status TaskStore::Flush() {
     ok = sqlite3_step(erase.get()) == SQLITE_DONE;
     sqlite3_reset(erase.get());
   }
+  if (ok) ok = WriteRequests().ok();
   if (!ok) {
     Status error = SqlError(db_, "cannot write task records");
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -173,6 +223,29 @@ Status TaskStore::Flush() {
   }
   dirty_.clear();
   deleted_.clear();
+  new_requests_.clear();
+  done_requests_.clear();
+  return Status::Ok();
+}
+
+// Within Flush()'s transaction.
+Status TaskStore::WriteRequests() {
+  Statement insert(db_, "INSERT OR REPLACE INTO requests (id, frames) VALUES (?1, ?2)");
+  Statement erase(db_, "DELETE FROM requests WHERE id = ?1");
+  if (!insert.ok() || !erase.ok()) return SqlError(db_, "cannot write requests");
+  for (const TaskId& id : new_requests_) {
+    BindBlob(insert.get(), 1, id.ToBytes());
+    BindBlob(insert.get(), 2, protocol::EncodeBody(protocol::FrameList{requests_.at(id)}));
+    const bool ok = sqlite3_step(insert.get()) == SQLITE_DONE;
+    sqlite3_reset(insert.get());
+    if (!ok) return SqlError(db_, "cannot write requests");
+  }
+  for (const TaskId& id : done_requests_) {
+    BindBlob(erase.get(), 1, id.ToBytes());
+    const bool ok = sqlite3_step(erase.get()) == SQLITE_DONE;
+    sqlite3_reset(erase.get());
+    if (!ok) return SqlError(db_, "cannot delete requests");
+  }
   return Status::Ok();
 }
 

@@ -4,6 +4,14 @@
 // by Flush(), so writing is never per message. Records in the file are loaded
 // at start, so they survive a restart of the hub.
 //
+// Until a task has its final outcome, the store also keeps its request as the
+// scheduler saw it (header, metadata, content, buffers), so that a restarted
+// scheduler can queue it again. A request whose task finishes before the next
+// flush is never written.
+//
+// Every change is idempotent: a final record never goes back, so the monitor
+// may deliver a batch twice (it resends what the hub did not acknowledge).
+//
 // Thread safety: owned by one thread.
 #ifndef ZTASK_HUB_STORE_H_
 #define ZTASK_HUB_STORE_H_
@@ -28,11 +36,16 @@ class TaskStore {
   static Result<std::unique_ptr<TaskStore>> Open(const std::string& path);
   ~TaskStore();
 
-  void Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
-                 const protocol::TaskSpec& spec);
-  void Assigned(const TaskId& id, const protocol::Assignment& assignment);
-  void Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
+  // Each returns false when the record was already final: nothing changed.
+  // `request` is the task's frames after the signature, without the parent.
+  bool Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
+                 const protocol::TaskSpec& spec, std::vector<std::string> request_frames);
+  bool Assigned(const TaskId& id, const protocol::Assignment& assignment);
+  bool Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
                const protocol::TaskResult& result, int64_t now_us);
+
+  // The kept request of an unfinished task, or null.
+  const std::vector<std::string>* RequestOf(const TaskId& id) const;
 
   const protocol::TaskRecord* Find(const TaskId& id) const;
   // Removes finished records (the listed ones, or all with `all`); returns
@@ -44,17 +57,26 @@ class TaskStore {
 
   // Writes every change since the last flush in one transaction.
   Status Flush();
-  size_t unflushed() const { return dirty_.size() + deleted_.size(); }
+  size_t unflushed() const {
+    return dirty_.size() + deleted_.size() + new_requests_.size() + done_requests_.size();
+  }
+  bool durable() const { return db_ != nullptr; }
 
  private:
   TaskStore() = default;
   Status Load();
   protocol::TaskRecord& Touch(const TaskId& id);
+  // The request of a task that just got its final outcome is not needed.
+  void DropRequest(const TaskId& id);
+  Status WriteRequests();
 
   sqlite3* db_ = nullptr;
   std::unordered_map<TaskId, protocol::TaskRecord, TaskIdHash> records_;
   std::unordered_set<TaskId, TaskIdHash> dirty_;
   std::unordered_set<TaskId, TaskIdHash> deleted_;
+  std::unordered_map<TaskId, std::vector<std::string>, TaskIdHash> requests_;
+  std::unordered_set<TaskId, TaskIdHash> new_requests_;   // not written yet
+  std::unordered_set<TaskId, TaskIdHash> done_requests_;  // written, to delete
 };
 
 }  // namespace ztask::hub

@@ -41,12 +41,17 @@ namespace ztask::protocol {
   X(kPurgeReply, 27, "purge_reply")                                         \
   X(kShutdownRequest, 28, "shutdown_request")                               \
   X(kShutdownReply, 29, "shutdown_reply")                                   \
+  /* restarted scheduler <-> hub: the unfinished tasks, page by page */     \
+  X(kRecoverRequest, 30, "recover_request")                                 \
+  X(kRecoverReply, 31, "recover_reply")                                     \
   /* scheduler -> hub monitor */                                            \
   X(kTaskSubmitted, 40, "task_submitted")                                   \
   X(kTaskAssigned, 41, "task_assigned")                                     \
   X(kTaskOutcome, 42, "task_outcome")                                       \
   /* many of the three above in one message, under one signature */         \
   X(kMonitorBatch, 43, "monitor_batch")                                     \
+  /* hub -> scheduler: the batches up to this one are recorded */           \
+  X(kMonitorAck, 44, "monitor_ack")                                         \
   /* hub -> scheduler notifier */                                           \
   X(kEngineRegistered, 50, "engine_registered")                             \
   X(kEngineUnregistered, 51, "engine_unregistered")                         \

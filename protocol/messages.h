@@ -186,10 +186,14 @@ struct AbortReply {
 struct EngineReady {
   int32_t engine_id = 0;
   std::string uuid;
+  // Sent again when the engine reconnects to a scheduler: the tasks it holds
+  // (running or queued), so a restarted scheduler knows where they are.
+  std::optional<std::vector<TaskId>> held;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("engine_id", s.engine_id);
     v("uuid", s.uuid);
+    v("held", s.held);
   }
   friend bool operator==(const EngineReady&, const EngineReady&) = default;
 };
@@ -215,6 +219,8 @@ struct RegistrationRequest {
   std::string host;
   int64_t pid = 0;
   std::optional<int32_t> mpi_rank;
+  // The id this engine had: a hub that restarted gives it back.
+  std::optional<int32_t> engine_id;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("uuid", s.uuid);
@@ -222,6 +228,7 @@ struct RegistrationRequest {
     v("host", s.host);
     v("pid", s.pid);
     v("mpi_rank", s.mpi_rank);
+    v("engine_id", s.engine_id);
   }
   friend bool operator==(const RegistrationRequest&, const RegistrationRequest&) = default;
 };
@@ -441,6 +448,97 @@ struct Acknowledgement {
 // Their frames (header, parent, metadata, content, buffers: all but the
 // signature and HMAC, which the batch's own cover) follow as the batch's
 // buffers, `frames[i]` of them for the i-th message.
+// A monitor batch's metadata: its number in the sending scheduler's session.
+// The hub acknowledges each once its records are durable (MonitorAck).
+struct BatchMeta {
+  std::optional<int64_t> seq;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("seq", s.seq);
+  }
+  friend bool operator==(const BatchMeta&, const BatchMeta&) = default;
+};
+
+struct MonitorAck {
+  int64_t seq = 0;  // every batch up to this one is recorded
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("seq", s.seq);
+  }
+  friend bool operator==(const MonitorAck&, const MonitorAck&) = default;
+};
+
+// A restarted scheduler asks the hub, page by page, for the tasks that have
+// no final outcome yet.
+struct RecoverRequest {
+  std::optional<TaskId> after;  // the last id of the previous page
+  int32_t limit = 0;            // most tasks in the reply
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("after", s.after);
+    v("limit", s.limit);
+  }
+  friend bool operator==(const RecoverRequest&, const RecoverRequest&) = default;
+};
+
+// One unfinished task as the hub recorded it, with its request as the
+// scheduler first saw it: header, routing metadata, content, buffers.
+struct RecoveredTask {
+  TaskId id;
+  std::string client;  // the client's routing id (its session)
+  std::string state;   // "waiting" or "running"
+  std::optional<int32_t> engine_id;
+  int32_t attempts = 0;
+  std::vector<std::string> request;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("id", s.id);
+    v("client", s.client);
+    v("state", s.state);
+    v("engine_id", s.engine_id);
+    v("attempts", s.attempts);
+    v("request", s.request);
+  }
+  friend bool operator==(const RecoveredTask&, const RecoveredTask&) = default;
+};
+
+// Frames kept as one value (the hub's copy of a request in its database).
+struct FrameList {
+  std::vector<std::string> frames;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("frames", s.frames);
+  }
+  friend bool operator==(const FrameList&, const FrameList&) = default;
+};
+
+// The outcome of a finished task that an unfinished one depends on.
+struct FinishedTask {
+  TaskId id;
+  bool ok = false;
+  std::optional<int32_t> engine_id;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("id", s.id);
+    v("ok", s.ok);
+    v("engine_id", s.engine_id);
+  }
+  friend bool operator==(const FinishedTask&, const FinishedTask&) = default;
+};
+
+struct RecoverReply {
+  std::vector<RecoveredTask> tasks;  // in id order
+  std::vector<FinishedTask> finished;
+  bool done = false;  // no page after this one
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("tasks", s.tasks);
+    v("finished", s.finished);
+    v("done", s.done);
+  }
+  friend bool operator==(const RecoverReply&, const RecoverReply&) = default;
+};
+
 struct MonitorBatch {
   std::vector<int32_t> frames;
 
@@ -543,7 +641,10 @@ ZTASK_BODIES(kShutdownReply, Empty, Acknowledgement)
 ZTASK_BODIES(kTaskSubmitted, RoutingMeta, TaskSpec)
 ZTASK_BODIES(kTaskAssigned, Assignment, Empty)
 ZTASK_BODIES(kTaskOutcome, OutcomeMeta, TaskResult)
-ZTASK_BODIES(kMonitorBatch, Empty, MonitorBatch)
+ZTASK_BODIES(kMonitorBatch, BatchMeta, MonitorBatch)
+ZTASK_BODIES(kMonitorAck, Empty, MonitorAck)
+ZTASK_BODIES(kRecoverRequest, Empty, RecoverRequest)
+ZTASK_BODIES(kRecoverReply, Empty, RecoverReply)
 ZTASK_BODIES(kEngineRegistered, Empty, EngineInfo)
 ZTASK_BODIES(kEngineUnregistered, Empty, EngineRef)
 ZTASK_BODIES(kEngineDraining, Empty, EngineRef)

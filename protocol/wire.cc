@@ -1,10 +1,12 @@
 #include "protocol/wire.h"
 
-#include "protocol/codec.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "protocol/codec.h"
 
 namespace ztask::protocol {
 
@@ -38,9 +40,7 @@ Status SendFrames(zmq::socket_t& socket, Frames& frames) {
     for (size_t i = 0; i < frames.size(); ++i) {
       auto flags = zmq::send_flags::dontwait;
       if (i + 1 < frames.size()) flags = flags | zmq::send_flags::sndmore;
-      if (!socket.send(frames[i], flags)) {
-        return Status::Unavailable("send queue full");
-      }
+      if (!socket.send(frames[i], flags)) return Status::TimedOut("send queue full");
     }
   } catch (const zmq::error_t& e) {
     return Status::Unavailable(e.what());
@@ -189,6 +189,49 @@ Result<std::string> Bind(zmq::socket_t& socket, const std::string& endpoint) {
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("cannot bind " + endpoint + ": " + e.what());
   }
+}
+
+Result<std::string> BindPreferring(zmq::socket_t& socket, const std::string& endpoint,
+                                   const std::string& previous) {
+  const auto host = [](const std::string& e) { return e.substr(0, e.rfind(':')); };
+  const bool any_port = endpoint.size() > 2 && endpoint.ends_with(":*");
+  if (any_port && !previous.empty() && host(previous) == host(endpoint)) {
+    auto bound = Bind(socket, previous);
+    if (bound.ok()) return bound;
+    spdlog::warn("cannot bind {} again ({}); peers must reconnect to a new port",
+                 previous, bound.status().message());
+  }
+  return Bind(socket, endpoint);
+}
+
+ReconnectWatch::ReconnectWatch(zmq::context_t& context, zmq::socket_t& socket)
+    : monitor_(context, zmq::socket_type::pair) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string address =
+      "inproc://reconnect-watch-" + std::to_string(counter.fetch_add(1)) + "-" +
+      std::to_string(reinterpret_cast<uintptr_t>(this));
+  zmq_socket_monitor(socket.handle(), address.c_str(),
+                     ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
+  monitor_.set(zmq::sockopt::linger, 0);
+  monitor_.connect(address);
+}
+
+bool ReconnectWatch::Reconnected() {
+  bool again = false;
+  zmq::message_t event, address;
+  while (monitor_.recv(event, zmq::recv_flags::dontwait)) {
+    if (event.more()) (void)monitor_.recv(address, zmq::recv_flags::dontwait);
+    if (event.size() < 2) continue;
+    uint16_t kind;
+    std::memcpy(&kind, event.data(), sizeof kind);
+    if (kind == ZMQ_EVENT_DISCONNECTED) {
+      lost_ = true;
+    } else if (kind == ZMQ_EVENT_CONNECTED && lost_) {
+      lost_ = false;
+      again = true;
+    }
+  }
+  return again;
 }
 
 Status Connect(zmq::socket_t& socket, const std::string& endpoint) {

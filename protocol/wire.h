@@ -40,8 +40,10 @@ std::vector<std::string_view> Views(const Frames& frames, size_t from = 0);
 
 // Sends every frame, moving them into the socket (they are empty after).
 // With ROUTER_MANDATORY, an unroutable identity is kUnavailable; a full
-// queue (would block) is kUnavailable too, with "full" in the message.
+// queue (would block) is kTimedOut (IsQueueFull), and the first frame is
+// then left as it was, so the message may be sent again later.
 Status SendFrames(zmq::socket_t& socket, Frames& frames);
+inline bool IsQueueFull(const Status& s) { return s.code() == Status::Code::kTimedOut; }
 // Sends `prefix` frames (routing ids) then encoded frames.
 Status SendEncoded(zmq::socket_t& socket, std::span<const std::string_view> prefix,
                    std::vector<std::string>&& encoded);
@@ -63,11 +65,32 @@ zmq::message_t Share(zmq::message_t& m);
 // Binds and returns the actual endpoint ("tcp://127.0.0.1:41234" for
 // "tcp://127.0.0.1:*").
 Result<std::string> Bind(zmq::socket_t& socket, const std::string& endpoint);
+// A process that restarts binds where it was before, so that its peers'
+// sockets reconnect on their own: `previous` (from the connection file) is
+// tried first when `endpoint` asks for any port on the same host.
+Result<std::string> BindPreferring(zmq::socket_t& socket, const std::string& endpoint,
+                                   const std::string& previous);
 Status Connect(zmq::socket_t& socket, const std::string& endpoint);
 
 // zmq::poll that treats an interrupted wait (a signal) as a wait with no
 // events. Returns an error only when polling itself is broken.
 Status Poll(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds timeout);
+
+// Tells when a connecting socket's connection was lost and made again (its
+// peer restarted, or the network came back), through a socket monitor.
+class ReconnectWatch {
+ public:
+  // REQUIRES: `socket` lives longer than the watch, and both stay on one thread.
+  ReconnectWatch(zmq::context_t& context, zmq::socket_t& socket);
+  // True once for each reconnection since the last call. Never waits.
+  bool Reconnected();
+  // The monitor's socket, to poll with the others.
+  void* handle() { return monitor_.handle(); }
+
+ private:
+  zmq::socket_t monitor_;
+  bool lost_ = false;
+};
 
 // Counts the messages dropped from peers, per peer and per reason, and logs
 // them so that a flood cannot fill the log: the first drop of each peer (of

@@ -37,8 +37,18 @@ bool SchedulerCore::Submit(const Submission& s) {
   task.priority = s.priority;
   task.seq = next_seq_++;
   task.targets = s.targets;
-  task.retries_left = std::max(0, s.retries);
   task.timeout_us = s.timeout_s > 0 ? static_cast<int64_t>(std::llround(s.timeout_s * 1e6)) : 0;
+  // Every earlier attempt but a running one failed and used a retry.
+  const bool running = s.running_on != kNoSlot && s.running_on < engines_.size() &&
+                       engines_[s.running_on].alive;
+  task.attempt = std::max(0, s.attempts);
+  task.retries_left = std::max(0, s.retries - std::max(0, task.attempt - (running ? 1 : 0)));
+  if (running) {  // its dependencies were met when it was dispatched
+    task.after = {0, 0, 0, s.after.mode, s.after.outcome};
+    task.follow = {0, 0, 0, s.follow.mode, s.follow.outcome};
+    Place(task, s.running_on);
+    return true;
+  }
 
   const std::vector<TaskId> after = Unique(s.after.ids);
   const std::vector<TaskId> follow = Unique(s.follow.ids);
@@ -80,6 +90,11 @@ bool SchedulerCore::Submit(const Submission& s) {
   Settle(task, cause);
   Pump();
   return true;
+}
+
+void SchedulerCore::RestoreFinished(const TaskId& id, bool success, int32_t engine_id) {
+  if (tasks_.count(id) || finished_.contains(id)) return;
+  finished_.emplace(id, Finished{SlotOf(engine_id), success});
 }
 
 bool SchedulerCore::CountDependency(Task& task, bool is_follow, const Finished& f) {

@@ -48,6 +48,10 @@ struct Submission {
   double timeout_s = 0;          // 0: no timeout
   int32_t retries = 0;
   int32_t priority = 0;
+  // Restoring a scheduler's state after a restart: the attempts already
+  // made, and the engine running the latest one (kNoSlot: it waits).
+  int32_t attempts = 0;
+  EngineSlot running_on = kNoSlot;
 };
 
 struct Action {
@@ -92,8 +96,11 @@ class SchedulerCore {
   bool Submit(const Submission& submission);
 
   // An engine life begins; returns its slot. An engine id already alive is
-  // first removed (it restarted before we heard it was gone).
-  EngineSlot EngineAdded(int32_t engine_id);
+  // first removed (it restarted before we heard it was gone). An engine not
+  // `accepting` holds tasks restored onto it but gets no new one until
+  // EngineAccepting().
+  EngineSlot EngineAdded(int32_t engine_id, bool accepting = true);
+  void EngineAccepting(EngineSlot slot);
   // The engine is gone: its running tasks fail with EngineError (retried
   // when they may be). Unknown or already removed slots are ignored.
   void EngineRemoved(EngineSlot slot);
@@ -105,6 +112,33 @@ class SchedulerCore {
   // An attempt ended on `slot`. kLate when the task is not running there
   // (its engine was declared lost, or the id is unknown): nothing changes.
   Finish TaskFinished(EngineSlot slot, const TaskId& task, bool success, ErrorType error);
+
+  // Restoring after a restart: a task that finished before, as dependents
+  // see it. Call before submitting its dependents.
+  void RestoreFinished(const TaskId& id, bool success, int32_t engine_id);
+  // The slot of a live engine id, or kNoSlot.
+  EngineSlot SlotOf(int32_t engine_id) const {
+    auto it = slot_of_id_.find(engine_id);
+    return it == slot_of_id_.end() ? kNoSlot : it->second;
+  }
+  // Whether the task is waiting or running here.
+  bool Knows(const TaskId& id) const { return tasks_.count(id) > 0; }
+  // The latest attempt of a task waiting or running here, or -1.
+  int32_t AttemptOf(const TaskId& id) const {
+    auto it = tasks_.find(id);
+    return it == tasks_.end() ? -1 : it->second.attempt;
+  }
+  // The tasks running on a slot.
+  std::vector<TaskId> RunningOn(EngineSlot slot) const;
+  // After a restart, an engine says it holds (or ran) `id` as `attempt`,
+  // which the restored state has waiting: it was dispatched there after the
+  // hub's last record. Returns false (nothing changes) unless the task
+  // waits and `attempt` is later than its last known attempt.
+  bool Adopt(EngineSlot slot, const TaskId& id, int32_t attempt);
+  // After a restart, the engine no longer holds a task restored as running
+  // on it: that attempt is lost, as if the engine were (EngineError, retried
+  // when it may be).
+  void AttemptLost(EngineSlot slot, const TaskId& id);
 
   // Fails every listed task still waiting with TaskAborted.
   AbortOutcome Abort(const std::vector<TaskId>& tasks);
@@ -150,6 +184,7 @@ class SchedulerCore {
     int32_t id = -1;
     bool alive = false;
     bool draining = false;
+    bool accepting = true;
     uint32_t load = 0;
     int64_t stamp = 0;
     std::vector<TaskId> running;
@@ -209,6 +244,8 @@ class SchedulerCore {
   void AttemptFailed(Task& task, EngineSlot slot, ErrorType error, std::string message,
                      bool from_reply);
   void Assign(Task& task, EngineSlot slot);
+  // Puts the task on the engine's list, with no dispatch (Assign's first half).
+  void Place(Task& task, EngineSlot slot);
   void Release(Task& task);
   bool Constrained(const Task& task) const;
   // Engines with room that `task` may use now; sets *never when it can never run.
@@ -217,7 +254,7 @@ class SchedulerCore {
   void AddDeadline(Task& task);
 
   bool HasRoom(const Engine& e) const {
-    return e.alive && !e.draining && (options_.hwm == 0 || e.load < options_.hwm);
+    return e.alive && e.accepting && !e.draining && (options_.hwm == 0 || e.load < options_.hwm);
   }
   void RetireIfDrained(EngineSlot slot);
   EngineView ViewOf(EngineSlot slot) const {

@@ -22,7 +22,7 @@ void SchedulerCore::JoinScheme(EngineSlot slot) {
   if (HasRoom(engines_[slot])) scheme_->Insert(ViewOf(slot));
 }
 
-void SchedulerCore::Assign(Task& task, EngineSlot slot) {
+void SchedulerCore::Place(Task& task, EngineSlot slot) {
   Engine& e = engines_[slot];
   LeaveScheme(slot);
   ++e.load;
@@ -32,8 +32,13 @@ void SchedulerCore::Assign(Task& task, EngineSlot slot) {
   JoinScheme(slot);
   task.state = State::kRunning;
   task.slot = slot;
-  ++task.attempt;
   ++running_;
+}
+
+void SchedulerCore::Assign(Task& task, EngineSlot slot) {
+  Place(task, slot);
+  Engine& e = engines_[slot];
+  ++task.attempt;
   ++counters_.dispatched;
   actions_.push_back({Action::Kind::kDispatch, task.id, slot, e.id, task.attempt,
                       ErrorType::kNone, {}, false});
@@ -139,18 +144,55 @@ void SchedulerCore::Pump() {
   } while (ready_grew_ && !scheme_->Empty());
 }
 
-EngineSlot SchedulerCore::EngineAdded(int32_t engine_id) {
+EngineSlot SchedulerCore::EngineAdded(int32_t engine_id, bool accepting) {
   if (auto it = slot_of_id_.find(engine_id); it != slot_of_id_.end()) EngineRemoved(it->second);
   const auto slot = static_cast<EngineSlot>(engines_.size());
   Engine engine;
   engine.id = engine_id;
   engine.alive = true;
+  engine.accepting = accepting;
   engine.stamp = next_new_stamp_++;
   engines_.push_back(std::move(engine));
   slot_of_id_[engine_id] = slot;
   JoinScheme(slot);
   Pump();
   return slot;
+}
+
+void SchedulerCore::EngineAccepting(EngineSlot slot) {
+  if (slot >= engines_.size() || !engines_[slot].alive || engines_[slot].accepting) return;
+  engines_[slot].accepting = true;
+  JoinScheme(slot);
+  Pump();
+}
+
+std::vector<TaskId> SchedulerCore::RunningOn(EngineSlot slot) const {
+  return slot < engines_.size() ? engines_[slot].running : std::vector<TaskId>{};
+}
+
+bool SchedulerCore::Adopt(EngineSlot slot, const TaskId& id, int32_t attempt) {
+  auto it = tasks_.find(id);
+  if (slot >= engines_.size() || !engines_[slot].alive || it == tasks_.end()) return false;
+  Task& task = it->second;
+  if (task.state == State::kRunning || attempt <= task.attempt) return false;
+  Unready(task);
+  task.state = State::kWaiting;
+  task.attempt = attempt;
+  Place(task, slot);
+  return true;
+}
+
+void SchedulerCore::AttemptLost(EngineSlot slot, const TaskId& id) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || it->second.state != State::kRunning || it->second.slot != slot) return;
+  Task& task = it->second;
+  Release(task);
+  AttemptFailed(task, slot, ErrorType::kEngineError,
+                "engine " + std::to_string(engines_[slot].id) + " no longer held task " +
+                    id.ToHex() + " (attempt " + std::to_string(task.attempt) +
+                    ") when the scheduler restarted",
+                /*from_reply=*/false);
+  Pump();
 }
 
 void SchedulerCore::EngineRemoved(EngineSlot slot) {

@@ -22,14 +22,14 @@ void FrameBuilder::AddToBatch(protocol::MsgType type, zmq::message_t parent, zmq
   counts_.push_back(static_cast<int32_t>(batch_.size() - first));
 }
 
-protocol::Frames FrameBuilder::TakeBatch() {
+protocol::Frames FrameBuilder::TakeBatch(int64_t seq) {
   protocol::Frames out;
   out.reserve(protocol::kMinFrames + batch_.size());
   out.push_back(protocol::Frame(protocol::kProtocolSignature));
   out.emplace_back();
   out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(protocol::MsgType::kMonitorBatch))));
   out.push_back(protocol::Frame(protocol::EncodeParent(std::nullopt)));
-  out.push_back(protocol::Frame(protocol::EncodeBody(protocol::Empty{})));
+  out.push_back(protocol::Frame(protocol::EncodeBody(protocol::BatchMeta{seq})));
   out.push_back(protocol::Frame(protocol::EncodeBody(protocol::MonitorBatch{std::move(counts_)})));
   for (auto& f : batch_) out.push_back(std::move(f));
   batch_.clear();
@@ -37,6 +37,13 @@ protocol::Frames FrameBuilder::TakeBatch() {
   batch_bytes_ = 0;
   protocol::SignFrames(signer_, out);
   return out;
+}
+
+void FrameBuilder::Reseal(protocol::Frames& message) {
+  auto old = protocol::DecodeHeader(protocol::View(message[protocol::kFrameHeader]));
+  const protocol::MsgType type = old.ok() ? old->type : protocol::MsgType::kMonitorBatch;
+  message[protocol::kFrameHeader] = protocol::Frame(protocol::EncodeHeader(NewHeader(type)));
+  protocol::SignFrames(signer_, message);
 }
 
 void FrameBuilder::Append(protocol::Frames& out, protocol::MsgType type, zmq::message_t parent,

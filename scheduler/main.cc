@@ -43,6 +43,19 @@ int main(int argc, char** argv) {
   app.add_option("--replay-window", options.replay_window_s,
                  "seconds a message's date may differ from this host's clock; 0: no check")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--recover-timeout", options.recover_timeout_s,
+                 "seconds to wait at start for the hub to say which tasks were in flight")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--recover-grace", options.recover_grace_s,
+                 "after a restart, seconds engines holding tasks have to come back")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--socket-hwm", options.socket_hwm,
+                 "ZeroMQ high-water mark of the client and engine sockets (messages; what a "
+                 "peer will not take waits in the scheduler)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000000));
   app.add_option("--seed", options.seed, "seed of the sampling schemes; 0: random");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   try {

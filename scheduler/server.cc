@@ -17,6 +17,9 @@
 #include "protocol/wire.h"
 #include "scheduler/core.h"
 #include "scheduler/frame_builder.h"
+#include "scheduler/monitor_link.h"
+#include "scheduler/outbox.h"
+#include "scheduler/recovery.h"
 
 namespace ztask::scheduler {
 namespace {
@@ -52,6 +55,8 @@ struct EngineEntry {
 };
 
 constexpr size_t kBatch = 256;  // messages per socket per turn
+// Replies from engines not linked yet, kept while a restart recovers.
+constexpr size_t kMaxEarlyReplies = 100000;
 
 }  // namespace
 
@@ -82,8 +87,11 @@ class SchedulerServer::Impl {
     security_ = std::move(*security);
     for (auto [s, name] : {std::pair{&client_, "client"}, {&engine_, "engine"}}) {
       s->set(zmq::sockopt::router_mandatory, 1);
-      s->set(zmq::sockopt::sndhwm, 1000000);
-      s->set(zmq::sockopt::rcvhwm, 1000000);
+      // A peer that reconnects under its routing id (its connection broke
+      // without us noticing) takes over its old place.
+      s->set(zmq::sockopt::router_handover, 1);
+      s->set(zmq::sockopt::sndhwm, options_.socket_hwm);
+      s->set(zmq::sockopt::rcvhwm, options_.socket_hwm);
       s->set(zmq::sockopt::linger, 1000);
       s->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options_.limits.max_message_bytes));
       ZTASK_RETURN_IF_ERROR(security_->Secure(*s, name));
@@ -91,9 +99,11 @@ class SchedulerServer::Impl {
     ZTASK_RETURN_IF_ERROR(security_->Start());
     protocol::SecureClient(notifier_, info_);
     protocol::SecureClient(monitor_, info_);
-    auto client = protocol::Bind(client_, options_.client_endpoint);
+    auto client =
+        protocol::BindPreferring(client_, options_.client_endpoint, info_.scheduler.client);
     if (!client.ok()) return client.status();
-    auto engine = protocol::Bind(engine_, options_.engine_endpoint);
+    auto engine =
+        protocol::BindPreferring(engine_, options_.engine_endpoint, info_.scheduler.engine);
     if (!engine.ok()) return engine.status();
     client_endpoint_ = *client;
     engine_endpoint_ = *engine;
@@ -105,10 +115,14 @@ class SchedulerServer::Impl {
     }
     monitor_.set(zmq::sockopt::sndhwm, 1000000);
     monitor_.set(zmq::sockopt::linger, 2000);
+    // Nothing is queued for a hub that is not there: the link keeps it
+    // until one acknowledges it.
+    monitor_.set(zmq::sockopt::immediate, 1);
     if (!info_.hub.monitor.empty()) {
       ZTASK_RETURN_IF_ERROR(protocol::Connect(monitor_, info_.hub.monitor));
-      monitor_enabled_ = true;
+      monitor_link_.set_enabled(true);
     }
+    if (!info_.hub.query.empty()) Recover();
     return Status::Ok();
   }
 
@@ -118,7 +132,8 @@ class SchedulerServer::Impl {
           {client_.handle(), 0, ZMQ_POLLIN, 0},
           {engine_.handle(), 0, ZMQ_POLLIN, 0},
           {notifier_.handle(), 0, ZMQ_POLLIN, 0},
-          {monitor_.handle(), 0, static_cast<short>(monitor_backlog_.empty() ? 0 : ZMQ_POLLOUT), 0},
+          {monitor_.handle(), 0,
+           static_cast<short>(ZMQ_POLLIN | (monitor_link_.blocked() ? ZMQ_POLLOUT : 0)), 0},
           {nullptr, wake_[0], ZMQ_POLLIN, 0},
       };
       if (Status polled = protocol::Poll(items, std::size(items), PollTimeout()); !polled.ok()) {
@@ -128,11 +143,16 @@ class SchedulerServer::Impl {
       if (items[0].revents & ZMQ_POLLIN) Drain(client_, &Impl::OnClientMessage);
       if (items[1].revents & ZMQ_POLLIN) Drain(engine_, &Impl::OnEngineMessage);
       if (items[2].revents & ZMQ_POLLIN) Drain(notifier_, &Impl::OnNotifierMessage);
+      if (items[3].revents & ZMQ_POLLIN) Drain(monitor_, &Impl::OnMonitorAck);
       core_.Tick();
+      EndRecoveryGrace();
       drops_.Report(SteadyClock::Now());
       DrainActions();
-      FlushMonitor();
+      clients_out_.Flush();
+      engines_out_.Flush();
+      monitor_link_.Flush(SteadyClock::Now());
     }
+    monitor_link_.Flush(SteadyClock::Now());
     spdlog::info("stopping: {} tasks live, {} dropped messages, {} late replies",
                  core_.live_tasks(), drops_.count(), counters_.late_replies);
   }
@@ -148,11 +168,16 @@ class SchedulerServer::Impl {
   ServerCounters counters() const {
     ServerCounters c = counters_;
     c.dropped = drops_.count();
+    c.monitor_resent = monitor_link_.resent();
     return c;
   }
 
  private:
   std::chrono::milliseconds PollTimeout() const {
+    if (!clients_out_.empty() || !engines_out_.empty()) return std::chrono::milliseconds(5);
+    // Unacknowledged monitor batches may need sending again.
+    if (monitor_link_.unacknowledged() > 0) return std::chrono::milliseconds(250);
+    if (!recovered_slots_.empty()) return std::chrono::milliseconds(250);
     auto next = core_.NextDeadline();
     if (!next) return std::chrono::milliseconds(-1);
     const int64_t wait_us = *next - SteadyClock::Now();
@@ -199,6 +224,12 @@ class SchedulerServer::Impl {
     }
     auto [it, inserted] = pending_.try_emplace(header.id);
     if (!inserted) {
+      // A client sends again what it has no reply for after it reconnects:
+      // the task is here already, and its reply will come.
+      if (View(it->second.frames[0]) == peer) {
+        ++counters_.resubmitted;
+        return;
+      }
       ++counters_.duplicate_tasks;
       return Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
     }
@@ -285,32 +316,103 @@ class SchedulerServer::Impl {
     if (header->type == MsgType::kEngineReady) {
       auto ready = protocol::DecodeBody<protocol::EngineReady>(views[protocol::kFrameContent]);
       if (!ready.ok()) return Drop(peer, "engine_ready: " + ready.status().message());
-      EngineEntry& entry = engines_[std::string(peer)];
-      entry.ready = true;
-      Activate(std::string(peer), entry);
-      return DrainActions();
+      return OnEngineReady(std::string(peer), *ready);
     }
     if (header->type != MsgType::kTaskReply) {
       return Drop(peer, "unexpected " + std::string(protocol::MsgTypeName(header->type)) +
                             " on the engine socket");
     }
+    OnTaskReply(frames);
+  }
+
+  // An engine's DEALER reached us: at its start, or again after its
+  // connection broke (then it says which tasks it holds).
+  void OnEngineReady(const std::string& uuid, const protocol::EngineReady& ready) {
+    EngineEntry& entry = engines_[uuid];
+    entry.ready = true;
+    // After our restart, the engine's word links it to the tasks the hub
+    // recorded on its id, before the hub's notice comes.
+    if (!entry.registered && recovered_slots_.count(ready.engine_id)) {
+      entry.id = ready.engine_id;
+      entry.registered = true;
+    }
+    Activate(uuid, entry);
+    // A fresh engine process (no list) holds nothing of what its id had.
+    if (entry.slot != kNoSlot && recovering_slots_.count(entry.slot)) {
+      Reconcile(entry.slot, ready.held.value_or(std::vector<TaskId>{}));
+    }
+    DrainActions();
+  }
+
+  // A restored engine says what it holds: tasks restored as running there
+  // that it does not hold were lost with its old connection, and tasks it
+  // holds that the restored state has waiting were dispatched there after
+  // the hub's last record.
+  void Reconcile(EngineSlot slot, const std::vector<TaskId>& held) {
+    const std::unordered_set<TaskId, TaskIdHash> holds(held.begin(), held.end());
+    for (const TaskId& id : core_.RunningOn(slot)) {
+      if (!holds.count(id)) core_.AttemptLost(slot, id);
+    }
+    for (const TaskId& id : held) {
+      if (core_.Knows(id)) core_.Adopt(slot, id, INT32_MAX);
+    }
+    recovering_slots_.erase(slot);
+    core_.EngineAccepting(slot);
+    spdlog::info("engine {} is back, holding {} tasks", uuid_of_slot_[slot].substr(0, 8),
+                 held.size());
+  }
+
+  // `frames` is verified: the engine's routing id, then the reply.
+  void OnTaskReply(Frames& frames) {
+    const std::string_view peer = View(frames[0]);
     auto entry = engines_.find(std::string(peer));
     if (entry == engines_.end() || entry->second.slot == kNoSlot) {
+      if (!recovered_slots_.empty() && early_replies_.size() < kMaxEarlyReplies) {
+        // After a restart, an engine may answer before it is linked again.
+        early_replies_.push_back(std::move(frames));
+        return;
+      }
       ++counters_.unknown_engines;
       return Drop(peer, "task_reply from an engine that is not registered");
     }
+    const std::vector<std::string_view> views = protocol::Views(frames, 1);
     auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
     if (!parent.ok() || !*parent) return Drop(peer, "task_reply without a parent header");
     auto meta = protocol::DecodeBody<protocol::ReplyMeta>(views[protocol::kFrameMeta]);
     if (!meta.ok()) return Drop(peer, "task_reply metadata: " + meta.status().message());
+    const EngineSlot slot = entry->second.slot;
+    const TaskId& id = (*parent)->id;
+    if (recovering_slots_.count(slot)) core_.Adopt(slot, id, meta->attempt);
     current_reply_ = &frames;
-    if (core_.TaskFinished(entry->second.slot, (*parent)->id, meta->ok, meta->error_type) ==
-        SchedulerCore::Finish::kLate) {
+    // An engine sends its latest replies again when it reconnects: one of
+    // an earlier attempt is late, like a reply from a lost engine.
+    if ((meta->attempt > 0 && meta->attempt < core_.AttemptOf(id)) ||
+        core_.TaskFinished(slot, id, meta->ok, meta->error_type) ==
+            SchedulerCore::Finish::kLate) {
       ++counters_.late_replies;
-      spdlog::debug("ignored a late reply for task {}", (*parent)->id.ToHex());
+      spdlog::debug("ignored a late reply for task {}", id.ToHex());
     }
     DrainActions();
     current_reply_ = nullptr;
+  }
+
+  // Replies kept while their engines were not linked yet.
+  void ReplayEarlyReplies() {
+    std::vector<Frames> early;
+    early.swap(early_replies_);
+    for (Frames& frames : early) OnTaskReply(frames);
+  }
+
+  void OnMonitorAck(Frames& frames) {
+    std::vector<std::string_view> views;
+    auto header = Open(frames, 0, &views, nullptr);
+    if (!header.ok()) return Drop("hub-monitor", header.status());
+    if (header->type != MsgType::kMonitorAck) {
+      return Drop("hub-monitor", "unexpected " + std::string(protocol::MsgTypeName(header->type)));
+    }
+    auto ack = protocol::DecodeBody<protocol::MonitorAck>(views[protocol::kFrameContent]);
+    if (!ack.ok()) return Drop("hub-monitor", "monitor_ack: " + ack.status().message());
+    monitor_link_.Acknowledged(ack->seq, SteadyClock::Now());
   }
 
   void OnNotifierMessage(Frames& frames) {
@@ -355,7 +457,18 @@ class SchedulerServer::Impl {
 
   // An engine takes tasks once the hub registered it and it reached us.
   void Activate(const std::string& uuid, EngineEntry& entry) {
-    if (!entry.registered || !entry.ready || entry.slot != kNoSlot) return;
+    if (!entry.registered || entry.slot != kNoSlot) return;
+    if (auto r = recovered_slots_.find(entry.id); r != recovered_slots_.end()) {
+      // After our restart: the engine that holds the tasks restored on its id.
+      entry.slot = r->second;
+      recovered_slots_.erase(r);
+      if (uuid_of_slot_.size() <= entry.slot) uuid_of_slot_.resize(entry.slot + 1);
+      uuid_of_slot_[entry.slot] = uuid;
+      spdlog::info("engine {} is linked to the tasks restored on it", entry.id);
+      ReplayEarlyReplies();
+      return;
+    }
+    if (!entry.ready) return;
     entry.slot = core_.EngineAdded(entry.id);
     if (uuid_of_slot_.size() <= entry.slot) uuid_of_slot_.resize(entry.slot + 1);
     uuid_of_slot_[entry.slot] = uuid;
@@ -421,7 +534,7 @@ class SchedulerServer::Impl {
                         protocol::Frame(protocol::EncodeBody(assignment)),
                         protocol::Frame(protocol::EncodeBody(protocol::Empty{})));
     SealIfFull();
-    Status sent = protocol::SendFrames(engine_, out);
+    Status sent = engines_out_.Send(out);
     if (!sent.ok()) {
       // Registered but unreachable: treat it as lost, its tasks go elsewhere.
       spdlog::warn("engine {} is unreachable ({}); removing it", a.engine_id, sent.message());
@@ -498,11 +611,13 @@ class SchedulerServer::Impl {
   }
 
   void SendToClient(Frames& out) {
-    Status sent = protocol::SendFrames(client_, out);
+    Status sent = clients_out_.Send(out);
     if (!sent.ok()) {
+      // Not connected (gone, or not back yet after a restart): the client
+      // finds the outcome in the hub's record.
       ++counters_.undeliverable;
-      spdlog::warn("could not reply to client {}: {} (the hub keeps the record)",
-                   protocol::PrintablePeer(View(out[0])), sent.message());
+      spdlog::debug("could not reply to client {}: {} (the hub keeps the record)",
+                    protocol::PrintablePeer(View(out[0])), sent.message());
     }
   }
 
@@ -512,23 +627,95 @@ class SchedulerServer::Impl {
   static constexpr size_t kBatchBytes = size_t{8} << 20;
 
   void SealIfFull() {
-    if (builder_.batched() >= kBatchMessages || builder_.batched_bytes() >= kBatchBytes) Seal();
-  }
-
-  void Seal() {
-    if (builder_.batched() == 0) return;
-    Frames batch = builder_.TakeBatch();
-    if (monitor_enabled_) monitor_backlog_.push_back(std::move(batch));
-  }
-
-  // The monitor never blocks the loop: what the socket will not take now
-  // waits, in order, until it will.
-  void FlushMonitor() {
-    Seal();
-    while (!monitor_backlog_.empty()) {
-      if (!protocol::SendFrames(monitor_, monitor_backlog_.front()).ok()) return;
-      monitor_backlog_.pop_front();
+    if (builder_.batched() >= kBatchMessages || builder_.batched_bytes() >= kBatchBytes) {
+      monitor_link_.Seal();
     }
+  }
+
+  // ---- recovery after a restart ------------------------------------------
+
+  // Restores the tasks an earlier scheduler of this cluster left unfinished,
+  // as the hub recorded them. Engines that ran them get slots that take no
+  // new task until they are back and say what they hold (Reconcile); those
+  // not back within the grace period are lost, with their tasks' attempts.
+  void Recover() {
+    auto state = FetchRecovery(context_, info_, signer_,
+                               static_cast<int64_t>(options_.recover_timeout_s * 1000), stop_);
+    if (!state.ok()) {
+      spdlog::error("starting without the tasks of an earlier scheduler: {}",
+                    state.status().message());
+      return;
+    }
+    if (state->tasks.empty()) return;
+    auto slot_for = [&](std::optional<int32_t> engine_id) {
+      if (!engine_id) return kNoSlot;
+      auto [it, added] = recovered_slots_.try_emplace(*engine_id, kNoSlot);
+      if (added) {
+        it->second = core_.EngineAdded(*engine_id, /*accepting=*/false);
+        recovering_slots_.insert(it->second);
+      }
+      return it->second;
+    };
+    for (const auto& f : state->finished) {
+      slot_for(f.engine_id);
+      core_.RestoreFinished(f.id, f.ok, f.engine_id.value_or(-1));
+    }
+    for (const protocol::RecoveredTask* t : DependencyOrder(*state)) Restore(*t, slot_for);
+    counters_.recovered = state->tasks.size();
+    recovery_deadline_us_ =
+        SteadyClock::Now() + static_cast<int64_t>(options_.recover_grace_s * 1e6);
+    spdlog::info("restored {} unfinished tasks; {} engines had some and have {} s to come back",
+                 state->tasks.size(), recovered_slots_.size(), options_.recover_grace_s);
+    DrainActions();
+  }
+
+  template <class SlotFor>
+  void Restore(const protocol::RecoveredTask& t, SlotFor&& slot_for) {
+    // The request as the client sent it, signed again (the scheduler holds
+    // the cluster's key): header, no parent, metadata, content, buffers.
+    if (t.request.size() < 3) return;
+    auto meta = protocol::DecodeBody<protocol::RoutingMeta>(t.request[1]);
+    if (!meta.ok()) {
+      spdlog::error("task {} has a recorded request that does not decode: {}", t.id.ToHex(),
+                    meta.status().message());
+      return;
+    }
+    Frames frames;
+    frames.push_back(protocol::Frame(t.client));
+    frames.push_back(protocol::Frame(protocol::kProtocolSignature));
+    frames.emplace_back();
+    frames.push_back(protocol::Frame(t.request[0]));
+    frames.push_back(protocol::Frame(protocol::EncodeParent(std::nullopt)));
+    for (size_t i = 1; i < t.request.size(); ++i) frames.push_back(protocol::Frame(t.request[i]));
+    protocol::SignFrames(signer_, frames, 1);
+    auto [it, inserted] = pending_.try_emplace(t.id);
+    if (!inserted) return;
+    it->second.frames = std::move(frames);
+    ++queued_per_client_[t.client];
+    Submission submission{t.id,           ToSet(meta->after), ToSet(meta->follow),
+                          meta->targets,  meta->timeout_s,    meta->retries,
+                          meta->priority};
+    submission.attempts = t.attempts;
+    if (t.state == "running") submission.running_on = slot_for(t.engine_id);
+    if (!core_.Submit(submission)) Forget(it);
+  }
+
+  // Engines that held restored tasks and did not come back are lost.
+  void EndRecoveryGrace() {
+    if (recovered_slots_.empty() || SteadyClock::Now() < recovery_deadline_us_) return;
+    for (const auto& [engine_id, slot] : recovered_slots_) {
+      spdlog::warn("engine {} did not come back after the restart: its tasks are lost with it",
+                   engine_id);
+      recovering_slots_.erase(slot);
+      core_.EngineRemoved(slot);
+    }
+    recovered_slots_.clear();
+    if (!early_replies_.empty()) {
+      counters_.unknown_engines += early_replies_.size();
+      spdlog::warn("dropped {} replies from engines that never registered", early_replies_.size());
+      early_replies_.clear();
+    }
+    DrainActions();
   }
 
   SchedulerOptions options_;
@@ -549,13 +736,21 @@ class SchedulerServer::Impl {
     }
   };
   std::unordered_map<std::string, size_t, PeerHash, std::equal_to<>> queued_per_client_;
-  bool monitor_enabled_ = false;
-  std::deque<Frames> monitor_backlog_;
   std::string client_endpoint_, engine_endpoint_;
   int wake_[2] = {-1, -1};
   std::atomic<bool> stop_{false};
 
   FrameBuilder builder_{signer_};
+  MonitorLink monitor_link_{monitor_, builder_};
+  Outbox clients_out_{client_}, engines_out_{engine_};
+  // Recovery after a restart: engine id -> slot of engines holding restored
+  // tasks and not linked to a connected engine yet; slots linked but not
+  // back (no engine_ready yet); replies that came before their engine was
+  // linked.
+  std::unordered_map<int32_t, EngineSlot> recovered_slots_;
+  std::unordered_set<EngineSlot> recovering_slots_;
+  std::vector<Frames> early_replies_;
+  int64_t recovery_deadline_us_ = 0;
   Frames frames_;
   Frames* current_reply_ = nullptr;
   std::vector<Action> actions_;

@@ -56,6 +56,15 @@ struct SchedulerOptions {
   // A message dated further than this from our clock is refused as a
   // possible replay (replay_guard.h); 0 turns the check off. Default: 300 s.
   double replay_window_s = 300;
+  // At start, how long to wait for the hub to say which tasks were in
+  // flight when an earlier scheduler of this cluster stopped. Default: 30 s.
+  double recover_timeout_s = 30;
+  // After a restart, how long engines that held tasks have to come back
+  // before those tasks count as lost with them. Default: 10 s.
+  double recover_grace_s = 10;
+  // ZeroMQ's high-water mark (messages) on the client and engine sockets.
+  // What a peer's queue will not take waits in the scheduler (outbox.h).
+  int socket_hwm = 1000000;
 };
 
 struct ServerCounters {
@@ -65,6 +74,9 @@ struct ServerCounters {
   uint64_t unknown_engines = 0;  // replies from an engine never registered
   uint64_t undeliverable = 0;    // replies to a client that is gone
   uint64_t rejected = 0;         // tasks over a limit (TaskLimits)
+  uint64_t resubmitted = 0;      // tasks a client sent again after a reconnection
+  uint64_t recovered = 0;        // unfinished tasks restored from the hub at start
+  uint64_t monitor_resent = 0;   // monitor batches sent again (the hub did not acknowledge)
 };
 
 class SchedulerServer final : public Stoppable {

@@ -8,7 +8,7 @@ namespace ztask::hub {
 namespace {
 
 protocol::RegistrationRequest Engine(const std::string& name, const std::string& uuid) {
-  return {uuid, name, "host", 1, std::nullopt};
+  return {uuid, name, "host", 1, std::nullopt, std::nullopt};
 }
 
 TEST(Registry, IdsInRegistrationOrderAndOldIdsForOldNames) {
@@ -20,6 +20,20 @@ TEST(Registry, IdsInRegistrationOrderAndOldIdsForOldNames) {
   EXPECT_EQ(again.id, 0) << "a name registered before gets its id back";
   EXPECT_FALSE(again.replaced.has_value());
   EXPECT_EQ(registry.Register(Engine("c", "u4"), 0, 0).id, 2);
+}
+
+TEST(Registry, AfterAHubRestartEnginesGetTheIdsTheyHad) {
+  EngineRegistry registry;  // a new hub: it knows no name
+  auto with_id = [](std::string name, std::string uuid, int32_t id) {
+    auto request = Engine(name, uuid);
+    request.engine_id = id;
+    return request;
+  };
+  EXPECT_EQ(registry.Register(with_id("b", "u2", 5), 0, 0).id, 5);
+  EXPECT_EQ(registry.Register(with_id("a", "u1", 3), 0, 0).id, 3);
+  EXPECT_EQ(registry.Register(Engine("c", "u3"), 0, 0).id, 6) << "new engines come after";
+  EXPECT_EQ(registry.Register(with_id("d", "u4", 5), 0, 0).id, 7)
+      << "an id another engine holds is not given twice";
 }
 
 TEST(Registry, ARestartedEngineReplacesItsOldLife) {
@@ -53,7 +67,7 @@ TEST(Store, RecordsFollowTheTaskLifecycle) {
   ASSERT_TRUE(store.ok());
   protocol::TaskSpec spec;
   spec.label = "x";
-  (*store)->Submitted(Request(1), {}, spec);
+  (*store)->Submitted(Request(1), {}, spec, {"header", "meta", "content"});
   EXPECT_EQ((*store)->Find(TaskId{7, 1})->state, "waiting");
   (*store)->Assigned(TaskId{7, 1}, {3, 1});
   EXPECT_EQ((*store)->Find(TaskId{7, 1})->state, "running");
@@ -77,9 +91,11 @@ TEST(Store, SqliteKeepsRecordsAcrossReopeningAndPurges) {
   {
     auto store = TaskStore::Open(path);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    for (uint64_t n = 1; n <= 3; ++n) (*store)->Submitted(Request(n), {}, {});
+    for (uint64_t n = 1; n <= 3; ++n) {
+      (*store)->Submitted(Request(n), {}, {}, {"header", "meta", "content " + std::to_string(n)});
+    }
     (*store)->Outcome(TaskId{7, 1}, {true, true, ErrorType::kNone, 0, 1}, {}, 5);
-    EXPECT_EQ((*store)->unflushed(), 3u);
+    EXPECT_EQ((*store)->unflushed(), 5u) << "3 records and the requests of 2 unfinished tasks";
     ASSERT_TRUE((*store)->Flush().ok());
     EXPECT_EQ((*store)->unflushed(), 0u);
   }
@@ -87,12 +103,32 @@ TEST(Store, SqliteKeepsRecordsAcrossReopeningAndPurges) {
   ASSERT_TRUE(reopened.ok());
   EXPECT_EQ((*reopened)->records().size(), 3u);
   EXPECT_EQ((*reopened)->Find(TaskId{7, 1})->state, "ok");
+  EXPECT_EQ((*reopened)->RequestOf(TaskId{7, 1}), nullptr) << "finished: its request is gone";
+  ASSERT_NE((*reopened)->RequestOf(TaskId{7, 2}), nullptr) << "unfinished: kept for a restart";
+  EXPECT_EQ(*(*reopened)->RequestOf(TaskId{7, 2}),
+            (std::vector<std::string>{"header", "meta", "content 2"}));
   EXPECT_EQ((*reopened)->Purge({}, /*all=*/true), 1u) << "only finished records go";
   ASSERT_TRUE((*reopened)->Flush().ok());
   reopened->reset();
   auto third = TaskStore::Open(path);
   ASSERT_TRUE(third.ok());
   EXPECT_EQ((*third)->records().size(), 2u);
+}
+
+TEST(Store, AFinalRecordNeverGoesBackWhenTheMonitorRepeatsItself) {
+  auto store = TaskStore::Open(":memory:");
+  ASSERT_TRUE(store.ok());
+  const TaskId id{7, 1};
+  EXPECT_TRUE((*store)->Submitted(Request(1), {}, {}, {"h", "m", "c"}));
+  EXPECT_TRUE((*store)->Assigned(id, {0, 1}));
+  EXPECT_TRUE((*store)->Outcome(id, {true, true, ErrorType::kNone, 0, 1}, {}, 5));
+  EXPECT_EQ((*store)->RequestOf(id), nullptr);
+  // The same batch again (the scheduler resent what was not acknowledged).
+  EXPECT_FALSE((*store)->Submitted(Request(1), {}, {}, {"h", "m", "c"}));
+  EXPECT_FALSE((*store)->Assigned(id, {0, 1}));
+  EXPECT_FALSE((*store)->Outcome(id, {false, false, ErrorType::kEngineError, 0, 1}, {}, 6));
+  EXPECT_EQ((*store)->Find(id)->state, "ok");
+  EXPECT_EQ((*store)->RequestOf(id), nullptr);
 }
 
 TEST(Store, AnUnwritableDatabaseIsAClearError) {

@@ -42,9 +42,11 @@ template <> inline AbortRequest Sample<AbortRequest>() { return {{SampleId(5), S
 template <> inline AbortReply Sample<AbortReply>() {
   return {{SampleId(5)}, {SampleId(6)}, {}, {SampleId(9)}};
 }
-template <> inline EngineReady Sample<EngineReady>() { return {3, "uuid-3"}; }
+template <> inline EngineReady Sample<EngineReady>() {
+  return {3, "uuid-3", std::vector<TaskId>{TaskId{1, 2}}};
+}
 template <> inline RegistrationRequest Sample<RegistrationRequest>() {
-  return {"uuid-3", "node7-0", "node7", 4242, 5};
+  return {"uuid-3", "node7-0", "node7", 4242, 5, 2};
 }
 template <> inline RegistrationReply Sample<RegistrationReply>() { return {true, 3, "", 1000}; }
 template <> inline EngineRef Sample<EngineRef>() { return {3, "uuid-3"}; }
@@ -86,6 +88,16 @@ template <> inline Count Sample<Count>() { return {17}; }
 template <> inline Acknowledgement Sample<Acknowledgement>() { return {false, "busy"}; }
 template <> inline Assignment Sample<Assignment>() { return {2, 3}; }
 template <> inline MonitorBatch Sample<MonitorBatch>() { return {{}}; }
+template <> inline BatchMeta Sample<BatchMeta>() { return {12}; }
+template <> inline MonitorAck Sample<MonitorAck>() { return {12}; }
+template <> inline RecoverRequest Sample<RecoverRequest>() { return {SampleId(7), 2000}; }
+template <> inline RecoverReply Sample<RecoverReply>() {
+  RecoverReply reply;
+  reply.tasks.push_back({SampleId(8), "client-1", "running", 2, 1, {"header", "meta", "content"}});
+  reply.finished.push_back({SampleId(7), true, 2});
+  reply.done = true;
+  return reply;
+}
 template <> inline OutcomeMeta Sample<OutcomeMeta>() {
   return {false, false, ErrorType::kEngineError, 2, 1};
 }

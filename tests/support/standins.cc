@@ -82,10 +82,19 @@ size_t StandInHub::PumpMonitor(milliseconds wait) {
       continue;
     }
     auto messages = protocol::UnpackBatch(views);
-    if (!messages.ok()) {
+    auto meta = protocol::DecodeBody<protocol::BatchMeta>(views[protocol::kFrameMeta]);
+    if (!messages.ok() || !meta.ok() || !meta->seq) {
       ++bad_monitor_;
       continue;
     }
+    // Acknowledged at once, as the hub does once the batch is recorded.
+    const std::string_view peer[] = {protocol::View(frames[0])};
+    const protocol::Header ack{TaskId::Random(), MsgType::kMonitorAck, "hub",
+                               protocol::NowMicros()};
+    (void)protocol::SendEncoded(monitor_socket_, peer,
+                                protocol::EncodeMessage(signer_, ack, std::nullopt,
+                                                        protocol::Empty{},
+                                                        protocol::MonitorAck{*meta->seq}));
     for (const auto& message : *messages) {
       if (AddMonitorMessage(message)) {
         ++count;
@@ -140,7 +149,7 @@ StandInEngine::StandInEngine(const std::string& endpoint, const protocol::Signer
 void StandInEngine::SendReady() {
   Send(socket_, protocol::EncodeMessage(signer_, NewHeader(MsgType::kEngineReady, uuid_),
                                         std::nullopt, protocol::Empty{},
-                                        protocol::EngineReady{id_, uuid_}));
+                                        protocol::EngineReady{id_, uuid_, std::nullopt}));
 }
 
 std::optional<ReceivedTask> StandInEngine::Receive(milliseconds wait) {
@@ -157,7 +166,7 @@ std::optional<ReceivedTask> StandInEngine::Receive(milliseconds wait) {
 
 void StandInEngine::Reply(const ReceivedTask& task, bool ok, ErrorType error, std::string message,
                           protocol::RawValue result) {
-  protocol::ReplyMeta meta{ok, ok ? ErrorType::kNone : error, id_, 0};
+  protocol::ReplyMeta meta{ok, ok ? ErrorType::kNone : error, id_, task.dispatch.attempt};
   protocol::TaskResult content;
   content.error_message = std::move(message);
   content.result = std::move(result);

@@ -1,0 +1,68 @@
+// MonitorLink: the scheduler's side of the monitor, delivering every batch
+// of task_submitted / task_assigned / task_outcome messages to the hub at
+// least once. Each batch carries a number; the hub acknowledges numbers once
+// their records are in its database. Unacknowledged batches stay here, in
+// order, and go again when the hub has said nothing for a while (it
+// restarted, or the connection broke), resealed with a fresh header. The hub
+// applies a batch twice harmlessly.
+//
+// The link never blocks its loop: a socket that will not take a batch now
+// (the hub is down: the DEALER is set to queue nothing for absent peers) is
+// tried again at the next Flush.
+//
+// Thread safety: owned by the scheduler's loop thread.
+#ifndef ZTASK_SCHEDULER_MONITOR_LINK_H_
+#define ZTASK_SCHEDULER_MONITOR_LINK_H_
+
+#include <cstdint>
+#include <deque>
+#include <zmq.hpp>
+
+#include "protocol/wire.h"
+#include "scheduler/frame_builder.h"
+
+namespace ztask::scheduler {
+
+class MonitorLink {
+ public:
+  // Resend after this long without an acknowledgement.
+  static constexpr int64_t kResendAfterUs = 2'000'000;
+
+  // REQUIRES: socket and builder outlive the link.
+  MonitorLink(zmq::socket_t& socket, FrameBuilder& builder)
+      : socket_(socket), builder_(builder) {}
+
+  // Without a hub to send to, batches are made and let go.
+  void set_enabled(bool enabled) { enabled_ = enabled; }
+  // Seals what the builder has batched (if anything) and queues it.
+  void Seal();
+  // Sends what has not been sent; resends everything unacknowledged when
+  // the hub has been silent for kResendAfterUs.
+  void Flush(int64_t now_us);
+  // The hub has recorded every batch up to `seq`.
+  void Acknowledged(int64_t seq, int64_t now_us);
+
+  // Whether a batch waits for the socket to take it.
+  bool blocked() const { return sent_ < unacked_.size(); }
+  size_t unacknowledged() const { return unacked_.size(); }
+  uint64_t resent() const { return resent_; }
+
+ private:
+  struct Batch {
+    int64_t seq;
+    protocol::Frames frames;
+  };
+
+  zmq::socket_t& socket_;
+  FrameBuilder& builder_;
+  std::deque<Batch> unacked_;
+  size_t sent_ = 0;               // unacked_[0..sent_) are on their way
+  int64_t next_seq_ = 1;
+  int64_t waiting_since_us_ = 0;  // the last acknowledgement, or the first batch after none
+  uint64_t resent_ = 0;
+  bool enabled_ = false;
+};
+
+}  // namespace ztask::scheduler
+
+#endif  // ZTASK_SCHEDULER_MONITOR_LINK_H_

@@ -1,0 +1,119 @@
+#include "scheduler/recovery.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "protocol/codec.h"
+#include "protocol/security.h"
+#include "protocol/wire.h"
+
+namespace ztask::scheduler {
+namespace {
+
+using protocol::MsgType;
+
+int64_t SteadyMillis() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+constexpr int32_t kPageTasks = 2000;
+constexpr int64_t kAskAgainMs = 2000;
+
+}  // namespace
+
+Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::ConnectionInfo& info,
+                                     const protocol::Signer& signer, int64_t timeout_ms,
+                                     const std::atomic<bool>& stop) {
+  zmq::socket_t hub(context, zmq::socket_type::dealer);
+  hub.set(zmq::sockopt::linger, 0);
+  protocol::SecureClient(hub, info);
+  ZTASK_RETURN_IF_ERROR(protocol::Connect(hub, info.hub.query));
+  const std::string session = TaskId::Random().ToHex();
+  RecoveredState state;
+  protocol::RecoverRequest request{std::nullopt, kPageTasks};
+  int64_t deadline = SteadyMillis() + timeout_ms;
+  while (!stop.load()) {
+    const protocol::Header header{TaskId::Random(), MsgType::kRecoverRequest, session,
+                                  protocol::NowMicros()};
+    (void)protocol::SendEncoded(hub, {},
+                                protocol::EncodeMessage(signer, header, std::nullopt,
+                                                        protocol::Empty{}, request));
+    const int64_t ask_again = SteadyMillis() + kAskAgainMs;
+    std::optional<protocol::RecoverReply> page;
+    protocol::Frames frames;
+    while (!page && !stop.load() && SteadyMillis() < ask_again) {
+      zmq::pollitem_t item{hub.handle(), 0, ZMQ_POLLIN, 0};
+      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
+      while (protocol::TryReceive(hub, frames)) {
+        auto reply = protocol::DecodeMessage<MsgType::kRecoverReply>(signer, {},
+                                                                     protocol::Views(frames));
+        if (reply.ok() && reply->parent && reply->parent->id == header.id) {
+          page = std::move(reply->content);
+        }
+      }
+    }
+    if (!page) {
+      if (SteadyMillis() >= deadline) {
+        return Status::TimedOut("the hub at " + info.hub.query + " did not answer within " +
+                                std::to_string(timeout_ms) + " ms");
+      }
+      spdlog::info("waiting for the hub to tell which tasks were in flight");
+      continue;
+    }
+    deadline = SteadyMillis() + timeout_ms;  // it answers: each page gets the full time
+    for (auto& t : page->tasks) state.tasks.push_back(std::move(t));
+    for (auto& f : page->finished) state.finished.push_back(f);
+    if (page->done || state.tasks.empty()) return state;
+    request.after = state.tasks.back().id;
+  }
+  return Status::Unavailable("stopped while recovering");
+}
+
+std::vector<const protocol::RecoveredTask*> DependencyOrder(const RecoveredState& state) {
+  std::unordered_map<TaskId, const protocol::RecoveredTask*, TaskIdHash> by_id;
+  for (const auto& t : state.tasks) by_id[t.id] = &t;
+  std::vector<const protocol::RecoveredTask*> order;
+  order.reserve(state.tasks.size());
+  std::unordered_set<TaskId, TaskIdHash> placed;
+  // Depth first over each task's dependencies among the recovered ones,
+  // with an explicit stack: a chain of a million must not recurse.
+  std::vector<std::pair<const protocol::RecoveredTask*, std::vector<TaskId>>> stack;
+  auto deps_of = [](const protocol::RecoveredTask& t) {
+    std::vector<TaskId> ids;
+    if (t.request.size() < 2) return ids;
+    auto meta = protocol::DecodeBody<protocol::RoutingMeta>(t.request[1]);
+    if (!meta.ok()) return ids;
+    ids = meta->after.ids;
+    ids.insert(ids.end(), meta->follow.ids.begin(), meta->follow.ids.end());
+    return ids;
+  };
+  std::unordered_set<TaskId, TaskIdHash> on_stack;
+  for (const auto& root : state.tasks) {
+    if (placed.count(root.id)) continue;
+    stack.emplace_back(&root, deps_of(root));
+    on_stack.insert(root.id);
+    while (!stack.empty()) {
+      auto& [task, deps] = stack.back();
+      if (deps.empty()) {
+        placed.insert(task->id);
+        on_stack.erase(task->id);
+        order.push_back(task);
+        stack.pop_back();
+        continue;
+      }
+      const TaskId dep = deps.back();
+      deps.pop_back();
+      auto it = by_id.find(dep);
+      if (it == by_id.end() || placed.count(dep) || on_stack.count(dep)) continue;
+      on_stack.insert(dep);
+      stack.emplace_back(it->second, deps_of(*it->second));
+    }
+  }
+  return order;
+}
+
+}  // namespace ztask::scheduler

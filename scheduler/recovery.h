@@ -1,0 +1,38 @@
+// What a restarted scheduler learns from the hub before it serves: every
+// task submitted and not finished (with its request, its attempts and where
+// its latest attempt runs), and the outcomes of the finished tasks those
+// depend on. Fetched page by page over the hub's query socket.
+//
+// Thread safety: call from the thread that owns `context`'s sockets here.
+#ifndef ZTASK_SCHEDULER_RECOVERY_H_
+#define ZTASK_SCHEDULER_RECOVERY_H_
+
+#include <atomic>
+#include <vector>
+#include <zmq.hpp>
+
+#include "protocol/connection_file.h"
+#include "protocol/codec.h"
+#include "ztask/status.h"
+
+namespace ztask::scheduler {
+
+struct RecoveredState {
+  std::vector<protocol::RecoveredTask> tasks;
+  std::vector<protocol::FinishedTask> finished;
+};
+
+// Asks the hub at info.hub.query; gives up after `timeout_ms` without an
+// answer, or when `stop` is set.
+Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::ConnectionInfo& info,
+                                     const protocol::Signer& signer, int64_t timeout_ms,
+                                     const std::atomic<bool>& stop);
+
+// The tasks in an order where each comes after the tasks it depends on
+// (those that are among them), so that submitting them in turn never meets
+// an id not seen yet.
+std::vector<const protocol::RecoveredTask*> DependencyOrder(const RecoveredState& state);
+
+}  // namespace ztask::scheduler
+
+#endif  // ZTASK_SCHEDULER_RECOVERY_H_

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <thread>
+#include <tuple>
 
 #include "cluster/control.h"
 #include "cluster/report.h"
@@ -140,6 +141,7 @@ Status LocalCluster::Start() {
   if (!options_.db.empty()) hub.insert(hub.end(), {"--db", options_.db});
   if (options_.insecure) hub.push_back("--insecure");
   hub.insert(hub.end(), options_.hub_args.begin(), options_.hub_args.end());
+  hub_argv_ = hub;
   hub_ = std::make_unique<ChildProcess>(hub, logs() / "hub.log");
   Status s = WaitForEndpoint(*hub_, "hub", false);
   if (s.ok()) {
@@ -149,6 +151,7 @@ Status LocalCluster::Start() {
     if (options_.insecure) scheduler.push_back("--insecure");
     scheduler.insert(scheduler.end(), options_.scheduler_args.begin(),
                      options_.scheduler_args.end());
+    scheduler_argv_ = scheduler;
     scheduler_ = std::make_unique<ChildProcess>(scheduler, logs() / "scheduler.log");
     s = WaitForEndpoint(*scheduler_, "scheduler", true);
   }
@@ -223,10 +226,36 @@ void LocalCluster::Supervise(double now) {
   }
 }
 
+bool LocalCluster::KeepServersUp(double now) {
+  for (auto [process, argv, name] :
+       {std::tuple{&hub_, &hub_argv_, "hub"}, {&scheduler_, &scheduler_argv_, "scheduler"}}) {
+    if (!*process) continue;
+    const auto code = (*process)->Poll();
+    if (!code) continue;
+    // The hub ends with 0 when asked to (taskctl shutdown): so does the cluster.
+    if (*code == 0 && process == &hub_) return false;
+    std::erase_if(server_restarts_, [&](double t) { return now - t > options_.restart_window_s; });
+    if (static_cast<int>(server_restarts_.size()) >= options_.max_restarts) {
+      std::fprintf(stderr,
+                   "taskcluster: the %s exited with code %d, after %zu restarts within %g s; "
+                   "stopping the cluster (see %s)\n",
+                   name, *code, server_restarts_.size(), options_.restart_window_s,
+                   (logs() / (std::string(name) + ".log")).c_str());
+      return false;
+    }
+    server_restarts_.push_back(now);
+    std::fprintf(stderr, "taskcluster: the %s exited with code %d; restarting it\n", name, *code);
+    // Same ports (it binds where the connection file says it was), same
+    // database: its peers reconnect and the work goes on.
+    *process = std::make_unique<ChildProcess>(*argv, logs() / (std::string(name) + ".log"));
+  }
+  return true;
+}
+
 void LocalCluster::Serve() {
   const auto interval = std::chrono::microseconds(
       static_cast<int64_t>(std::max(0.001, options_.monitor_interval_s) * 1e6));
-  while (!stop_ && !hub_->Poll()) {
+  while (!stop_ && KeepServersUp(SteadySeconds())) {
     Supervise(SteadySeconds());
     if (control_) {
       ServeControl(interval);

@@ -86,7 +86,8 @@ class LocalCluster final : public Stoppable {
   // Starts hub, scheduler and engines; returns once every engine registered.
   // On failure everything started is stopped again.
   Status Start();
-  // Supervises until RequestStop() or the hub exits; then stops everything.
+  // Supervises until RequestStop() or the hub exits when asked to; then
+  // stops everything. A hub or scheduler that dies is started again.
   void Serve();
   void RequestStop() override;
 
@@ -140,6 +141,9 @@ class LocalCluster final : public Stoppable {
   void Launch(Supervised& engine);
   // Restarts engines that exited, or gives up on them.
   void Supervise(double now);
+  // Restarts the hub or the scheduler when it died; false when the cluster
+  // is to stop (the hub was shut down, or they keep dying).
+  bool KeepServersUp(double now);
   void Report(const Supervised& engine, const std::string& state, const std::string& why);
   // The control socket: scale requests from `taskcluster scale`.
   Status OpenControl();
@@ -154,6 +158,8 @@ class LocalCluster final : public Stoppable {
   std::filesystem::path profile_;
   int lock_fd_;
   std::unique_ptr<ChildProcess> hub_, scheduler_;
+  std::vector<std::string> hub_argv_, scheduler_argv_;
+  std::vector<double> server_restarts_;  // steady seconds, within the window
   std::vector<Supervised> engines_;
   std::unique_ptr<Client> client_;  // to tell the hub of engine states
   struct Control;

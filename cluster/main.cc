@@ -125,7 +125,19 @@ int main(int argc, char** argv) {
                   "run without a key: anyone who can reach the ports can run commands");
   start->add_flag("--curve", options.curve, "encrypt every connection with CurveZMQ");
   std::string max_task_bytes, max_dependencies, max_queued, max_result_bytes, max_output_bytes,
-      replay_window;
+      replay_window, heartbeat_ms, heartbeat_misses, recover_grace, socket_hwm;
+  start->add_option("--heartbeat-ms", heartbeat_ms, "engines heartbeat this often (default 1000)")
+      ->check(CLI::PositiveNumber);
+  start->add_option("--heartbeat-misses", heartbeat_misses,
+                    "heartbeats an engine may miss before it is lost (default 3)")
+      ->check(CLI::PositiveNumber);
+  start->add_option("--recover-grace", recover_grace,
+                    "after a scheduler restart, seconds engines holding tasks have to come back "
+                    "(default 10)")
+      ->check(CLI::NonNegativeNumber);
+  start->add_option("--socket-hwm", socket_hwm,
+                    "ZeroMQ high-water mark of the scheduler's sockets (default 1000000)")
+      ->check(CLI::PositiveNumber);
   start->add_option("--replay-window", replay_window,
                     "seconds a message's date may differ from the servers' clock (replay "
                     "protection; 0: no check; default 300)")
@@ -209,7 +221,11 @@ int main(int argc, char** argv) {
         {&max_dependencies, "--max-dependencies", &options.scheduler_args},
         {&max_queued, "--max-queued-per-client", &options.scheduler_args},
         {&max_result_bytes, "--max-result-bytes", &options.engine_args},
-        {&max_output_bytes, "--max-output-bytes", &options.engine_args}}) {
+        {&max_output_bytes, "--max-output-bytes", &options.engine_args},
+        {&heartbeat_ms, "--heartbeat-ms", &options.hub_args},
+        {&heartbeat_misses, "--heartbeat-misses", &options.hub_args},
+        {&recover_grace, "--recover-grace", &options.scheduler_args},
+        {&socket_hwm, "--socket-hwm", &options.scheduler_args}}) {
     if (!value->empty()) args->insert(args->end(), {flag, *value});
   }
   if (!replay_window.empty()) {

@@ -1,6 +1,7 @@
 // taskhub: the registry of engines, the record of every task, queries and the
 // event stream. See server.h.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <spdlog/spdlog.h>
 
@@ -35,6 +36,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   ztask::InstallStopSignals();
+  // Past a file size limit (a quota), a write fails with EFBIG, which the
+  // store reports, instead of killing the hub.
+  ::signal(SIGXFSZ, SIG_IGN);
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskhub %l: %v");
   auto server = ztask::hub::HubServer::Create(options);

@@ -77,12 +77,16 @@ class HubServer::Impl {
       ZTASK_RETURN_IF_ERROR(security_->Secure(*socket, name));
     }
     ZTASK_RETURN_IF_ERROR(security_->Start());
-    for (auto [socket, out] : {std::pair{&registration_, &endpoints.registration},
-                               {&query_, &endpoints.query},
-                               {&monitor_, &endpoints.monitor},
-                               {&notifier_, &endpoints.notifier},
-                               {&events_, &endpoints.events}}) {
-      auto bound = protocol::Bind(*socket, any);
+    // A hub that restarts binds where it was: engines, the scheduler and
+    // clients reconnect on their own.
+    const protocol::HubEndpoints& before = info_.hub;
+    for (auto [socket, out, previous] :
+         {std::tuple{&registration_, &endpoints.registration, &before.registration},
+          {&query_, &endpoints.query, &before.query},
+          {&monitor_, &endpoints.monitor, &before.monitor},
+          {&notifier_, &endpoints.notifier, &before.notifier},
+          {&events_, &endpoints.events, &before.events}}) {
+      auto bound = protocol::BindPreferring(*socket, any, *previous);
       if (!bound.ok()) return bound.status();
       *out = *bound;
     }
@@ -293,13 +297,6 @@ class HubServer::Impl {
     if (header->type != MsgType::kMonitorBatch) return OnMonitorMessage(peer, *header, views);
     auto meta = protocol::DecodeBody<protocol::BatchMeta>(views[protocol::kFrameMeta]);
     if (!meta.ok()) return Drop(peer, "monitor_batch metadata: " + meta.status().message());
-    // A batch seen already in this life of the hub (the scheduler resends
-    // what was not acknowledged) is acknowledged again, not applied again.
-    int64_t* last = nullptr;
-    if (meta->seq) {
-      last = &last_batch_[header->session];
-      if (*meta->seq <= *last) return NoteAck(peer, *meta->seq);
-    }
     auto messages = protocol::UnpackBatch(views);
     if (!messages.ok()) return Drop(peer, messages.status());
     for (const auto& message : *messages) {
@@ -310,30 +307,26 @@ class HubServer::Impl {
       }
       OnMonitorMessage(peer, *inner, message);
     }
-    if (meta->seq) {
-      *last = *meta->seq;
-      NoteAck(peer, *meta->seq);
-    }
+    if (meta->seq) NoteAck(peer, *meta->seq);
   }
 
   // Acknowledgements wait until the records they cover are in the database
   // (SendAcks after a flush), so the scheduler keeps every batch a crash of
   // the hub could lose.
   void NoteAck(std::string_view peer, int64_t seq) {
-    int64_t& ack = acks_[std::string(peer)];
-    ack = std::max(ack, seq);
+    acks_[std::string(peer)].push_back(seq);
     // Nothing more to wait for: no database, or one that cannot be written
     // (the records then live in memory only; the log says so).
     if (!store_->durable() || flush_failing_) SendAcks();
   }
 
   void SendAcks() {
-    for (const auto& [peer, seq] : acks_) {
+    for (auto& [peer, seqs] : acks_) {
       const std::string_view prefix[] = {peer};
       (void)protocol::SendEncoded(monitor_, prefix,
                                   protocol::EncodeMessage(signer_, NewHeader(MsgType::kMonitorAck),
                                                           std::nullopt, protocol::Empty{},
-                                                          protocol::MonitorAck{seq}));
+                                                          protocol::MonitorAck{std::move(seqs)}));
     }
     acks_.clear();
   }
@@ -557,8 +550,7 @@ class HubServer::Impl {
       monitor_guard_{protocol::ReplayWindowOf(0)};
   int64_t next_announce_ = 0;
   bool flush_failing_ = false;
-  std::unordered_map<std::string, int64_t> last_batch_;  // by scheduler session
-  std::map<std::string, int64_t> acks_;                  // by monitor peer, to send
+  std::map<std::string, std::vector<int64_t>> acks_;  // by monitor peer, to send
   uint64_t refused_registrations_ = 0;
   int listeners_ = 0;  // subscriptions to the event stream, by topic
 };

@@ -99,7 +99,7 @@ bool TaskStore::Submitted(const protocol::Header& request, const protocol::Routi
   protocol::TaskRecord& r = Touch(request.id);
   r.label = spec.label;
   r.client = request.session;
-  if (r.state.empty()) r.state = "waiting";
+  if (r.state.empty()) r.state = "waiting";  // what came later for it stays
   r.submitted_us = request.date_us;
   r.routing = meta;
   if (!requests_.count(request.id)) {
@@ -120,18 +120,29 @@ void TaskStore::DropRequest(const TaskId& id) {
   if (new_requests_.erase(id) == 0) done_requests_.insert(id);
 }
 
+// The monitor may repeat itself, and after a restart of the hub deliver an
+// older batch after a newer one: a change applies only when it is news. An
+// attempt's assignment comes before its outcome, so an assignment of an
+// attempt already counted is old.
 bool TaskStore::Assigned(const TaskId& id, const protocol::Assignment& assignment) {
-  if (auto* known = Find(id); known && Finished(*known)) return false;
+  if (auto* known = Find(id); known && (Finished(*known) || assignment.attempt <= known->attempts)) {
+    return false;
+  }
   protocol::TaskRecord& r = Touch(id);
   r.state = "running";
   r.engine_id = assignment.engine_id;
-  r.attempts = std::max(r.attempts, assignment.attempt);
+  r.attempts = assignment.attempt;
   return true;
 }
 
 bool TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
                         const protocol::TaskResult& result, int64_t now_us) {
-  if (auto* known = Find(id); known && Finished(*known)) return false;
+  if (auto* known = Find(id);
+      known && (Finished(*known) ||
+                (!meta.final && (meta.attempt < known->attempts ||
+                                 (meta.attempt == known->attempts && known->state == "waiting"))))) {
+    return false;  // final already, or a retry of an attempt already counted
+  }
   protocol::TaskRecord& r = Touch(id);
   r.attempts = std::max(r.attempts, meta.attempt);
   r.error_type = meta.error_type;

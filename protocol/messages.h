@@ -460,10 +460,10 @@ struct BatchMeta {
 };
 
 struct MonitorAck {
-  int64_t seq = 0;  // every batch up to this one is recorded
+  std::vector<int64_t> seqs;  // these batches are recorded
   template <class S, class V>
   static void Visit(S& s, V& v) {
-    v("seq", s.seq);
+    v("seqs", s.seqs);
   }
   friend bool operator==(const MonitorAck&, const MonitorAck&) = default;
 };

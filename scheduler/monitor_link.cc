@@ -6,33 +6,46 @@ void MonitorLink::Seal() {
   if (builder_.batched() == 0) return;
   const int64_t seq = next_seq_++;
   protocol::Frames batch = builder_.TakeBatch(seq);
-  if (enabled_) unacked_.push_back({seq, std::move(batch)});
+  if (!enabled_) return;
+  unacked_.emplace(seq, Batch{std::move(batch), 0});
+  ++unsent_;
 }
 
 void MonitorLink::Flush(int64_t now_us) {
   Seal();
-  if (unacked_.empty()) return;
-  if (waiting_since_us_ == 0) waiting_since_us_ = now_us;
-  if (sent_ == unacked_.size() && now_us - waiting_since_us_ > kResendAfterUs) {
-    // Silence: whatever was sent may be lost. Send it all again, in order.
-    sent_ = 0;
-    waiting_since_us_ = now_us;
-    resent_ += unacked_.size();
-    for (Batch& b : unacked_) builder_.Reseal(b.frames);
-  }
-  while (sent_ < unacked_.size()) {
-    protocol::Frames copy = FrameBuilder::ShareFrom(unacked_[sent_].frames, 0);
-    if (!protocol::SendFrames(socket_, copy).ok()) return;
-    ++sent_;
+  for (auto& [seq, batch] : unacked_) {
+    const bool due = batch.sent_us == 0 || now_us - batch.sent_us > kResendAfterUs;
+    if (!due) continue;
+    if (batch.sent_us != 0) {  // silence: it may be lost, so it goes again
+      builder_.Reseal(batch.frames);
+      ++resent_;
+      ++unsent_;
+      batch.sent_us = 0;
+    }
+    protocol::Frames copy = FrameBuilder::ShareFrom(batch.frames, 0);
+    if (!protocol::SendFrames(socket_, copy).ok()) return;  // in order: later ones wait
+    batch.sent_us = now_us;
+    --unsent_;
   }
 }
 
-void MonitorLink::Acknowledged(int64_t seq, int64_t now_us) {
-  while (!unacked_.empty() && unacked_.front().seq <= seq) {
-    unacked_.pop_front();
-    if (sent_ > 0) --sent_;
+void MonitorLink::Acknowledged(const std::vector<int64_t>& seqs) {
+  for (int64_t seq : seqs) {
+    auto it = unacked_.find(seq);
+    if (it == unacked_.end()) continue;
+    if (it->second.sent_us == 0) --unsent_;
+    unacked_.erase(it);
   }
-  waiting_since_us_ = unacked_.empty() ? 0 : now_us;
+}
+
+void MonitorLink::Reconnected() {
+  for (auto& [seq, batch] : unacked_) {
+    if (batch.sent_us == 0) continue;
+    builder_.Reseal(batch.frames);
+    batch.sent_us = 0;
+    ++unsent_;
+    ++resent_;
+  }
 }
 
 }  // namespace ztask::scheduler

@@ -1,10 +1,11 @@
 // MonitorLink: the scheduler's side of the monitor, delivering every batch
 // of task_submitted / task_assigned / task_outcome messages to the hub at
 // least once. Each batch carries a number; the hub acknowledges numbers once
-// their records are in its database. Unacknowledged batches stay here, in
-// order, and go again when the hub has said nothing for a while (it
-// restarted, or the connection broke), resealed with a fresh header. The hub
-// applies a batch twice harmlessly.
+// their records are in its database. Unacknowledged batches stay here and go
+// again, in order and resealed with a fresh header, when they were sent more
+// than kResendAfterUs ago (the hub died, or the connection broke) or the
+// connection to the hub was made again. The hub applies a batch twice, or
+// out of order, harmlessly (store.h).
 //
 // The link never blocks its loop: a socket that will not take a batch now
 // (the hub is down: the DEALER is set to queue nothing for absent peers) is
@@ -15,7 +16,8 @@
 #define ZTASK_SCHEDULER_MONITOR_LINK_H_
 
 #include <cstdint>
-#include <deque>
+#include <map>
+#include <vector>
 #include <zmq.hpp>
 
 #include "protocol/wire.h"
@@ -39,26 +41,28 @@ class MonitorLink {
   // Sends what has not been sent; resends everything unacknowledged when
   // the hub has been silent for kResendAfterUs.
   void Flush(int64_t now_us);
-  // The hub has recorded every batch up to `seq`.
-  void Acknowledged(int64_t seq, int64_t now_us);
+  // The hub has recorded these batches.
+  void Acknowledged(const std::vector<int64_t>& seqs);
+  // The connection to the hub was made again: everything unacknowledged
+  // goes again at the next Flush.
+  void Reconnected();
 
   // Whether a batch waits for the socket to take it.
-  bool blocked() const { return sent_ < unacked_.size(); }
+  bool blocked() const { return unsent_ > 0; }
   size_t unacknowledged() const { return unacked_.size(); }
   uint64_t resent() const { return resent_; }
 
  private:
   struct Batch {
-    int64_t seq;
     protocol::Frames frames;
+    int64_t sent_us = 0;  // 0: not sent (again) yet
   };
 
   zmq::socket_t& socket_;
   FrameBuilder& builder_;
-  std::deque<Batch> unacked_;
-  size_t sent_ = 0;               // unacked_[0..sent_) are on their way
+  std::map<int64_t, Batch> unacked_;  // by number
+  size_t unsent_ = 0;
   int64_t next_seq_ = 1;
-  int64_t waiting_since_us_ = 0;  // the last acknowledgement, or the first batch after none
   uint64_t resent_ = 0;
   bool enabled_ = false;
 };

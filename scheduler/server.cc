@@ -121,6 +121,7 @@ class SchedulerServer::Impl {
     if (!info_.hub.monitor.empty()) {
       ZTASK_RETURN_IF_ERROR(protocol::Connect(monitor_, info_.hub.monitor));
       monitor_link_.set_enabled(true);
+      monitor_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, monitor_);
     }
     if (!info_.hub.query.empty()) Recover();
     return Status::Ok();
@@ -144,6 +145,7 @@ class SchedulerServer::Impl {
       if (items[1].revents & ZMQ_POLLIN) Drain(engine_, &Impl::OnEngineMessage);
       if (items[2].revents & ZMQ_POLLIN) Drain(notifier_, &Impl::OnNotifierMessage);
       if (items[3].revents & ZMQ_POLLIN) Drain(monitor_, &Impl::OnMonitorAck);
+      if (monitor_watch_ && monitor_watch_->Reconnected()) monitor_link_.Reconnected();
       core_.Tick();
       EndRecoveryGrace();
       drops_.Report(SteadyClock::Now());
@@ -412,7 +414,7 @@ class SchedulerServer::Impl {
     }
     auto ack = protocol::DecodeBody<protocol::MonitorAck>(views[protocol::kFrameContent]);
     if (!ack.ok()) return Drop("hub-monitor", "monitor_ack: " + ack.status().message());
-    monitor_link_.Acknowledged(ack->seq, SteadyClock::Now());
+    monitor_link_.Acknowledged(ack->seqs);
   }
 
   void OnNotifierMessage(Frames& frames) {
@@ -742,6 +744,7 @@ class SchedulerServer::Impl {
 
   FrameBuilder builder_{signer_};
   MonitorLink monitor_link_{monitor_, builder_};
+  std::unique_ptr<protocol::ReconnectWatch> monitor_watch_;
   Outbox clients_out_{client_}, engines_out_{engine_};
   // Recovery after a restart: engine id -> slot of engines holding restored
   // tasks and not linked to a connected engine yet; slots linked but not

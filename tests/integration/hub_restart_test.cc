@@ -31,12 +31,19 @@ TEST(HubRestart, RecordsSurviveAndAreServedAgain) {
   hub = std::make_unique<ChildProcess>(
       std::vector<std::string>{kBin + "/taskhub", "--profile-dir", profile},
       dir.path() / "hub2.log");
-  // The new hub binds new ports and writes them into the connection file.
+  // The new hub binds where the old one was, so its peers reconnect.
   ASSERT_TRUE(WaitFor([&] {
     auto info = protocol::ReadConnectionFile(connection());
-    return info.ok() && !info->hub.query.empty() && info->hub.query != old_query;
-  }));
+    return info.ok() && info->hub.query == old_query;
+  })) << hub->Log();
   std::optional<TaskInfo> record;
+  ASSERT_TRUE(WaitFor([&] {
+    auto fetched = (*client)->Fetch({*id});  // the same client: its socket reconnected
+    if (fetched.ok()) record = (*fetched)[0];
+    return record.has_value();
+  }, std::chrono::seconds(20))) << hub->Log();
+  EXPECT_EQ(record->status, "ok");
+  record.reset();
   ASSERT_TRUE(WaitFor([&] {
     auto again = Client::Connect(profile);
     if (!again.ok()) return false;

@@ -89,7 +89,7 @@ template <> inline Acknowledgement Sample<Acknowledgement>() { return {false, "b
 template <> inline Assignment Sample<Assignment>() { return {2, 3}; }
 template <> inline MonitorBatch Sample<MonitorBatch>() { return {{}}; }
 template <> inline BatchMeta Sample<BatchMeta>() { return {12}; }
-template <> inline MonitorAck Sample<MonitorAck>() { return {12}; }
+template <> inline MonitorAck Sample<MonitorAck>() { return {{12, 14}}; }
 template <> inline RecoverRequest Sample<RecoverRequest>() { return {SampleId(7), 2000}; }
 template <> inline RecoverReply Sample<RecoverReply>() {
   RecoverReply reply;

@@ -94,7 +94,7 @@ size_t StandInHub::PumpMonitor(milliseconds wait) {
     (void)protocol::SendEncoded(monitor_socket_, peer,
                                 protocol::EncodeMessage(signer_, ack, std::nullopt,
                                                         protocol::Empty{},
-                                                        protocol::MonitorAck{*meta->seq}));
+                                                        protocol::MonitorAck{{*meta->seq}}));
     for (const auto& message : *messages) {
       if (AddMonitorMessage(message)) {
         ++count;

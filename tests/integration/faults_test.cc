@@ -1,0 +1,173 @@
+// Nothing lost: the cluster's processes killed, stopped and restarted while
+// tasks run (issue: faults). Every test checks the invariant: each task gets
+// exactly one final outcome, in the hub and at the client that waits.
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "protocol/connection_file.h"
+#include "tests/support/cluster_fixture.h"
+
+namespace ztask::testing {
+namespace {
+
+// The pid of the running `program` of the cluster in `profile`, or -1.
+pid_t PidOf(const std::string& program, const std::string& profile) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = ReadFile(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find("/" + program + " ") != std::string::npos &&
+        cmdline.find(profile + " ") != std::string::npos) {
+      if (ReadFile(entry.path() / "stat").find(") Z") != std::string::npos) continue;
+      return std::stoi(name);
+    }
+  }
+  return -1;
+}
+
+// Lines of a file, counted.
+std::map<std::string, int> LineCounts(const std::filesystem::path& path) {
+  std::map<std::string, int> counts;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) ++counts[line];
+  return counts;
+}
+
+class Faults : public ClusterTest {
+ protected:
+  // A command task that notes each run of it in `runs` (one line per run).
+  TaskOptions Noted(const std::string& runs, double seconds) {
+    TaskOptions o;
+    o.command = {"/bin/sh", "-c",
+                 "echo $ZTASK_TASK_ID >> " + runs + "; sleep " + std::to_string(seconds)};
+    return o;
+  }
+  // Every record final, one per id.
+  std::vector<TaskInfo> FinalRecords(const std::vector<TaskId>& ids) {
+    std::vector<TaskInfo> records;
+    EXPECT_TRUE(WaitFor([&] {
+      auto fetched = client_->Fetch(ids);
+      if (!fetched.ok()) return false;
+      records = *fetched;
+      return std::all_of(records.begin(), records.end(),
+                         [](const TaskInfo& r) { return r.finished(); });
+    }, std::chrono::seconds(60)));
+    return records;
+  }
+  std::string Log(const std::string& name) {
+    return ReadFile(std::filesystem::path(profile()) / "logs" / (name + ".log"));
+  }
+};
+
+TEST_F(Faults, SchedulerKilledWithTasksWaitingAndRunningPicksUpWhereItStopped) {
+  StartCluster(2, {"--recover-grace", "20"});
+  const std::string runs = (dir_.path() / "runs.txt").string();
+  // Two chains of dependent tasks: at any moment two run and the rest wait.
+  std::vector<TaskId> ids;
+  for (int chain = 0; chain < 2; ++chain) {
+    std::optional<TaskId> previous;
+    for (int i = 0; i < 12; ++i) {
+      TaskOptions o = Noted(runs, 0.25);
+      if (previous) o.after.ids = {*previous};
+      auto id = client_->Submit(o);
+      ASSERT_TRUE(id.ok()) << id.status().ToString();
+      ids.push_back(*id);
+      previous = *id;
+    }
+  }
+  ASSERT_TRUE(WaitFor([&] { return LineCounts(runs).size() >= 4; }, std::chrono::seconds(30)));
+  const pid_t scheduler = PidOf("taskscheduler", profile());
+  ASSERT_GT(scheduler, 0);
+  ASSERT_EQ(::kill(scheduler, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] {
+    const pid_t again = PidOf("taskscheduler", profile());
+    return again > 0 && again != scheduler;
+  }, std::chrono::seconds(20))) << "taskcluster restarts it";
+
+  ASSERT_TRUE(client_->WaitReplies(ids, 90).ok()) << "every waiting client gets its replies\n"
+                                                  << Log("scheduler");
+  const std::vector<TaskInfo> records = FinalRecords(ids);
+  ASSERT_EQ(records.size(), ids.size());
+  std::map<TaskId, TaskInfo> by_id;
+  for (const TaskInfo& r : records) {
+    EXPECT_EQ(r.status, "ok") << r.id.ToHex() << ": " << r.error_message;
+    by_id[r.id] = r;
+  }
+  // Each ran once: a task that had been sent to an engine (alive) was not
+  // sent again.
+  const auto counts = LineCounts(runs);
+  for (const TaskId& id : ids) EXPECT_EQ(counts.count(id.ToHex()) ? counts.at(id.ToHex()) : 0, 1);
+  // Dependents started after what they waited for completed.
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i % 12 == 0) continue;
+    EXPECT_GE(*by_id[ids[i]].started, *by_id[ids[i - 1]].completed);
+  }
+  EXPECT_NE(Log("scheduler").find("restored"), std::string::npos) << Log("scheduler");
+}
+
+TEST_F(Faults, HubKilledWhileTasksFlowLosesNoRecordAndEnginesKeepTheirIds) {
+  StartCluster(2);
+  auto engines_before = client_->Engines();
+  ASSERT_TRUE(engines_before.ok());
+  std::set<std::pair<std::string, int32_t>> before;
+  for (const auto& e : *engines_before) before.insert({e.name, e.id});
+
+  TaskOptions first;
+  first.command = {"echo", "before the kill"};
+  auto early = client_->Submit(first);
+  ASSERT_TRUE(early.ok());
+  ASSERT_TRUE(client_->Wait({*early}, 30).ok());
+
+  std::vector<TaskId> ids = {*early};
+  const pid_t hub = PidOf("taskhub", profile());
+  ASSERT_GT(hub, 0);
+  for (int i = 0; i < 300; ++i) {
+    TaskOptions o;
+    o.function = "sleep";
+    o.args = 0.005;
+    auto id = client_->Submit(o);
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+    if (i == 100) {
+      ASSERT_EQ(::kill(hub, SIGKILL), 0);
+    }
+  }
+  ASSERT_TRUE(client_->WaitReplies(ids, 90).ok()) << "the scheduler kept routing";
+  ASSERT_TRUE(WaitFor([&] {
+    const pid_t again = PidOf("taskhub", profile());
+    return again > 0 && again != hub;
+  }, std::chrono::seconds(20)));
+  const std::vector<TaskInfo> records = FinalRecords(ids);
+  if (records.size() != ids.size()) {
+    auto all = client_->FetchAll();
+    std::set<TaskId> known;
+    for (const auto& r : *all) known.insert(r.id);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (!known.count(ids[i])) ADD_FAILURE() << "missing: task " << i;
+    }
+  }
+  ASSERT_EQ(records.size(), ids.size()) << "no record is missing; the hub has "
+                                        << client_->FetchAll()->size() << "\n"
+                                        << Log("hub") << Log("scheduler");
+  for (const TaskInfo& r : records) EXPECT_EQ(r.status, "ok") << r.error_message;
+  EXPECT_EQ(records[0].stdout_text, "before the kill\n") << "written before the kill, intact";
+
+  std::set<std::pair<std::string, int32_t>> after;
+  ASSERT_TRUE(WaitFor([&] {
+    auto engines = client_->Engines();
+    if (!engines.ok()) return false;
+    after.clear();
+    for (const auto& e : *engines) {
+      if (e.state == "running") after.insert({e.name, e.id});
+    }
+    return after.size() == before.size();
+  }, std::chrono::seconds(20)));
+  EXPECT_EQ(after, before) << "engines registered again under the same ids";
+}
+
+}  // namespace
+}  // namespace ztask::testing

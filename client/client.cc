@@ -130,17 +130,18 @@ class Client::Impl {
     if (o.pass_results) spec.pass_results = true;
     protocol::RoutingMeta meta{ToWire(o.after), ToWire(o.follow), o.targets, o.timeout,
                                o.time_limit,    o.retries,       o.priority};
+    ZTASK_RETURN_IF_ERROR(WaitForRoom());
     protocol::Header header{TaskId::Random(), MsgType::kTaskRequest, session_,
                             protocol::NowMicros()};
     std::vector<std::string> request =
         protocol::EncodeMessage(signer_, header, std::nullopt, meta, spec);
-    std::vector<std::string> copy = request;
-    Status sent = protocol::SendEncoded(scheduler_, {}, std::move(copy));
-    if (!sent.ok()) return Status::Unavailable("cannot send to the scheduler: " + sent.message());
+    ZTASK_RETURN_IF_ERROR(SendToScheduler(request));
     submitted_.insert(header.id);
     unanswered_.emplace(header.id, std::move(request));
     return header.id;
   }
+
+  void set_max_in_flight(size_t n) { max_in_flight_ = std::max<size_t>(1, n); }
 
   bool Ready(const TaskId& id) {
     DrainReplies();
@@ -324,6 +325,45 @@ class Client::Impl {
   }
 
  private:
+  // Flow control: at most max_in_flight_ tasks without a reply.
+  Status WaitForRoom() {
+    double next_check = Now() + kRecheckS;
+    const double give_up = Now() + kStalledS;
+    while (true) {
+      DrainReplies();
+      if (unanswered_.size() < max_in_flight_) return Status::Ok();
+      if (Now() > give_up) {
+        return Status::Unavailable("no reply from the scheduler at " + info_.scheduler.client +
+                                   " for " + std::to_string(static_cast<int>(kStalledS)) +
+                                   " s with " + std::to_string(unanswered_.size()) +
+                                   " tasks in flight");
+      }
+      WaitForReplyOrSleep(100);
+      if (reconnected_ && Now() >= next_check) {
+        Resync();
+        next_check = Now() + kRecheckS;
+      }
+    }
+  }
+
+  // A full send queue (the scheduler reads slower than this client writes)
+  // is waited out, not an error.
+  Status SendToScheduler(const std::vector<std::string>& request) {
+    const double give_up = Now() + kStalledS;
+    while (true) {
+      std::vector<std::string> copy = request;
+      Status sent = protocol::SendEncoded(scheduler_, {}, std::move(copy));
+      if (sent.ok()) return sent;
+      if (!protocol::IsQueueFull(sent) || Now() > give_up) {
+        return Status::Unavailable("cannot send to the scheduler at " + info_.scheduler.client +
+                                   ": " + sent.message());
+      }
+      DrainReplies();
+      zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLOUT, 0};
+      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
+    }
+  }
+
   Status Unreachable(const std::string& who, const std::string& where) {
     return Status::Unavailable("the " + who + " at " + where + " does not answer: is the cluster in " +
                                profile_ + " running? (start one with: taskcluster start)");
@@ -383,14 +423,20 @@ class Client::Impl {
   // under the same id (a scheduler that has it ignores it).
   void Resync() {
     if (unanswered_.empty()) return;
-    std::vector<TaskId> ids;
-    ids.reserve(unanswered_.size());
-    for (const auto& [id, request] : unanswered_) ids.push_back(id);
+    std::vector<TaskId> all;
+    all.reserve(unanswered_.size());
+    for (const auto& [id, request] : unanswered_) all.push_back(id);
     std::vector<TaskId> unknown;
-    auto records = Fetch(ids, true, &unknown);
-    if (!records.ok()) return;  // the hub is away too: the next check asks again
-    for (const TaskInfo& r : *records) {
-      if (r.finished()) Answered(r.id);
+    constexpr size_t kPerQuery = 10000;
+    for (size_t at = 0; at < all.size(); at += kPerQuery) {
+      const std::vector<TaskId> ids(all.begin() + static_cast<std::ptrdiff_t>(at),
+                                    all.begin() + static_cast<std::ptrdiff_t>(
+                                                      std::min(all.size(), at + kPerQuery)));
+      auto records = Fetch(ids, true, &unknown);
+      if (!records.ok()) return;  // the hub is away too: the next check asks again
+      for (const TaskInfo& r : *records) {
+        if (r.finished()) Answered(r.id);
+      }
     }
     for (const TaskId& id : unknown) {
       auto it = unanswered_.find(id);
@@ -423,7 +469,10 @@ class Client::Impl {
   // The requests of tasks with no reply yet, encoded, to send again.
   std::unordered_map<TaskId, std::vector<std::string>, TaskIdHash> unanswered_;
   bool reconnected_ = false;
+  size_t max_in_flight_ = 1000000;
   static constexpr double kRecheckS = 1.0;
+  // A scheduler that takes nothing for this long is an error to the caller.
+  static constexpr double kStalledS = 600.0;
 };
 
 Result<std::unique_ptr<Client>> Client::Connect(const std::filesystem::path& profile_dir) {
@@ -458,6 +507,7 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 Result<TaskId> Client::Submit(const TaskOptions& options) { return impl_->Submit(options); }
 bool Client::Ready(const TaskId& id) { return impl_->Ready(id); }
+void Client::set_max_in_flight(size_t n) { impl_->set_max_in_flight(n); }
 Status Client::WaitReplies(const std::vector<TaskId>& ids, double timeout_s) {
   return impl_->WaitReplies(ids, timeout_s);
 }

@@ -138,6 +138,7 @@ class EngineLoop final : public Stoppable {
     // A command still running dies with the engine (its task is failed over
     // by the scheduler when the hub reports the engine gone).
     if (const int group = running_group_.load(); group > 0) ::kill(-group, SIGKILL);
+    stop_.store(true);
     wake_loop_.send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
     if (worker_.joinable()) worker_.join();
     spdlog::info("engine {} stopped", engine_id_);
@@ -188,7 +189,10 @@ class EngineLoop final : public Stoppable {
       if (header.ok() && header->type == MsgType::kRegistrationReply) {
         // The hub lost us (it restarted, or we were silent too long).
         spdlog::warn("the hub no longer knows this engine; registering again");
-        (void)Register();
+        if (Register().ok()) {
+          // The scheduler heard that this engine was gone: it is ready again.
+          wake_loop_.send(zmq::str_buffer("ready"), zmq::send_flags::dontwait);
+        }
       }
     }
   }
@@ -205,11 +209,17 @@ class EngineLoop final : public Stoppable {
                                {wake_worker_.handle(), 0, ZMQ_POLLIN, 0},
                                {scheduler_watch_->handle(), 0, ZMQ_POLLIN, 0}};
     while (!stop_.load()) {
-      if (queue_.empty()) {
-        if (!protocol::Poll(items, 3, std::chrono::milliseconds(-1)).ok()) break;
-        if (items[1].revents & ZMQ_POLLIN) break;  // the loop says stop
+      const auto wait = std::chrono::milliseconds(queue_.empty() ? -1 : 0);
+      if (!protocol::Poll(items, 3, wait).ok()) break;
+      bool ready_again = false;
+      if (items[1].revents & ZMQ_POLLIN) {
+        zmq::message_t word;
+        while (wake_worker_.recv(word, zmq::recv_flags::dontwait)) {
+          ready_again = ready_again || protocol::View(word) == "ready";
+        }
+        if (stop_.load()) break;  // the loop says stop
       }
-      if (scheduler_watch_->Reconnected()) Resume();
+      if (scheduler_watch_->Reconnected() || ready_again) Resume();
       TakeTasks();
       if (queue_.empty() || stop_.load()) continue;
       Job job = std::move(queue_.front());
@@ -257,9 +267,11 @@ class EngineLoop final : public Stoppable {
     }
   }
 
-  // The connection to the scheduler was made again: the scheduler may have
-  // restarted and missed the latest replies. They go again (a scheduler
-  // that had them ignores them), then the list of tasks held here.
+  // The connection to the scheduler was made again (the scheduler may have
+  // restarted and missed the latest replies), or the hub had lost this
+  // engine and it registered again (the scheduler forgot it meanwhile). The
+  // latest replies go again (a scheduler that had them ignores them), then
+  // engine_ready with the list of tasks held here.
   void Resume() {
     TakeTasks();
     for (const Sent& sent : sent_) Resend(sent);

@@ -121,8 +121,14 @@ class Client {
   static Result<std::unique_ptr<Client>> Connect(const std::filesystem::path& profile_dir);
   ~Client();
 
-  // Sends the task and returns its id at once (the id is chosen here).
+  // Sends the task and returns its id (the id is chosen here). Returns at
+  // once, unless this client already has max_in_flight tasks with no reply:
+  // then it waits for replies first, so a client faster than the cluster is
+  // slowed, never refused by the scheduler's per-client limit.
   Result<TaskId> Submit(const TaskOptions& options);
+  // Most tasks of this client without a reply at once. Default: 1,000,000
+  // (under the scheduler's default per-client limit).
+  void set_max_in_flight(size_t n);
   // Validates the whole graph first (nothing is sent when it is not a DAG or
   // names an unknown node), then submits it in topological order. Returns
   // (name, id) in that order.

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "protocol/connection_file.h"
 #include "tests/support/cluster_fixture.h"
@@ -167,6 +168,155 @@ TEST_F(Faults, HubKilledWhileTasksFlowLosesNoRecordAndEnginesKeepTheirIds) {
     return after.size() == before.size();
   }, std::chrono::seconds(20)));
   EXPECT_EQ(after, before) << "engines registered again under the same ids";
+}
+
+TEST_F(Faults, AHungEngineIsLostWithinTheHeartbeatWindowAndItsLateReplyIsIgnored) {
+  // SIGSTOP: the engine neither heartbeats nor closes its sockets, as when
+  // its node is cut off; SIGCONT brings it back, as when the network does.
+  StartCluster(2, {"--heartbeat-ms", "200", "--heartbeat-misses", "3"});
+  const std::string where = (dir_.path() / "first-engine").string();
+  TaskOptions slow;
+  slow.command = {"/bin/sh", "-c",
+                  "[ -e " + where + " ] || echo $ZTASK_ENGINE_ID > " + where + "; sleep 1"};
+  slow.retries = 1;
+  auto a = client_->Submit(slow);
+  ASSERT_TRUE(a.ok());
+  TaskOptions after;
+  after.command = {"true"};
+  after.after.ids = {*a};
+  auto b = client_->Submit(after);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(WaitFor([&] { return !ReadFile(where).empty(); }));
+  const int32_t hung_id = std::stoi(ReadFile(where));
+  auto engines = client_->Engines();
+  ASSERT_TRUE(engines.ok());
+  pid_t hung = -1;
+  for (const auto& e : *engines) {
+    if (e.id == hung_id) hung = static_cast<pid_t>(e.pid);
+  }
+  ASSERT_GT(hung, 0);
+  ASSERT_EQ(::kill(hung, SIGSTOP), 0);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(client_->WaitReplies({*a, *b}, 60).ok()) << "retried on the other engine";
+  const auto detected = std::chrono::steady_clock::now() - stopped_at;
+  ASSERT_EQ(::kill(hung, SIGCONT), 0);
+  auto records = client_->Fetch({*a, *b});
+  ASSERT_TRUE(records.ok());
+  EXPECT_EQ((*records)[0].status, "ok");
+  EXPECT_EQ((*records)[0].attempts, 2);
+  EXPECT_NE((*records)[0].engine_id, hung_id);
+  EXPECT_EQ((*records)[1].status, "ok") << "its dependent ran once it was done";
+  // The heartbeat window is 0.6 s; with the retry's own second, well
+  // under 10 s.
+  EXPECT_LT(detected, std::chrono::seconds(10));
+
+  // Back: it registers again under its id, takes tasks, and the reply it
+  // sent for the attempt already failed over changed nothing.
+  TaskOptions there;
+  there.command = {"true"};
+  there.targets = {hung_id};
+  auto c = client_->Submit(there);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(client_->WaitReplies({*c}, 60).ok()) << Log("scheduler") << Log("hub");
+  auto last = client_->Fetch({*a, *c});
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ((*last)[0].engine_id, (*records)[0].engine_id) << "never delivered twice";
+  EXPECT_EQ((*last)[0].attempts, 2);
+  EXPECT_EQ((*last)[1].engine_id, hung_id);
+  ASSERT_EQ(RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_).code, 0);
+  running_ = false;
+  const std::string log = Log("scheduler");
+  const bool counted = log.find("1 late replies") != std::string::npos ||
+                       log.find("not registered") != std::string::npos;
+  EXPECT_TRUE(counted) << "the late reply was counted\n" << log;
+}
+
+TEST_F(Faults, AClientThatCrashesLosesNothing) {
+  StartCluster(2);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(Submit({"--", "sh", "-c", "sleep 0.3; echo done"}));
+  // A client waiting for them is killed mid-wait.
+  std::vector<std::string> wait = {kBin + "/taskctl", "--profile-dir", profile(), "wait"};
+  wait.insert(wait.end(), ids.begin(), ids.end());
+  ChildProcess waiter(wait, dir_.path() / "waiter.log");
+  waiter.Kill(SIGKILL);
+  // Another process finds every outcome in the hub.
+  for (const Value& record : Wait(ids)) {
+    EXPECT_EQ(record["status"], "ok");
+    EXPECT_EQ(record["stdout"], "done\n");
+  }
+}
+
+TEST_F(Faults, AClientFarFasterThanTheEnginesIsSlowedNotRefused) {
+  // Small limits, to meet them with a few thousand tasks: the scheduler
+  // takes 100 tasks per client, and its sockets hold 20 messages per peer.
+  StartCluster(2, {"--max-queued-per-client", "100", "--socket-hwm", "20"});
+  client_->set_max_in_flight(100);
+  auto other = Client::Connect(profile());
+  ASSERT_TRUE(other.ok());
+  std::vector<TaskId> ids;
+  for (int i = 0; i < 3000; ++i) {
+    TaskOptions o;
+    o.function = "sleep";
+    o.args = 0.0005;
+    auto id = client_->Submit(o);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    ids.push_back(*id);
+    if (i % 1000 == 999) {
+      // Status queries are answered while the cluster is loaded.
+      auto queue = (*other)->Queue();
+      ASSERT_TRUE(queue.ok()) << queue.status().ToString();
+    }
+  }
+  ASSERT_TRUE(client_->WaitReplies(ids, 120).ok());
+  const std::vector<TaskInfo> records = FinalRecords(ids);
+  ASSERT_EQ(records.size(), ids.size());
+  size_t ok = 0;
+  for (const TaskInfo& r : records) ok += r.status == "ok";
+  EXPECT_EQ(ok, ids.size()) << "none refused (TaskRejected), none dropped";
+}
+
+TEST(HubDisk, AnUnwritableDatabaseIsLoggedAndTheClusterGoesOn) {
+  // A file size limit makes the database's writes fail (EFBIG), as a full
+  // disk or a quota would.
+  TempDir dir;
+  const std::string profile = (dir.path() / "p").string();
+  ChildProcess hub({"/usr/bin/prlimit", "--fsize=300000", kBin + "/taskhub", "--profile-dir",
+                    profile},
+                   dir.path() / "hub.log");
+  const auto connection = dir.path() / "p" / "ztask-cluster.json";
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(connection); }));
+  ASSERT_TRUE(WaitFor([&] {
+    auto info = protocol::ReadConnectionFile(connection);
+    return info.ok() && !info->hub.query.empty();
+  }));
+  ChildProcess scheduler({kBin + "/taskscheduler", "--profile-dir", profile},
+                         dir.path() / "scheduler.log");
+  ASSERT_TRUE(WaitFor([&] { return Client::Connect(profile).ok(); })) << scheduler.Log();
+  ChildProcess engine({kBin + "/taskengine", "--profile-dir", profile}, dir.path() / "engine.log");
+  auto client = Client::Connect(profile);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->WaitForEngines(1, 30).ok());
+  std::vector<TaskId> ids;
+  for (int i = 0; i < 60; ++i) {
+    TaskOptions o;
+    o.command = {"/bin/sh", "-c", "head -c 20000 /dev/zero | tr '\\0' x"};
+    auto id = (*client)->Submit(o);
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  ASSERT_TRUE((*client)->WaitReplies(ids, 60).ok()) << "tasks go on";
+  ASSERT_TRUE(WaitFor([&] {
+    return hub.Log().find("cannot write task records") != std::string::npos ||
+           hub.Log().find("cannot commit task records") != std::string::npos;
+  })) << hub.Log();
+  EXPECT_EQ(hub.Poll(), std::nullopt) << "the hub is still running";
+  auto records = (*client)->Fetch(ids);
+  ASSERT_TRUE(records.ok()) << "the records it holds in memory are served";
+  for (const TaskInfo& r : *records) {
+    EXPECT_EQ(r.status, "ok");
+    EXPECT_EQ(r.stdout_text.size(), 20000u);
+  }
 }
 
 }  // namespace

@@ -1,12 +1,33 @@
 #include "scheduler/monitor_link.h"
 
+#include <spdlog/spdlog.h>
+
 namespace ztask::scheduler {
+
+void MonitorLink::Adopt(protocol::Frames batch) {
+  if (batch.size() < protocol::kMinFrames) return;
+  const int64_t seq = next_seq_++;
+  batch[protocol::kFrameMeta] = protocol::Frame(protocol::EncodeBody(protocol::BatchMeta{seq}));
+  builder_.Reseal(batch);
+  unacked_.emplace(seq, Batch{std::move(batch), 0});
+  ++unsent_;
+}
+
+void MonitorLink::WriteAhead(const protocol::Frames& batch) {
+  if (!journal_) return;
+  Status written = journal_->Append(batch);
+  if (!written.ok() && !journal_failing_) {
+    spdlog::error("{}: a crash now would lose what the hub has not acknowledged", written.message());
+  }
+  journal_failing_ = !written.ok();
+}
 
 void MonitorLink::Seal() {
   if (builder_.batched() == 0) return;
   const int64_t seq = next_seq_++;
   protocol::Frames batch = builder_.TakeBatch(seq);
   if (!enabled_) return;
+  WriteAhead(batch);
   unacked_.emplace(seq, Batch{std::move(batch), 0});
   ++unsent_;
 }
@@ -35,6 +56,14 @@ void MonitorLink::Acknowledged(const std::vector<int64_t>& seqs) {
     if (it == unacked_.end()) continue;
     if (it->second.sent_us == 0) --unsent_;
     unacked_.erase(it);
+  }
+  if (!journal_) return;
+  if (unacked_.empty()) {
+    (void)journal_->Rewrite({});
+  } else if (journal_->bytes() > Journal::kCompactBytes) {
+    std::vector<const protocol::Frames*> live;
+    for (const auto& [seq, batch] : unacked_) live.push_back(&batch.frames);
+    (void)journal_->Rewrite(live);
   }
 }
 

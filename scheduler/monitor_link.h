@@ -22,6 +22,7 @@
 
 #include "protocol/wire.h"
 #include "scheduler/frame_builder.h"
+#include "scheduler/journal.h"
 
 namespace ztask::scheduler {
 
@@ -36,6 +37,12 @@ class MonitorLink {
 
   // Without a hub to send to, batches are made and let go.
   void set_enabled(bool enabled) { enabled_ = enabled; }
+  // Every batch is written to `journal` before it is queued (journal.h).
+  // REQUIRES: the journal outlives the link.
+  void set_journal(Journal* journal) { journal_ = journal; }
+  // Takes over a batch an earlier scheduler left in the journal: it gets a
+  // number of ours and goes first.
+  void Adopt(protocol::Frames batch);
   // Seals what the builder has batched (if anything) and queues it.
   void Seal();
   // Sends what has not been sent; resends everything unacknowledged when
@@ -58,6 +65,8 @@ class MonitorLink {
     int64_t sent_us = 0;  // 0: not sent (again) yet
   };
 
+  void WriteAhead(const protocol::Frames& batch);
+
   zmq::socket_t& socket_;
   FrameBuilder& builder_;
   std::map<int64_t, Batch> unacked_;  // by number
@@ -65,6 +74,8 @@ class MonitorLink {
   int64_t next_seq_ = 1;
   uint64_t resent_ = 0;
   bool enabled_ = false;
+  Journal* journal_ = nullptr;
+  bool journal_failing_ = false;
 };
 
 }  // namespace ztask::scheduler

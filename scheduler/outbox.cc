@@ -1,42 +1,44 @@
 #include "scheduler/outbox.h"
 
-#include <spdlog/spdlog.h>
-
 namespace ztask::scheduler {
 
-Status Outbox::Send(protocol::Frames& message) {
-  std::string peer(protocol::View(message[0]));
-  if (auto it = by_peer_.find(peer); it != by_peer_.end()) {
-    it->second.push_back(std::move(message));
-    ++waiting_;
-    return Status::Ok();
-  }
-  Status sent = protocol::SendFrames(socket_, message);
-  if (!protocol::IsQueueFull(sent)) return sent;
-  by_peer_[peer].push_back(std::move(message));
-  ++waiting_;
-  return Status::Ok();
-}
-
-void Outbox::Flush() {
+std::vector<std::string> Outbox::Flush() {
+  std::vector<std::string> gone;
+  // What waited first, peer by peer, in order.
   for (auto it = by_peer_.begin(); it != by_peer_.end();) {
     auto& queue = it->second;
     while (!queue.empty()) {
       Status sent = protocol::SendFrames(socket_, queue.front());
       if (protocol::IsQueueFull(sent)) break;
-      if (!sent.ok()) {
-        dropped_ += queue.size();
-        waiting_ -= queue.size();
-        spdlog::warn("dropped {} messages waiting for {}: {}", queue.size(),
-                     protocol::PrintablePeer(it->first), sent.message());
-        queue.clear();
-        break;
-      }
-      queue.pop_front();
       --waiting_;
+      queue.pop_front();
+      if (!sent.ok()) {
+        gone.push_back(it->first);
+        waiting_ -= queue.size();
+        queue.clear();
+      }
     }
     it = queue.empty() ? by_peer_.erase(it) : std::next(it);
   }
+  // Then this turn's, behind anything still waiting for the same peer.
+  for (protocol::Frames& message : fresh_) {
+    const std::string_view peer = protocol::View(message[0]);
+    auto kept = by_peer_.find(std::string(peer));
+    if (kept != by_peer_.end()) {
+      kept->second.push_back(std::move(message));
+      ++waiting_;
+      continue;
+    }
+    Status sent = protocol::SendFrames(socket_, message);
+    if (protocol::IsQueueFull(sent)) {
+      by_peer_[std::string(peer)].push_back(std::move(message));
+      ++waiting_;
+    } else if (!sent.ok()) {
+      gone.emplace_back(peer);
+    }
+  }
+  fresh_.clear();
+  return gone;
 }
 
 }  // namespace ztask::scheduler

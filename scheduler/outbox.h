@@ -1,8 +1,12 @@
-// Outbox: messages for the peers of a ROUTER socket that its queue would
-// not take now (a peer's high-water mark is reached: a client that does not
-// read its replies, a busy engine). ZeroMQ's ROUTER drops what is over the
-// mark, or with ROUTER_MANDATORY refuses it; nothing here is dropped. Each
-// peer's messages wait in order and go as soon as its queue has room.
+// Outbox: what the scheduler sends to the peers of a ROUTER socket. Messages
+// are queued during a turn of the loop and leave at its end (Flush), after
+// the monitor batch that records them is in the journal (journal.h): nothing
+// reaches an engine or a client that a crash could make the hub forget.
+//
+// A message a peer's queue will not take now (its high-water mark is
+// reached: a client that does not read its replies, a busy engine) waits
+// here; ZeroMQ's ROUTER would drop it, or with ROUTER_MANDATORY refuse it.
+// Each peer's messages keep their order and go as soon as it has room.
 //
 // Thread safety: owned by the thread that owns the socket.
 #ifndef ZTASK_SCHEDULER_OUTBOX_H_
@@ -11,6 +15,7 @@
 #include <deque>
 #include <string>
 #include <unordered_map>
+#include <vector>
 #include <zmq.hpp>
 
 #include "protocol/wire.h"
@@ -22,23 +27,20 @@ class Outbox {
   // REQUIRES: `socket` is a ROUTER with ROUTER_MANDATORY, outliving the box.
   explicit Outbox(zmq::socket_t& socket) : socket_(socket) {}
 
-  // Sends `message` (frames[0] is the peer's routing id) now, or after what
-  // waits for the same peer. Errors other than a full queue (the peer is not
-  // connected) are returned, and the message is not kept.
-  Status Send(protocol::Frames& message);
-  // Sends what waits, as far as the queues take it. Messages to peers that
-  // went away are dropped and counted.
-  void Flush();
+  // Queues `message` (frames[0] is the peer's routing id; moved from).
+  void Send(protocol::Frames& message) { fresh_.push_back(std::move(message)); }
+  // Sends what waits, as far as the peers' queues take it. Returns the
+  // peers that are not connected; their messages are dropped.
+  std::vector<std::string> Flush();
 
-  bool empty() const { return waiting_ == 0; }
-  size_t waiting() const { return waiting_; }
-  uint64_t dropped() const { return dropped_; }
+  // Whether messages wait for a peer with no room.
+  bool blocked() const { return waiting_ > 0; }
 
  private:
   zmq::socket_t& socket_;
+  std::vector<protocol::Frames> fresh_;
   std::unordered_map<std::string, std::deque<protocol::Frames>> by_peer_;
   size_t waiting_ = 0;
-  uint64_t dropped_ = 0;
 };
 
 }  // namespace ztask::scheduler

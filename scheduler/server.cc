@@ -17,6 +17,7 @@
 #include "protocol/wire.h"
 #include "scheduler/core.h"
 #include "scheduler/frame_builder.h"
+#include "scheduler/journal.h"
 #include "scheduler/monitor_link.h"
 #include "scheduler/outbox.h"
 #include "scheduler/recovery.h"
@@ -122,6 +123,15 @@ class SchedulerServer::Impl {
       ZTASK_RETURN_IF_ERROR(protocol::Connect(monitor_, info_.hub.monitor));
       monitor_link_.set_enabled(true);
       monitor_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, monitor_);
+      auto journal = Journal::Open(profile_ / "scheduler.journal");
+      if (journal.ok()) {
+        journal_ = std::move(*journal);
+        monitor_link_.set_journal(journal_.get());
+        ReplayJournal();
+      } else {
+        spdlog::error("{}: running without a journal, a crash may lose the latest records",
+                      journal.status().message());
+      }
     }
     if (!info_.hub.query.empty()) Recover();
     return Status::Ok();
@@ -150,11 +160,9 @@ class SchedulerServer::Impl {
       EndRecoveryGrace();
       drops_.Report(SteadyClock::Now());
       DrainActions();
-      clients_out_.Flush();
-      engines_out_.Flush();
-      monitor_link_.Flush(SteadyClock::Now());
+      EndTurn();
     }
-    monitor_link_.Flush(SteadyClock::Now());
+    EndTurn();
     spdlog::info("stopping: {} tasks live, {} dropped messages, {} late replies",
                  core_.live_tasks(), drops_.count(), counters_.late_replies);
   }
@@ -175,8 +183,41 @@ class SchedulerServer::Impl {
   }
 
  private:
+  // What this turn decided leaves: first its record goes into the journal
+  // (sealing the monitor batch), then the messages to engines and clients,
+  // then the batch to the hub.
+  void EndTurn() {
+    std::vector<std::string> gone;
+    do {  // losing an engine may fail or move tasks: their messages go too
+      monitor_link_.Seal();
+      for (const std::string& client : clients_out_.Flush()) {
+        // Not connected (gone, or not back yet after a restart): the client
+        // finds the outcome in the hub's record.
+        ++counters_.undeliverable;
+        spdlog::debug("could not reply to client {} (the hub keeps the record)",
+                      protocol::PrintablePeer(client));
+      }
+      gone = engines_out_.Flush();
+      for (const std::string& uuid : gone) EngineUnreachable(uuid);
+    } while (!gone.empty());
+    monitor_link_.Flush(SteadyClock::Now());
+  }
+
+  // Registered but not connected: treat it as lost, its tasks go elsewhere.
+  void EngineUnreachable(const std::string& uuid) {
+    auto it = engines_.find(uuid);
+    if (it == engines_.end() || it->second.slot == kNoSlot) return;
+    spdlog::warn("engine {} is unreachable; removing it", it->second.id);
+    const EngineSlot slot = it->second.slot;
+    it->second.slot = kNoSlot;
+    it->second.ready = false;
+    recovering_slots_.erase(slot);
+    core_.EngineRemoved(slot);
+    DrainActions();
+  }
+
   std::chrono::milliseconds PollTimeout() const {
-    if (!clients_out_.empty() || !engines_out_.empty()) return std::chrono::milliseconds(5);
+    if (clients_out_.blocked() || engines_out_.blocked()) return std::chrono::milliseconds(5);
     // Unacknowledged monitor batches may need sending again.
     if (monitor_link_.unacknowledged() > 0) return std::chrono::milliseconds(250);
     if (!recovered_slots_.empty()) return std::chrono::milliseconds(250);
@@ -536,18 +577,7 @@ class SchedulerServer::Impl {
                         protocol::Frame(protocol::EncodeBody(assignment)),
                         protocol::Frame(protocol::EncodeBody(protocol::Empty{})));
     SealIfFull();
-    Status sent = engines_out_.Send(out);
-    if (!sent.ok()) {
-      // Registered but unreachable: treat it as lost, its tasks go elsewhere.
-      spdlog::warn("engine {} is unreachable ({}); removing it", a.engine_id, sent.message());
-      for (auto& [uuid, entry] : engines_) {
-        if (entry.slot == a.slot) {
-          entry.slot = kNoSlot;
-          entry.ready = false;
-        }
-      }
-      core_.EngineRemoved(a.slot);
-    }
+    engines_out_.Send(out);
   }
 
   void Deliver(const Action& a, Frames& request) {
@@ -612,16 +642,7 @@ class SchedulerServer::Impl {
     SealIfFull();
   }
 
-  void SendToClient(Frames& out) {
-    Status sent = clients_out_.Send(out);
-    if (!sent.ok()) {
-      // Not connected (gone, or not back yet after a restart): the client
-      // finds the outcome in the hub's record.
-      ++counters_.undeliverable;
-      spdlog::debug("could not reply to client {}: {} (the hub keeps the record)",
-                    protocol::PrintablePeer(View(out[0])), sent.message());
-    }
-  }
+  void SendToClient(Frames& out) { clients_out_.Send(out); }
 
   // Monitor messages go to the hub in batches, one signature each: a batch
   // is sealed when it is full and at the end of every turn of the loop.
@@ -635,6 +656,29 @@ class SchedulerServer::Impl {
   }
 
   // ---- recovery after a restart ------------------------------------------
+
+  // Sends the hub what an earlier scheduler recorded in the journal and the
+  // hub never acknowledged, and waits until it has (before asking it what
+  // was in flight, so that its answer is whole).
+  void ReplayJournal() {
+    std::vector<Frames> found = journal_->TakeFound();
+    if (found.empty()) return;
+    for (Frames& batch : found) monitor_link_.Adopt(std::move(batch));
+    spdlog::info("sending the hub {} monitor batches an earlier scheduler left in its journal",
+                 found.size());
+    const int64_t deadline =
+        SteadyClock::Now() + static_cast<int64_t>(options_.recover_timeout_s * 1e6);
+    while (monitor_link_.unacknowledged() > 0 && SteadyClock::Now() < deadline && !stop_.load()) {
+      monitor_link_.Flush(SteadyClock::Now());
+      zmq::pollitem_t item{monitor_.handle(), 0, ZMQ_POLLIN, 0};
+      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
+      Drain(monitor_, &Impl::OnMonitorAck);
+    }
+    if (monitor_link_.unacknowledged() > 0) {
+      spdlog::error("the hub did not acknowledge the journal's batches within {} s; they stay "
+                    "queued", options_.recover_timeout_s);
+    }
+  }
 
   // Restores the tasks an earlier scheduler of this cluster left unfinished,
   // as the hub recorded them. Engines that ran them get slots that take no
@@ -744,6 +788,7 @@ class SchedulerServer::Impl {
 
   FrameBuilder builder_{signer_};
   MonitorLink monitor_link_{monitor_, builder_};
+  std::unique_ptr<Journal> journal_;
   std::unique_ptr<protocol::ReconnectWatch> monitor_watch_;
   Outbox clients_out_{client_}, engines_out_{engine_};
   // Recovery after a restart: engine id -> slot of engines holding restored

@@ -62,7 +62,7 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
   StartCluster(3, {"--heartbeat-ms", "200", "--heartbeat-misses", "3", "--recover-grace", "3",
                    "--max-restarts", "100000", "--restart-backoff", "0.05"});
 
-  constexpr size_t kTasks = 1500;
+  constexpr size_t kTasks = 3000;
   std::vector<Node> dag(kTasks);
   for (size_t i = 0; i < kTasks; ++i) {
     dag[i].fails = random() % 50 == 0;
@@ -106,7 +106,7 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
   for (Node& node : dag) {
     TaskOptions o;
     o.function = node.fails ? "no-such-function" : "sleep";
-    o.args = 0.002;
+    o.args = 0.005;
     o.retries = 3;
     for (size_t d : node.after) o.after.ids.push_back(dag[d].id);
     auto id = client_->Submit(o);

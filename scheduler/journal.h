@@ -1,0 +1,57 @@
+// Journal: the scheduler's write-ahead copy of the monitor batches the hub
+// has not acknowledged yet, in a file of the profile directory. A batch is
+// appended before anything it records (a dispatch, a reply) leaves the
+// scheduler, so a scheduler killed at any moment leaves the hub nothing it
+// does not know of: the next scheduler sends the journal's batches to the
+// hub before it asks the hub what was in flight.
+//
+// Writes go to the kernel, not to the disk (no fsync): they survive the
+// process, not the machine. The file is emptied whenever every batch is
+// acknowledged, and rewritten with only the unacknowledged ones when it
+// grows past kCompactBytes.
+//
+// Record: 4-byte little-endian length, then the batch's frames (FrameList).
+// A record cut short by a crash ends the file.
+//
+// Thread safety: owned by the scheduler's loop thread.
+#ifndef ZTASK_SCHEDULER_JOURNAL_H_
+#define ZTASK_SCHEDULER_JOURNAL_H_
+
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "protocol/wire.h"
+#include "ztask/status.h"
+
+namespace ztask::scheduler {
+
+class Journal {
+ public:
+  static constexpr size_t kCompactBytes = size_t{64} << 20;
+
+  // Opens (creating) the file. The batches already in it stay there until
+  // a Rewrite, and are given once by TakeFound().
+  static Result<std::unique_ptr<Journal>> Open(const std::filesystem::path& path);
+  ~Journal();
+
+  // The batches an earlier scheduler left unacknowledged.
+  std::vector<protocol::Frames> TakeFound() { return std::move(found_); }
+  Status Append(const protocol::Frames& batch);
+  // Replaces the file's content with these batches (none: empties it).
+  Status Rewrite(const std::vector<const protocol::Frames*>& batches);
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Journal(std::filesystem::path path, int fd) : path_(std::move(path)), fd_(fd) {}
+  static std::string Record(const protocol::Frames& batch);
+
+  std::filesystem::path path_;
+  int fd_;
+  size_t bytes_ = 0;
+  std::vector<protocol::Frames> found_;
+};
+
+}  // namespace ztask::scheduler
+
+#endif  // ZTASK_SCHEDULER_JOURNAL_H_

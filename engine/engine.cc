@@ -299,8 +299,14 @@ class EngineLoop final : public Stoppable {
     Sent sent{done.request.id, done.meta.attempt,
               protocol::EncodeMessage(signer_, header, done.request, done.meta, done.result), 0};
     for (const auto& f : sent.frames) sent.bytes += f.size();
-    std::vector<std::string> copy = sent.frames;
-    (void)protocol::SendEncoded(scheduler_, {}, std::move(copy));
+    // A full queue (the scheduler reads slower than engines answer) is
+    // waited out: a reply is never dropped here.
+    while (!stop_.load()) {
+      std::vector<std::string> copy = sent.frames;
+      if (!protocol::IsQueueFull(protocol::SendEncoded(scheduler_, {}, std::move(copy)))) break;
+      zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLOUT, 0};
+      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
+    }
     sent_bytes_ += sent.bytes;
     sent_.push_back(std::move(sent));
     while (sent_.size() > 1 && (sent_.size() > kKeepReplies || sent_bytes_ > kKeepBytes)) {

@@ -1,0 +1,289 @@
+// The taskscheduler process's loop (server.h), declared for the two files
+// that define it: server.cc (the loop, clients, the core's actions) and
+// server_engines.cc (engines, the hub's notices, recovery after a restart).
+//
+// Thread safety: as SchedulerServer.
+#ifndef ZTASK_SCHEDULER_SERVER_IMPL_H_
+#define ZTASK_SCHEDULER_SERVER_IMPL_H_
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+#include <zmq.hpp>
+
+#include "protocol/connection_file.h"
+#include "protocol/replay_guard.h"
+#include "protocol/security.h"
+#include "protocol/wire.h"
+#include "scheduler/core.h"
+#include "scheduler/frame_builder.h"
+#include "scheduler/journal.h"
+#include "scheduler/monitor_link.h"
+#include "scheduler/outbox.h"
+#include "scheduler/server.h"
+
+namespace ztask::scheduler {
+
+class SchedulerServer::Impl {
+ public:
+  using Frames = protocol::Frames;
+  using MsgType = protocol::MsgType;
+
+  Impl(const SchedulerOptions& options, protocol::ConnectionInfo info,
+       std::unique_ptr<Scheme> scheme, std::filesystem::path profile)
+      : options_(options),
+        profile_(std::move(profile)),
+        info_(std::move(info)),
+        signer_(info_.key),
+        core_(CoreOptions{options.hwm}, std::move(scheme), &clock_),
+        client_(context_, zmq::socket_type::router),
+        engine_(context_, zmq::socket_type::router),
+        notifier_(context_, zmq::socket_type::sub),
+        monitor_(context_, zmq::socket_type::dealer) {}
+
+  ~Impl() {
+    if (wake_[0] >= 0) ::close(wake_[0]);
+    if (wake_[1] >= 0) ::close(wake_[1]);
+  }
+
+  Status Start();
+
+  void Run();
+
+  void RequestStop() {
+    stop_.store(true);
+    char byte = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_[1], &byte, 1);
+  }
+
+  const std::string& client_endpoint() const { return client_endpoint_; }
+  const std::string& engine_endpoint() const { return engine_endpoint_; }
+  ServerCounters counters() const {
+    ServerCounters c = counters_;
+    c.dropped = drops_.count();
+    c.monitor_resent = monitor_link_.resent();
+    return c;
+  }
+
+ private:
+  class SteadyClock final : public Clock {
+   public:
+    int64_t NowMicros() override { return Now(); }
+    static int64_t Now() {
+      using namespace std::chrono;
+      return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+    }
+  };
+
+  // A submitted task's request, kept until its final reply: the client's
+  // routing id in frames[0], then the message as it came.
+  struct Pending {
+    Frames frames;
+  };
+
+  // What the hub and the engine itself have told us of one engine.
+  struct EngineEntry {
+    int32_t id = -1;
+    bool registered = false;  // the hub says so
+    bool ready = false;       // its DEALER has reached us
+    EngineSlot slot = kNoSlot;
+  };
+
+  static constexpr size_t kBatch = 256;  // messages per socket per turn
+  // Replies from engines not linked yet, kept while a restart recovers.
+  static constexpr size_t kMaxEarlyReplies = 100000;
+
+  static DependencySet ToSet(const protocol::WireDependencies& w) {
+    return {w.ids, w.mode, w.outcome};
+  }
+
+  // ---- the loop (server.cc) ------------------------------------------------
+
+  // What this turn decided leaves: first its record goes into the journal
+  // (sealing the monitor batch), then the messages to engines and clients,
+  // then the batch to the hub.
+  void EndTurn();
+
+  // Registered but not connected: treat it as lost, its tasks go elsewhere.
+  void EngineUnreachable(const std::string& uuid);
+
+  std::chrono::milliseconds PollTimeout() const;
+
+  void Drain(zmq::socket_t& socket, void (Impl::*handle)(Frames&)) {
+    protocol::Drain(socket, frames_, kBatch, [&](Frames& f) { (this->*handle)(f); });
+  }
+
+  // ---- inbound ----------------------------------------------------------
+
+  void Drop(std::string_view peer, const std::string& why) { drops_.Drop(peer, why); }
+  void Drop(std::string_view peer, const Status& why) { drops_.Drop(peer, why); }
+
+  Result<protocol::Header> Open(const Frames& frames, size_t first,
+                                std::vector<std::string_view>* views,
+                                protocol::ReplayGuard* guard) {
+    return protocol::OpenMessage(signer_, options_.limits, frames, first, guard, views);
+  }
+
+  void OnClientMessage(Frames& frames);
+
+  void OnTaskRequest(const protocol::Header& header, const std::vector<std::string_view>& views,
+                     Frames& frames);
+
+  // Why a task may not be taken (TaskLimits), or "".
+  std::string OverLimit(const protocol::RoutingMeta& meta,
+                        const std::vector<std::string_view>& views, std::string_view client);
+
+  // Fails a task at once, recorded in the hub like any other outcome.
+  void Reject(const protocol::Header& header, Frames& frames, const std::string& why);
+
+  // The request of a task with its final outcome, and its client's count.
+  void Forget(std::unordered_map<TaskId, Pending, TaskIdHash>::iterator it);
+
+  void OnAbortRequest(const std::vector<std::string_view>& views, Frames& frames);
+
+  // ---- engines, the hub's notices and acknowledgements (server_engines.cc)
+
+  void OnEngineMessage(Frames& frames);
+
+  // An engine's DEALER reached us: at its start, or again after its
+  // connection broke (then it says which tasks it holds).
+  void OnEngineReady(const std::string& uuid, const protocol::EngineReady& ready);
+
+  // A restored engine says what it holds: tasks restored as running there
+  // that it does not hold were lost with its old connection, and tasks it
+  // holds that the restored state has waiting were dispatched there after
+  // the hub's last record.
+  void Reconcile(EngineSlot slot, const std::vector<TaskId>& held);
+
+  // `frames` is verified: the engine's routing id, then the reply.
+  void OnTaskReply(Frames& frames);
+
+  // Replies kept while their engines were not linked yet.
+  void ReplayEarlyReplies();
+
+  void OnMonitorAck(Frames& frames);
+
+  void OnNotifierMessage(Frames& frames);
+
+  // An engine takes tasks once the hub registered it and it reached us.
+  void Activate(const std::string& uuid, EngineEntry& entry);
+
+  // ---- actions (server.cc) ------------------------------------------------
+
+  void DrainActions();
+
+  void Handle(const Action& a);
+
+  // A drained engine may go: tell it, and forget it (it unregisters).
+  void Retire(const Action& a);
+
+  void Dispatch(const Action& a, Frames& request);
+
+  void Deliver(const Action& a, Frames& request);
+
+  void FailTask(const Action& a, Frames& request);
+
+  void Retried(const Action& a, Frames& request);
+
+  // ---- building and sending ---------------------------------------------
+
+  // A monitor message carrying a request's parts as they came.
+  void MonitorCopy(MsgType type, Frames& request);
+
+  void MonitorOutcome(const Action& a, bool final, zmq::message_t parent, zmq::message_t content,
+                      Frames* reply);
+
+  void SendToClient(Frames& out) { clients_out_.Send(out); }
+
+  // Monitor messages go to the hub in batches, one signature each: a batch
+  // is sealed when it is full and at the end of every turn of the loop.
+  static constexpr size_t kBatchMessages = 1024;
+  static constexpr size_t kBatchBytes = size_t{8} << 20;
+
+  void SealIfFull() {
+    if (builder_.batched() >= kBatchMessages || builder_.batched_bytes() >= kBatchBytes) {
+      monitor_link_.Seal();
+    }
+  }
+
+  // ---- recovery after a restart (server_engines.cc) ----------------------
+
+  // Sends the hub what an earlier scheduler recorded in the journal and the
+  // hub never acknowledged, and waits until it has (before asking it what
+  // was in flight, so that its answer is whole).
+  void ReplayJournal();
+
+  // Restores the tasks an earlier scheduler of this cluster left unfinished,
+  // as the hub recorded them. Engines that ran them get slots that take no
+  // new task until they are back and say what they hold (Reconcile); those
+  // not back within the grace period are lost, with their tasks' attempts.
+  void Recover();
+
+  // The slot of an engine id the restored state names: one that holds its
+  // tasks and takes none until the engine is back.
+  EngineSlot RecoveredSlot(std::optional<int32_t> engine_id);
+
+  void Restore(const protocol::RecoveredTask& t);
+
+  // Engines that held restored tasks and did not come back are lost.
+  void EndRecoveryGrace();
+
+  SchedulerOptions options_;
+  std::filesystem::path profile_;
+  protocol::ConnectionInfo info_;
+  protocol::Signer signer_;
+  SteadyClock clock_;
+  SchedulerCore core_;
+
+  zmq::context_t context_{1};
+  zmq::socket_t client_, engine_, notifier_, monitor_;
+  std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
+  // Looked up by the routing id's bytes, without making a string per task.
+  struct PeerHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+  std::unordered_map<std::string, size_t, PeerHash, std::equal_to<>> queued_per_client_;
+  std::string client_endpoint_, engine_endpoint_;
+  int wake_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
+
+  FrameBuilder builder_{signer_};
+  MonitorLink monitor_link_{monitor_, builder_};
+  std::unique_ptr<Journal> journal_;
+  std::unique_ptr<protocol::ReconnectWatch> monitor_watch_;
+  Outbox clients_out_{client_}, engines_out_{engine_};
+  // Recovery after a restart: engine id -> slot of engines holding restored
+  // tasks and not linked to a connected engine yet; slots linked but not
+  // back (no engine_ready yet); replies that came before their engine was
+  // linked.
+  std::unordered_map<int32_t, EngineSlot> recovered_slots_;
+  std::unordered_set<EngineSlot> recovering_slots_;
+  std::vector<Frames> early_replies_;
+  int64_t recovery_deadline_us_ = 0;
+  Frames frames_;
+  Frames* current_reply_ = nullptr;
+  std::vector<Action> actions_;
+  std::unordered_map<TaskId, Pending, TaskIdHash> pending_;
+  std::unordered_map<std::string, EngineEntry> engines_;
+  std::vector<std::string> uuid_of_slot_;
+  protocol::DropLog drops_{"taskscheduler"};
+  protocol::ReplayGuard client_guard_{protocol::ReplayWindowOf(options_.replay_window_s)},
+      engine_guard_{protocol::ReplayWindowOf(options_.replay_window_s)};
+  ServerCounters counters_;
+};
+
+}  // namespace ztask::scheduler
+
+#endif  // ZTASK_SCHEDULER_SERVER_IMPL_H_

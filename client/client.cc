@@ -351,8 +351,7 @@ class Client::Impl {
   Status SendToScheduler(const std::vector<std::string>& request) {
     const double give_up = Now() + kStalledS;
     while (true) {
-      std::vector<std::string> copy = request;
-      Status sent = protocol::SendEncoded(scheduler_, {}, std::move(copy));
+      Status sent = protocol::SendEncoded(scheduler_, {}, request);
       if (sent.ok()) return sent;
       if (!protocol::IsQueueFull(sent) || Now() > give_up) {
         return Status::Unavailable("cannot send to the scheduler at " + info_.scheduler.client +
@@ -448,8 +447,7 @@ class Client::Impl {
       frames[protocol::kFrameHeader] = protocol::EncodeHeader(*header);
       std::vector<std::string_view> views(frames.begin(), frames.end());
       frames[protocol::kFrameHmac] = signer_.Sign(views);
-      std::vector<std::string> copy = frames;
-      (void)protocol::SendEncoded(scheduler_, {}, std::move(copy));
+      (void)protocol::SendEncoded(scheduler_, {}, frames);
     }
   }
 

@@ -302,8 +302,7 @@ class EngineLoop final : public Stoppable {
     // A full queue (the scheduler reads slower than engines answer) is
     // waited out: a reply is never dropped here.
     while (!stop_.load()) {
-      std::vector<std::string> copy = sent.frames;
-      if (!protocol::IsQueueFull(protocol::SendEncoded(scheduler_, {}, std::move(copy)))) break;
+      if (!protocol::IsQueueFull(protocol::SendEncoded(scheduler_, {}, sent.frames))) break;
       zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLOUT, 0};
       (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
     }

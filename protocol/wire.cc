@@ -49,7 +49,7 @@ Status SendFrames(zmq::socket_t& socket, Frames& frames) {
 }
 
 Status SendEncoded(zmq::socket_t& socket, std::span<const std::string_view> prefix,
-                   std::vector<std::string>&& encoded) {
+                   const std::vector<std::string>& encoded) {
   Frames frames;
   frames.reserve(prefix.size() + encoded.size());
   for (auto p : prefix) frames.emplace_back(p.data(), p.size());

@@ -44,9 +44,9 @@ std::vector<std::string_view> Views(const Frames& frames, size_t from = 0);
 // then left as it was, so the message may be sent again later.
 Status SendFrames(zmq::socket_t& socket, Frames& frames);
 inline bool IsQueueFull(const Status& s) { return s.code() == Status::Code::kTimedOut; }
-// Sends `prefix` frames (routing ids) then encoded frames.
+// Sends `prefix` frames (routing ids) then copies of the encoded frames.
 Status SendEncoded(zmq::socket_t& socket, std::span<const std::string_view> prefix,
-                   std::vector<std::string>&& encoded);
+                   const std::vector<std::string>& encoded);
 
 // Verifies frames[first..] (frame count, size, signature), decodes the
 // header and, with a bound socket's `guard`, refuses a replay. `views` gets

@@ -147,12 +147,15 @@ class EngineLoop final : public Stoppable {
   void RequestStop() override { stop_.store(true); }
 
  private:
+  // Returns the header sent.
   template <class Meta, class Content>
-  void Send(zmq::socket_t& socket, MsgType type, const std::optional<protocol::Header>& parent,
-            const Meta& meta, const Content& content) {
+  protocol::Header Send(zmq::socket_t& socket, MsgType type,
+                        const std::optional<protocol::Header>& parent, const Meta& meta,
+                        const Content& content) {
     protocol::Header header{TaskId::Random(), type, uuid_, protocol::NowMicros()};
     (void)protocol::SendEncoded(socket, {},
                                 protocol::EncodeMessage(signer_, header, parent, meta, content));
+    return header;
   }
 
   Status Register() {
@@ -160,7 +163,8 @@ class EngineLoop final : public Stoppable {
                                           std::nullopt, std::nullopt};
     request.mpi_rank = mpi_rank_;
     if (engine_id_ >= 0) request.engine_id = engine_id_;  // a restarted hub gives it back
-    Send(hub_, MsgType::kRegistrationRequest, std::nullopt, protocol::Empty{}, request);
+    const protocol::Header sent =
+        Send(hub_, MsgType::kRegistrationRequest, std::nullopt, protocol::Empty{}, request);
     zmq::pollitem_t item{hub_.handle(), 0, ZMQ_POLLIN, 0};
     const int64_t deadline = SteadyMicros() + int64_t{options_.register_timeout_ms} * 1000;
     Frames frames;
@@ -169,9 +173,12 @@ class EngineLoop final : public Stoppable {
       if (!protocol::TryReceive(hub_, frames)) continue;
       auto reply = protocol::DecodeMessage<MsgType::kRegistrationReply>(
           signer_, {}, protocol::Views(frames));
-      if (!reply.ok()) continue;
+      // Only the answer to this request: refusals of earlier heartbeats may
+      // still be on their way.
+      if (!reply.ok() || !reply->parent || reply->parent->id != sent.id) continue;
       if (!reply->content.ok) return Status::Unavailable("the hub refused: " + reply->content.error);
       engine_id_ = reply->content.engine_id;
+      registered_at_us_ = sent.date_us;
       heartbeat_ms_ = reply->content.heartbeat_ms > 0 ? reply->content.heartbeat_ms : 1000;
       spdlog::info("registered as engine {} ({})", engine_id_, options_.name);
       return Status::Ok();
@@ -185,9 +192,12 @@ class EngineLoop final : public Stoppable {
     while (protocol::TryReceive(hub_, frames)) {
       auto views = protocol::Views(frames);
       if (!protocol::CheckFrames(signer_, {}, views).ok()) continue;
-      auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
-      if (header.ok() && header->type == MsgType::kRegistrationReply) {
-        // The hub lost us (it restarted, or we were silent too long).
+      auto reply = protocol::DecodeMessage<MsgType::kRegistrationReply>(signer_, {}, views);
+      // The hub lost us (it restarted, or we were silent too long): it
+      // refuses a heartbeat sent since we last registered.
+      if (reply.ok() && !reply->content.ok && reply->parent &&
+          reply->parent->type == MsgType::kHeartbeat &&
+          reply->parent->date_us > registered_at_us_) {
         spdlog::warn("the hub no longer knows this engine; registering again");
         if (Register().ok()) {
           // The scheduler heard that this engine was gone: it is ready again.
@@ -219,7 +229,11 @@ class EngineLoop final : public Stoppable {
         }
         if (stop_.load()) break;  // the loop says stop
       }
-      if (scheduler_watch_->Reconnected() || ready_again) Resume();
+      if (scheduler_watch_->Reconnected()) {
+        Resume(/*resend_replies=*/true);
+      } else if (ready_again) {
+        Resume(/*resend_replies=*/false);
+      }
       TakeTasks();
       if (queue_.empty() || stop_.load()) continue;
       Job job = std::move(queue_.front());
@@ -268,17 +282,19 @@ class EngineLoop final : public Stoppable {
   }
 
   // The connection to the scheduler was made again (the scheduler may have
-  // restarted and missed the latest replies), or the hub had lost this
-  // engine and it registered again (the scheduler forgot it meanwhile). The
-  // latest replies go again (a scheduler that had them ignores them), then
-  // engine_ready with the list of tasks held here.
-  void Resume() {
+  // restarted and missed the latest replies: they go again, and a scheduler
+  // that had them ignores them), or the hub had lost this engine and it
+  // registered again (the scheduler forgot it meanwhile, and failed over
+  // its tasks). Then engine_ready, with the list of tasks held here.
+  void Resume(bool resend_replies) {
     TakeTasks();
-    for (const Sent& sent : sent_) Resend(sent);
+    if (resend_replies) {
+      for (const Sent& sent : sent_) Resend(sent);
+    }
     std::vector<TaskId> held;
     for (const Job& job : queue_) held.push_back(job.header.id);
-    spdlog::info("reconnected to the scheduler: sent {} recent replies again, holding {} tasks",
-                 sent_.size(), held.size());
+    spdlog::info("ready again for the scheduler: {} recent replies sent again, holding {} tasks",
+                 resend_replies ? sent_.size() : 0, held.size());
     Send(scheduler_, MsgType::kEngineReady, std::nullopt, protocol::Empty{},
          protocol::EngineReady{engine_id_, uuid_, std::move(held)});
   }
@@ -468,7 +484,9 @@ class EngineLoop final : public Stoppable {
   protocol::ConnectionInfo info_;
   protocol::Signer signer_;
   std::string uuid_;
-  int32_t engine_id_ = -1;
+  // Written by the loop thread (registration), read by the worker.
+  std::atomic<int32_t> engine_id_{-1};
+  int64_t registered_at_us_ = 0;  // the date of the latest registration request
   std::optional<int32_t> mpi_rank_;  // from Open MPI's environment
   int heartbeat_ms_ = 1000;
   zmq::context_t context_{1};

@@ -33,6 +33,9 @@ int64_t SteadyMicros() {
 }
 
 constexpr size_t kBatch = 512;
+// A monitor batch may carry 1,024 messages: a few a turn, so that queries
+// and heartbeats are answered while the scheduler is busy.
+constexpr size_t kMonitorBatchesPerTurn = 8;
 constexpr int64_t kFlushEveryUs = 50'000;
 
 }  // namespace
@@ -111,7 +114,7 @@ class HubServer::Impl {
       }
       if (items[0].revents & ZMQ_POLLIN) Drain(registration_, &Impl::OnEngineMessage);
       if (items[1].revents & ZMQ_POLLIN) Drain(query_, &Impl::OnQuery);
-      if (items[2].revents & ZMQ_POLLIN) Drain(monitor_, &Impl::OnMonitor);
+      if (items[2].revents & ZMQ_POLLIN) Drain(monitor_, &Impl::OnMonitor, kMonitorBatchesPerTurn);
       if (items[3].revents & ZMQ_POLLIN) OnSubscriptions();
       if (SteadyMicros() >= next_tick) {
         Tick();
@@ -130,8 +133,8 @@ class HubServer::Impl {
   }
 
  private:
-  void Drain(zmq::socket_t& socket, void (Impl::*handle)(Frames&)) {
-    protocol::Drain(socket, frames_, kBatch, [&](Frames& f) { (this->*handle)(f); });
+  void Drain(zmq::socket_t& socket, void (Impl::*handle)(Frames&), size_t most = kBatch) {
+    protocol::Drain(socket, frames_, most, [&](Frames& f) { (this->*handle)(f); });
   }
 
   void Drop(std::string_view peer, const std::string& why) { drops_.Drop(peer, why); }

@@ -35,7 +35,6 @@ protocol::Frames FrameBuilder::TakeBatch(int64_t seq) {
   batch_.clear();
   counts_.clear();
   batch_bytes_ = 0;
-  protocol::SignFrames(signer_, out);
   return out;
 }
 

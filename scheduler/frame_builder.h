@@ -34,8 +34,9 @@ class FrameBuilder {
                   zmq::message_t content, protocol::Frames buffers = {});
   size_t batched() const { return counts_.size(); }
   size_t batched_bytes() const { return batch_bytes_; }
-  // The batch as one signed monitor_batch message numbered `seq`; the next
-  // batch starts empty. REQUIRES: batched() > 0.
+  // The batch as one monitor_batch message numbered `seq`, not signed yet
+  // (Reseal it to send it); the next batch starts empty.
+  // REQUIRES: batched() > 0.
   protocol::Frames TakeBatch(int64_t seq);
   // A message of ours made ready to be sent again: a fresh header (the
   // receiver refuses dates not later than the last it saw), signed again.

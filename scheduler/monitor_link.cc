@@ -8,7 +8,6 @@ void MonitorLink::Adopt(protocol::Frames batch) {
   if (batch.size() < protocol::kMinFrames) return;
   const int64_t seq = next_seq_++;
   batch[protocol::kFrameMeta] = protocol::Frame(protocol::EncodeBody(protocol::BatchMeta{seq}));
-  builder_.Reseal(batch);
   unacked_.emplace(seq, Batch{std::move(batch), 0});
   ++unsent_;
 }
@@ -38,11 +37,13 @@ void MonitorLink::Flush(int64_t now_us) {
     const bool due = batch.sent_us == 0 || now_us - batch.sent_us > kResendAfterUs;
     if (!due) continue;
     if (batch.sent_us != 0) {  // silence: it may be lost, so it goes again
-      builder_.Reseal(batch.frames);
       ++resent_;
       ++unsent_;
       batch.sent_us = 0;
     }
+    // Sealed as it leaves: the hub refuses a batch dated no later than the
+    // last it took from this session, so dates must grow in sending order.
+    builder_.Reseal(batch.frames);
     protocol::Frames copy = FrameBuilder::ShareFrom(batch.frames, 0);
     if (!protocol::SendFrames(socket_, copy).ok()) return;  // in order: later ones wait
     batch.sent_us = now_us;
@@ -70,7 +71,6 @@ void MonitorLink::Acknowledged(const std::vector<int64_t>& seqs) {
 void MonitorLink::Reconnected() {
   for (auto& [seq, batch] : unacked_) {
     if (batch.sent_us == 0) continue;
-    builder_.Reseal(batch.frames);
     batch.sent_us = 0;
     ++unsent_;
     ++resent_;

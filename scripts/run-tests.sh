@@ -24,7 +24,7 @@ for kind in address thread; do
   reports=$(mktemp -d)
   ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1" \
   UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1" \
-  TSAN_OPTIONS="log_path=$reports/tsan suppressions=$PWD/scripts/tsan.supp" \
+  TSAN_OPTIONS="log_path=$reports/tsan suppressions=$PWD/scripts/tsan.supp history_size=7" \
     ctest --test-dir "build-$kind" --output-on-failure -j2 "$@"
   if compgen -G "$reports/*" >/dev/null; then
     echo "the ${kind} sanitizer reported:" >&2

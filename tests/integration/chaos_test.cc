@@ -54,6 +54,29 @@ std::string Describe(const std::vector<TaskInfo>& records, const std::vector<siz
   return out;
 }
 
+// What the hub has of the tasks not finished, for a failure's message.
+std::string Unfinished(Client* client, const std::vector<TaskId>& ids) {
+  std::vector<TaskId> unknown;
+  auto all = client->FetchAll();
+  if (!all.ok()) return "; the hub does not answer: " + all.status().ToString();
+  std::map<TaskId, TaskInfo> by_id;
+  for (const auto& r : *all) by_id[r.id] = r;
+  std::string out;
+  size_t missing = 0, shown = 0;
+  for (const TaskId& id : ids) {
+    auto it = by_id.find(id);
+    if (it == by_id.end()) {
+      ++missing;
+      continue;
+    }
+    if (it->second.finished() || ++shown > 10) continue;
+    out += "; " + id.ToHex().substr(0, 8) + " " + it->second.status + " attempts " +
+           std::to_string(it->second.attempts) + " engine " +
+           std::to_string(it->second.engine_id.value_or(-1));
+  }
+  return "; " + std::to_string(missing) + " not in the hub" + out;
+}
+
 TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
   const uint64_t seed = Seed();
   std::printf("chaos seed %llu (replay: ZTASK_CHAOS_SEED=%llu)\n",
@@ -117,7 +140,8 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
   const Status replies = client_->WaitReplies(ids, 180);
   done.store(true);
   chaos.join();
-  ASSERT_TRUE(replies.ok()) << "seed " << seed << ": " << replies.ToString();
+  ASSERT_TRUE(replies.ok()) << "seed " << seed << ": " << replies.ToString()
+                            << Unfinished(client_.get(), ids);
 
   std::vector<TaskInfo> records;
   ASSERT_TRUE(WaitFor([&] {
@@ -126,7 +150,7 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
     records = *fetched;
     return std::all_of(records.begin(), records.end(),
                        [](const TaskInfo& t) { return t.finished(); });
-  }, std::chrono::seconds(60))) << "seed " << seed;
+  }, std::chrono::seconds(60))) << "seed " << seed << Unfinished(client_.get(), ids);
   ASSERT_EQ(records.size(), kTasks);
   size_t lost = 0, retries = 0, failed = 0;
   for (size_t i = 0; i < kTasks; ++i) {

@@ -16,21 +16,6 @@
 namespace ztask::testing {
 namespace {
 
-pid_t PidOf(const std::string& program, const std::string& profile) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = ReadFile(entry.path() / "cmdline");
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find("/" + program + " ") != std::string::npos &&
-        cmdline.find(profile + " ") != std::string::npos &&
-        ReadFile(entry.path() / "stat").find(") Z") == std::string::npos) {
-      return std::stoi(name);
-    }
-  }
-  return -1;
-}
-
 uint64_t Seed() {
   if (const char* env = std::getenv("ZTASK_CHAOS_SEED")) return std::stoull(env);
   return std::random_device{}();
@@ -107,16 +92,7 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
       const std::string victim = pick < 6 ? "taskengine" : pick < 8 ? "taskhub" : "taskscheduler";
       std::vector<pid_t> pids;
       if (victim == "taskengine") {
-        for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-          const std::string name = entry.path().filename();
-          if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-          std::string cmdline = ReadFile(entry.path() / "cmdline");
-          std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-          if (cmdline.find("/taskengine ") != std::string::npos &&
-              cmdline.find(profile() + " ") != std::string::npos) {
-            pids.push_back(std::stoi(name));
-          }
-        }
+        pids = PidsOf(victim, profile());
       } else if (pid_t pid = PidOf(victim, profile()); pid > 0) {
         pids.push_back(pid);
       }

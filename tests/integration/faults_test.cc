@@ -1,5 +1,5 @@
 // Nothing lost: the cluster's processes killed, stopped and restarted while
-// tasks run (issue: faults). Every test checks the invariant: each task gets
+// tasks run. Every test checks the invariant: each task gets
 // exactly one final outcome, in the hub and at the client that waits.
 #include <signal.h>
 
@@ -13,22 +13,6 @@
 
 namespace ztask::testing {
 namespace {
-
-// The pid of the running `program` of the cluster in `profile`, or -1.
-pid_t PidOf(const std::string& program, const std::string& profile) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = ReadFile(entry.path() / "cmdline");
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find("/" + program + " ") != std::string::npos &&
-        cmdline.find(profile + " ") != std::string::npos) {
-      if (ReadFile(entry.path() / "stat").find(") Z") != std::string::npos) continue;
-      return std::stoi(name);
-    }
-  }
-  return -1;
-}
 
 // Lines of a file, counted.
 std::map<std::string, int> LineCounts(const std::filesystem::path& path) {

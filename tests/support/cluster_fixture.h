@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -56,6 +58,30 @@ inline Ran RunProgram(const std::vector<std::string>& argv, const TempDir& dir,
   run.out = ReadFile(out);
   run.err = ReadFile(err);
   return run;
+}
+
+// The live processes running `program` (by its path's last part) of the
+// cluster in `profile`, found through /proc.
+inline std::vector<pid_t> PidsOf(const std::string& program, const std::string& profile) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = ReadFile(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find("/" + program + " ") != std::string::npos &&
+        cmdline.find(profile + " ") != std::string::npos &&
+        ReadFile(entry.path() / "stat").find(") Z") == std::string::npos) {
+      pids.push_back(std::stoi(name));
+    }
+  }
+  return pids;
+}
+
+// The one such process, or -1.
+inline pid_t PidOf(const std::string& program, const std::string& profile) {
+  const std::vector<pid_t> pids = PidsOf(program, profile);
+  return pids.empty() ? -1 : pids.front();
 }
 
 class ClusterTest : public ::testing::Test {

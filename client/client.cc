@@ -137,7 +137,7 @@ class Client::Impl {
         protocol::EncodeMessage(signer_, header, std::nullopt, meta, spec);
     ZTASK_RETURN_IF_ERROR(SendToScheduler(request));
     submitted_.insert(header.id);
-    unanswered_.emplace(header.id, std::move(request));
+    unanswered_.emplace(header.id, std::pair{next_submission_++, std::move(request)});
     return header.id;
   }
 
@@ -437,10 +437,14 @@ class Client::Impl {
         if (r.finished()) Answered(r.id);
       }
     }
+    // In the order they were first sent: a task comes after those it
+    // depends on, which may be among them.
+    std::erase_if(unknown, [&](const TaskId& id) { return !unanswered_.count(id); });
+    std::sort(unknown.begin(), unknown.end(), [&](const TaskId& a, const TaskId& b) {
+      return unanswered_.at(a).first < unanswered_.at(b).first;
+    });
     for (const TaskId& id : unknown) {
-      auto it = unanswered_.find(id);
-      if (it == unanswered_.end()) continue;
-      std::vector<std::string>& frames = it->second;
+      std::vector<std::string>& frames = unanswered_.at(id).second;
       auto header = protocol::DecodeHeader(frames[protocol::kFrameHeader]);
       if (!header.ok()) continue;
       header->date_us = protocol::NowMicros();  // the scheduler refuses older dates
@@ -465,7 +469,10 @@ class Client::Impl {
   std::unique_ptr<protocol::ReconnectWatch> scheduler_watch_;
   std::unordered_set<TaskId, TaskIdHash> submitted_, replied_;
   // The requests of tasks with no reply yet, encoded, to send again.
-  std::unordered_map<TaskId, std::vector<std::string>, TaskIdHash> unanswered_;
+  // (submission number, frames) by id.
+  std::unordered_map<TaskId, std::pair<uint64_t, std::vector<std::string>>, TaskIdHash>
+      unanswered_;
+  uint64_t next_submission_ = 0;
   bool reconnected_ = false;
   size_t max_in_flight_ = 1000000;
   static constexpr double kRecheckS = 1.0;

@@ -470,7 +470,7 @@ class HubServer::Impl {
   }
 
   // One page of the unfinished tasks, in id order, with the outcomes of the
-  // finished tasks they depend on.
+  // finished tasks they depend on (and, on the first page, of all others).
   protocol::RecoverReply Recover(const protocol::RecoverRequest& request) const {
     constexpr size_t kPageBytes = size_t{8} << 20;
     std::vector<TaskId> ids;
@@ -502,6 +502,14 @@ class HubServer::Impl {
       }
       for (const auto& f : *frames) bytes += f.size();
       reply.tasks.push_back({r.id, r.client, r.state, r.engine_id, r.attempts, *frames});
+    }
+    // The first page also names every other finished task: a task submitted
+    // after the restart may depend on any of them.
+    if (!request.after) {
+      for (const auto& [id, r] : store_->records()) {
+        if ((r.state != "ok" && r.state != "error") || named.count(id)) continue;
+        reply.finished.push_back({id, r.state == "ok", r.engine_id});
+      }
     }
     reply.done = taken == ids.size();
     return reply;

@@ -175,9 +175,12 @@ void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header,
   // Monitor first, so the hub hears of the task before of its outcome.
   MonitorCopy(MsgType::kTaskSubmitted, it->second.frames);
   if (!core_.Submit(submission)) {
-    Forget(it);
+    // Finished here already (a client sending again what it had no reply
+    // for finds its outcome in the hub). `peer` lives in the request: drop
+    // first, then forget.
     ++counters_.duplicate_tasks;
-    return Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
+    Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
+    return Forget(it);
   }
   DrainActions();
 }

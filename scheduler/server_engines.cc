@@ -247,9 +247,21 @@ void SchedulerServer::Impl::Recover() {
                   state.status().message());
     return;
   }
-  if (state->tasks.empty()) return;
+  if (state->tasks.empty() && state->finished.empty()) return;
+  // Engines where the outcomes restored tasks depend on ran get slots (a
+  // `follow` needs them); other outcomes keep the engine only if it has one.
+  std::unordered_set<TaskId, TaskIdHash> needed;
+  for (const auto& t : state->tasks) {
+    if (t.request.size() < 2) continue;
+    auto meta = protocol::DecodeBody<protocol::RoutingMeta>(t.request[1]);
+    if (!meta.ok()) continue;
+    needed.insert(meta->after.ids.begin(), meta->after.ids.end());
+    needed.insert(meta->follow.ids.begin(), meta->follow.ids.end());
+  }
   for (const auto& f : state->finished) {
-    RecoveredSlot(f.engine_id);
+    if (needed.count(f.id)) RecoveredSlot(f.engine_id);
+  }
+  for (const auto& f : state->finished) {
     core_.RestoreFinished(f.id, f.ok, f.engine_id.value_or(-1));
   }
   for (const protocol::RecoveredTask* t : DependencyOrder(*state)) Restore(*t);

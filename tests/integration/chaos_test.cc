@@ -70,7 +70,13 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
   StartCluster(3, {"--heartbeat-ms", "200", "--heartbeat-misses", "3", "--recover-grace", "3",
                    "--max-restarts", "100000", "--restart-backoff", "0.05"});
 
+#ifdef ZTASK_CHAOS_SMALL
+  constexpr size_t kTasks = 600;
+  constexpr auto kChaosFor = std::chrono::seconds(20);
+#else
   constexpr size_t kTasks = 3000;
+  constexpr auto kChaosFor = std::chrono::seconds(40);
+#endif
   std::vector<Node> dag(kTasks);
   for (size_t i = 0; i < kTasks; ++i) {
     dag[i].fails = random() % 50 == 0;
@@ -85,7 +91,7 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
   std::map<std::string, int> faults;
   std::thread chaos([&] {
     std::mt19937_64 r(seed ^ 0x5eed);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+    const auto until = std::chrono::steady_clock::now() + kChaosFor;
     while (!done.load() && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300 + r() % 900));
       const int pick = static_cast<int>(r() % 10);
@@ -113,7 +119,7 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
     node.id = *id;
     ids.push_back(*id);
   }
-  const Status replies = client_->WaitReplies(ids, 180);
+  const Status replies = client_->WaitReplies(ids, 150);
   done.store(true);
   chaos.join();
   ASSERT_TRUE(replies.ok()) << "seed " << seed << ": " << replies.ToString()
@@ -126,7 +132,7 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
     records = *fetched;
     return std::all_of(records.begin(), records.end(),
                        [](const TaskInfo& t) { return t.finished(); });
-  }, std::chrono::seconds(60))) << "seed " << seed << Unfinished(client_.get(), ids);
+  }, std::chrono::seconds(40))) << "seed " << seed << Unfinished(client_.get(), ids);
   ASSERT_EQ(records.size(), kTasks);
   size_t lost = 0, retries = 0, failed = 0;
   for (size_t i = 0; i < kTasks; ++i) {

@@ -92,6 +92,16 @@ TEST_F(Faults, SchedulerKilledWithTasksWaitingAndRunningPicksUpWhereItStopped) {
     EXPECT_GE(*by_id[ids[i]].started, *by_id[ids[i - 1]].completed);
   }
   EXPECT_NE(Log("scheduler").find("restored"), std::string::npos) << Log("scheduler");
+  // A task submitted now may depend on one that finished before the restart.
+  TaskOptions later;
+  later.command = {"true"};
+  later.after.ids = {ids.front()};
+  auto id = client_->Submit(later);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(client_->WaitReplies({*id}, 60).ok());
+  const std::vector<TaskInfo> last = FinalRecords({*id});
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].status, "ok") << last[0].error_message;
 }
 
 TEST_F(Faults, HubKilledWhileTasksFlowLosesNoRecordAndEnginesKeepTheirIds) {

@@ -129,13 +129,8 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
                             << Unfinished(client_.get(), ids);
 
   std::vector<TaskInfo> records;
-  ASSERT_TRUE(WaitFor([&] {
-    auto fetched = client_->Fetch(ids);
-    if (!fetched.ok()) return false;
-    records = *fetched;
-    return std::all_of(records.begin(), records.end(),
-                       [](const TaskInfo& t) { return t.finished(); });
-  }, std::chrono::seconds(40))) << "seed " << seed << Unfinished(client_.get(), ids);
+  ASSERT_TRUE(WaitForFinalRecords(*client_, ids, &records, std::chrono::seconds(40)))
+      << "seed " << seed << Unfinished(client_.get(), ids);
   ASSERT_EQ(records.size(), kTasks);
   size_t lost = 0, retries = 0, failed = 0;
   for (size_t i = 0; i < kTasks; ++i) {

@@ -34,13 +34,7 @@ class Faults : public ClusterTest {
   // Every record final, one per id.
   std::vector<TaskInfo> FinalRecords(const std::vector<TaskId>& ids) {
     std::vector<TaskInfo> records;
-    EXPECT_TRUE(WaitFor([&] {
-      auto fetched = client_->Fetch(ids);
-      if (!fetched.ok()) return false;
-      records = *fetched;
-      return std::all_of(records.begin(), records.end(),
-                         [](const TaskInfo& r) { return r.finished(); });
-    }, std::chrono::seconds(60)));
+    EXPECT_TRUE(WaitForFinalRecords(*client_, ids, &records));
     return records;
   }
   std::string Log(const std::string& name) {
@@ -308,13 +302,7 @@ TEST(HubDisk, AnUnwritableDatabaseIsLoggedAndTheClusterGoesOn) {
   // The records it holds in memory are served (the outcomes reach it a
   // moment after the replies reach the client).
   std::vector<TaskInfo> records;
-  ASSERT_TRUE(WaitFor([&] {
-    auto fetched = (*client)->Fetch(ids);
-    if (!fetched.ok()) return false;
-    records = *fetched;
-    return std::all_of(records.begin(), records.end(),
-                       [](const TaskInfo& r) { return r.finished(); });
-  }));
+  ASSERT_TRUE(WaitForFinalRecords(**client, ids, &records, std::chrono::seconds(10)));
   for (const TaskInfo& r : records) {
     EXPECT_EQ(r.status, "ok");
     EXPECT_EQ(r.stdout_text.size(), 20000u);

@@ -60,6 +60,20 @@ inline Ran RunProgram(const std::vector<std::string>& argv, const TempDir& dir,
   return run;
 }
 
+// Waits (up to `timeout`) until the hub has a final record for every id;
+// *records gets the last answer. False when it did not happen in time.
+inline bool WaitForFinalRecords(Client& client, const std::vector<TaskId>& ids,
+                                std::vector<TaskInfo>* records,
+                                std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  return WaitFor([&] {
+    auto fetched = client.Fetch(ids);
+    if (!fetched.ok()) return false;
+    *records = *fetched;
+    return std::all_of(records->begin(), records->end(),
+                       [](const TaskInfo& r) { return r.finished(); });
+  }, timeout);
+}
+
 // The live processes running `program` (by its path's last part) of the
 // cluster in `profile`, found through /proc.
 inline std::vector<pid_t> PidsOf(const std::string& program, const std::string& profile) {

@@ -132,8 +132,8 @@ int main(int argc, char** argv) {
                     "heartbeats an engine may miss before it is lost (default 3)")
       ->check(CLI::PositiveNumber);
   start->add_option("--recover-grace", recover_grace,
-                    "after a scheduler restart, seconds engines holding tasks have to come back "
-                    "(default 10)")
+                    "after a scheduler restart, seconds engines holding tasks have to come back, "
+                    "and a task may wait for a dependency not seen yet (default 10)")
       ->check(CLI::NonNegativeNumber);
   start->add_option("--socket-hwm", socket_hwm,
                     "ZeroMQ high-water mark of the scheduler's sockets (default 1000000)")

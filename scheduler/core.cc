@@ -39,8 +39,8 @@ bool SchedulerCore::Submit(const Submission& s) {
   task.targets = s.targets;
   task.timeout_us = s.timeout_s > 0 ? static_cast<int64_t>(std::llround(s.timeout_s * 1e6)) : 0;
   // Every earlier attempt but a running one failed and used a retry.
-  const bool running = s.running_on != kNoSlot && s.running_on < engines_.size() &&
-                       engines_[s.running_on].alive;
+  const bool running =
+      s.running_on != kNoSlot && s.running_on < engines_.size() && engines_[s.running_on].alive;
   task.attempt = std::max(0, s.attempts);
   task.retries_left = std::max(0, s.retries - std::max(0, task.attempt - (running ? 1 : 0)));
   if (running) {  // its dependencies were met when it was dispatched
@@ -63,6 +63,10 @@ bool SchedulerCore::Submit(const Submission& s) {
         return true;
       }
       if (!tasks_.count(dep) && !finished_.contains(dep)) {
+        if (clock_->NowMicros() < await_unknown_until_us_) {
+          awaiting_unknown_.emplace_back(s.id, dep);  // waits below like any other
+          continue;
+        }
         Fail(task, ErrorType::kInvalidDependency,
              "task " + s.id.ToHex() + " depends on " + dep.ToHex() +
                  ", which this scheduler has never seen");
@@ -121,8 +125,8 @@ SchedulerCore::Verdict SchedulerCore::Evaluate(Task& task, const Cause& cause,
     const char* kind = is_follow ? "follow" : "after";
     if (p.mode == DependencyMode::kAll) {
       *reason = name() + ": " + kind + " dependency " + cause.dep.ToHex() + " ended in " +
-                Outcome(cause.success) + ", but " +
-                std::string(AcceptedOutcomeName(p.outcome)) + " was required";
+                Outcome(cause.success) + ", but " + std::string(AcceptedOutcomeName(p.outcome)) +
+                " was required";
     } else {
       *reason = name() + ": none of its " + std::to_string(p.total) + " " + kind +
                 " dependencies ended in " + std::string(AcceptedOutcomeName(p.outcome));
@@ -190,8 +194,8 @@ void SchedulerCore::Fail(Task& task, ErrorType error, std::string message, Engin
   ++counters_.failed;
   const TaskId id = task.id;
   const int32_t engine_id = slot == kNoSlot ? -1 : engines_[slot].id;
-  actions_.push_back({Action::Kind::kFail, id, slot, engine_id, task.attempt, error,
-                      std::move(message), false});
+  actions_.push_back(
+      {Action::Kind::kFail, id, slot, engine_id, task.attempt, error, std::move(message), false});
   tasks_.erase(id);
   Resolve(id, {slot, false});
 }
@@ -225,8 +229,8 @@ void SchedulerCore::AddDeadline(Task& task) {
   deadlines_.emplace(task.deadline_us, task.id);
 }
 
-SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId& id,
-                                                  bool success, ErrorType error) {
+SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId& id, bool success,
+                                                  ErrorType error) {
   auto it = tasks_.find(id);
   if (it == tasks_.end() || it->second.state != State::kRunning || it->second.slot != slot) {
     ++counters_.late_replies;
@@ -236,8 +240,14 @@ SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId&
   Release(task);
   if (success) {
     ++counters_.succeeded;
-    actions_.push_back({Action::Kind::kDeliver, id, slot, engines_[slot].id, task.attempt,
-                        ErrorType::kNone, {}, true});
+    actions_.push_back({Action::Kind::kDeliver,
+                        id,
+                        slot,
+                        engines_[slot].id,
+                        task.attempt,
+                        ErrorType::kNone,
+                        {},
+                        true});
     tasks_.erase(it);
     Resolve(id, {slot, true});
   } else {
@@ -248,15 +258,15 @@ SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId&
   return Finish::kAccepted;
 }
 
-void SchedulerCore::AttemptFailed(Task& task, EngineSlot slot, ErrorType error,
-                                  std::string message, bool from_reply) {
+void SchedulerCore::AttemptFailed(Task& task, EngineSlot slot, ErrorType error, std::string message,
+                                  bool from_reply) {
   const int32_t engine_id = engines_[slot].id;
   if (task.retries_left > 0) {
     --task.retries_left;
     ++counters_.retried;
     if (!Contains(task.blacklist, engine_id)) task.blacklist.push_back(engine_id);
-    actions_.push_back({Action::Kind::kRetry, task.id, slot, engine_id, task.attempt, error,
-                        message, from_reply});
+    actions_.push_back(
+        {Action::Kind::kRetry, task.id, slot, engine_id, task.attempt, error, message, from_reply});
     const bool failed_on_every_target =
         !task.targets.empty() &&
         std::all_of(task.targets.begin(), task.targets.end(),
@@ -274,7 +284,8 @@ void SchedulerCore::AttemptFailed(Task& task, EngineSlot slot, ErrorType error,
   if (from_reply) {
     ++counters_.failed;
     const TaskId id = task.id;
-    actions_.push_back({Action::Kind::kDeliver, id, slot, engine_id, task.attempt, error, {}, true});
+    actions_.push_back(
+        {Action::Kind::kDeliver, id, slot, engine_id, task.attempt, error, {}, true});
     tasks_.erase(id);
     Resolve(id, {slot, false});
     return;
@@ -302,8 +313,24 @@ AbortOutcome SchedulerCore::Abort(const std::vector<TaskId>& ids) {
   return outcome;
 }
 
+void SchedulerCore::FailAwaitingUnknown() {
+  std::vector<std::pair<TaskId, TaskId>> awaiting;
+  awaiting.swap(awaiting_unknown_);
+  await_unknown_until_us_ = 0;
+  for (const auto& [id, dep] : awaiting) {
+    if (tasks_.count(dep) || finished_.contains(dep)) continue;  // it came
+    waiters_.erase(dep);
+    auto it = tasks_.find(id);
+    if (it == tasks_.end() || it->second.state != State::kWaiting) continue;
+    Fail(it->second, ErrorType::kInvalidDependency,
+         "task " + id.ToHex() + " depends on " + dep.ToHex() +
+             ", which this scheduler has never seen");
+  }
+}
+
 void SchedulerCore::Tick() {
   const int64_t now = clock_->NowMicros();
+  if (await_unknown_until_us_ != 0 && now >= await_unknown_until_us_) FailAwaitingUnknown();
   while (!deadlines_.empty() && deadlines_.top().first <= now) {
     const auto [deadline, id] = deadlines_.top();
     deadlines_.pop();
@@ -321,8 +348,12 @@ void SchedulerCore::Tick() {
 }
 
 std::optional<int64_t> SchedulerCore::NextDeadline() const {
-  if (deadlines_.empty()) return std::nullopt;
-  return deadlines_.top().first;
+  std::optional<int64_t> next;
+  if (!deadlines_.empty()) next = deadlines_.top().first;
+  if (!awaiting_unknown_.empty() && (!next || await_unknown_until_us_ < *next)) {
+    next = await_unknown_until_us_;
+  }
+  return next;
 }
 
 void SchedulerCore::TakeActions(std::vector<Action>* out) {

@@ -74,12 +74,12 @@ struct Action {
 
 struct CoreCounters {
   uint64_t submitted = 0;
-  uint64_t duplicates = 0;       // submissions with an id already known
+  uint64_t duplicates = 0;  // submissions with an id already known
   uint64_t dispatched = 0;
   uint64_t succeeded = 0;
   uint64_t failed = 0;
   uint64_t retried = 0;
-  uint64_t late_replies = 0;     // replies for tasks not running there
+  uint64_t late_replies = 0;  // replies for tasks not running there
 };
 
 struct AbortOutcome {
@@ -140,6 +140,14 @@ class SchedulerCore {
   // when it may be).
   void AttemptLost(EngineSlot slot, const TaskId& id);
 
+  // Until the clock reaches `deadline_us`, a dependency never seen makes a
+  // task wait for it instead of failing. After a restart a client's
+  // messages can come out of order: those lost in the kernel's buffers when
+  // the connection broke are sent again after those still queued in its
+  // socket. Tasks still waiting for a dependency never seen at the deadline
+  // fail with InvalidDependency.
+  void AwaitUnknownUntil(int64_t deadline_us) { await_unknown_until_us_ = deadline_us; }
+
   // Fails every listed task still waiting with TaskAborted.
   AbortOutcome Abort(const std::vector<TaskId>& tasks);
 
@@ -168,16 +176,16 @@ class SchedulerCore {
     uint64_t seq = 0;
     DependencyProgress after;
     DependencyProgress follow;
-    uint32_t follow_unlocated = 0;      // accepted follow deps that never ran
-    std::vector<EngineSlot> location;   // follow: where it may run
+    uint32_t follow_unlocated = 0;     // accepted follow deps that never ran
+    std::vector<EngineSlot> location;  // follow: where it may run
     std::vector<int32_t> targets;
-    std::vector<int32_t> blacklist;     // engine ids where it failed
+    std::vector<int32_t> blacklist;  // engine ids where it failed
     int64_t timeout_us = 0;
     int64_t deadline_us = 0;
     int32_t retries_left = 0;
     int32_t attempt = 0;
     EngineSlot slot = kNoSlot;
-    uint32_t running_index = 0;         // in Engine::running
+    uint32_t running_index = 0;  // in Engine::running
   };
 
   struct Engine {
@@ -252,6 +260,9 @@ class SchedulerCore {
   void Candidates(const Task& task, std::vector<EngineView>* out, std::string* never) const;
   void Pump();
   void AddDeadline(Task& task);
+  // At the AwaitUnknownUntil deadline: fails the tasks still waiting for a
+  // dependency never seen.
+  void FailAwaitingUnknown();
 
   bool HasRoom(const Engine& e) const {
     return e.alive && e.accepting && !e.draining && (options_.hwm == 0 || e.load < options_.hwm);
@@ -281,6 +292,10 @@ class SchedulerCore {
   std::unordered_map<EngineSlot, std::vector<TaskId>> located_on_;
   int64_t next_new_stamp_ = INT64_MIN / 2;  // new engines: older than any use
   int64_t next_use_stamp_ = 0;
+
+  // Tasks waiting for a dependency never seen (AwaitUnknownUntil): task, dependency.
+  int64_t await_unknown_until_us_ = 0;
+  std::vector<std::pair<TaskId, TaskId>> awaiting_unknown_;
 
   using Deadline = std::pair<int64_t, TaskId>;
   std::priority_queue<Deadline, std::vector<Deadline>, std::greater<>> deadlines_;

@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--recover-grace", options.recover_grace_s,
-                 "after a restart, seconds engines holding tasks have to come back")
+                 "after a restart, seconds engines holding tasks have to come back (and a task "
+                 "may wait for a dependency not seen yet)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--socket-hwm", options.socket_hwm,

@@ -267,6 +267,9 @@ void SchedulerServer::Impl::Recover() {
   for (const protocol::RecoveredTask* t : DependencyOrder(*state)) Restore(*t);
   counters_.recovered = state->tasks.size();
   recovery_deadline_us_ = SteadyClock::Now() + static_cast<int64_t>(options_.recover_grace_s * 1e6);
+  // What clients sent while no scheduler ran can come out of order: a task
+  // may come before a dependency the client sends again.
+  core_.AwaitUnknownUntil(recovery_deadline_us_);
   spdlog::info(
       "restored {} unfinished tasks; {} engines had some and have {} s to come "
       "back",

@@ -117,5 +117,40 @@ TEST_F(Restore, AHeldEngineThatNeverComesBackLosesItsTasks) {
   EXPECT_EQ(DispatchesOf(1), (std::vector<int32_t>{2}));
 }
 
+TEST_F(Restore, ADependencyNotSeenYetIsAwaitedWithinTheGrace) {
+  AddEngine(1);
+  core().AwaitUnknownUntil(clock_.now_us + 10'000'000);
+  // Task 2 came first; its dependency, lost with the old connection, is
+  // sent again by its client a moment later.
+  Submit(TaskSpec(2).After({1}));
+  EXPECT_FALSE(FinalOf(2).has_value());
+  EXPECT_TRUE(DispatchesOf(2).empty());
+  ASSERT_TRUE(core().NextDeadline().has_value());
+  EXPECT_EQ(*core().NextDeadline(), clock_.now_us + 10'000'000);
+  Submit(TaskSpec(1));
+  Finish(1, true);
+  EXPECT_EQ(DispatchesOf(2), (std::vector<int32_t>{1})) << "it ran after its dependency";
+  Tick(11);
+  Finish(2, true);
+  EXPECT_EQ(FinalOf(2)->kind, Action::Kind::kDeliver);
+  EXPECT_EQ(FinalCount(2), 1);
+}
+
+TEST_F(Restore, ADependencyStillUnknownWhenTheGraceEndsFailsItsDependents) {
+  AddEngine(1);
+  core().AwaitUnknownUntil(clock_.now_us + 10'000'000);
+  Submit(TaskSpec(2).After({99}));
+  Submit(TaskSpec(3).After({2}));
+  Tick(9);
+  EXPECT_FALSE(FinalOf(2).has_value());
+  Tick(2);
+  EXPECT_EQ(ErrorOf(2), ErrorType::kInvalidDependency);
+  EXPECT_EQ(ErrorOf(3), ErrorType::kImpossibleDependency) << "the failure cascades";
+  EXPECT_FALSE(core().NextDeadline().has_value());
+  // After the grace an unknown dependency fails at once again.
+  Submit(TaskSpec(4).After({98}));
+  EXPECT_EQ(ErrorOf(4), ErrorType::kInvalidDependency);
+}
+
 }  // namespace
 }  // namespace ztask::scheduler

@@ -1,9 +1,12 @@
-// A temporary directory removed with everything in it when the object goes.
+// A temporary directory removed with everything in it when the object goes
+// (kept when ZTASK_TEST_KEEP is set).
 #ifndef ZTASK_TESTS_SUPPORT_TEMP_DIR_H_
 #define ZTASK_TESTS_SUPPORT_TEMP_DIR_H_
 
 #include <stdlib.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -16,6 +19,11 @@ class TempDir {
     path_ = ::mkdtemp(pattern.data());
   }
   ~TempDir() {
+    // ZTASK_TEST_KEEP=1 keeps it (with the cluster's logs) to look into a failure.
+    if (const char* keep = std::getenv("ZTASK_TEST_KEEP"); keep && *keep && *keep != '0') {
+      std::fprintf(stderr, "kept %s\n", path_.c_str());
+      return;
+    }
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }

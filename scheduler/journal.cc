@@ -28,12 +28,15 @@ Status WriteAll(int fd, const std::string& bytes, const std::filesystem::path& p
 }  // namespace
 
 Result<std::unique_ptr<Journal>> Journal::Open(const std::filesystem::path& path) {
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     return Status::IoError("cannot open the journal " + path.string() + ": " +
                            std::strerror(errno));
   }
   std::unique_ptr<Journal> journal(new Journal(path, fd));
+  journal->existed_ = existed;
   std::string content;
   char buffer[1 << 16];
   for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) != 0;) {

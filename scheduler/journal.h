@@ -35,6 +35,9 @@ class Journal {
   static Result<std::unique_ptr<Journal>> Open(const std::filesystem::path& path);
   ~Journal();
 
+  // Whether the file was there before Open: an earlier scheduler of this
+  // profile ran.
+  bool existed() const { return existed_; }
   // The batches an earlier scheduler left unacknowledged.
   std::vector<protocol::Frames> TakeFound() { return std::move(found_); }
   Status Append(const protocol::Frames& batch);
@@ -49,6 +52,7 @@ class Journal {
   std::filesystem::path path_;
   int fd_;
   size_t bytes_ = 0;
+  bool existed_ = false;
   std::vector<protocol::Frames> found_;
 };
 

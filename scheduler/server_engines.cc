@@ -242,6 +242,13 @@ void SchedulerServer::Impl::ReplayJournal() {
 void SchedulerServer::Impl::Recover() {
   auto state = FetchRecovery(context_, info_, signer_,
                              static_cast<int64_t>(options_.recover_timeout_s * 1000), stop_);
+  const int64_t grace_end =
+      SteadyClock::Now() + static_cast<int64_t>(options_.recover_grace_s * 1e6);
+  const bool found = state.ok() && (!state->tasks.empty() || !state->finished.empty());
+  // A restart, even one that found nothing recorded: what clients sent
+  // while no scheduler ran can come out of order, a task before a
+  // dependency its client sends again (core.h, AwaitUnknownUntil).
+  if (found || (journal_ && journal_->existed())) core_.AwaitUnknownUntil(grace_end);
   if (!state.ok()) {
     spdlog::error("starting without the tasks of an earlier scheduler: {}",
                   state.status().message());
@@ -266,10 +273,7 @@ void SchedulerServer::Impl::Recover() {
   }
   for (const protocol::RecoveredTask* t : DependencyOrder(*state)) Restore(*t);
   counters_.recovered = state->tasks.size();
-  recovery_deadline_us_ = SteadyClock::Now() + static_cast<int64_t>(options_.recover_grace_s * 1e6);
-  // What clients sent while no scheduler ran can come out of order: a task
-  // may come before a dependency the client sends again.
-  core_.AwaitUnknownUntil(recovery_deadline_us_);
+  recovery_deadline_us_ = grace_end;
   spdlog::info(
       "restored {} unfinished tasks; {} engines had some and have {} s to come "
       "back",

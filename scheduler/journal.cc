@@ -1,12 +1,12 @@
 #include "scheduler/journal.h"
 
+#include <endian.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-
-#include "protocol/codec.h"
+#include <optional>
 
 namespace ztask::scheduler {
 namespace {
@@ -23,6 +23,35 @@ Status WriteAll(int fd, const std::string& bytes, const std::filesystem::path& p
     done += static_cast<size_t>(n);
   }
   return Status::Ok();
+}
+
+uint32_t ReadU32(std::string_view bytes, size_t at) {
+  uint32_t v;
+  std::memcpy(&v, bytes.data() + at, 4);
+  return le32toh(v);
+}
+
+void AppendU32(std::string& out, size_t v) {
+  const uint32_t le = htole32(static_cast<uint32_t>(v));
+  out.append(reinterpret_cast<const char*>(&le), 4);
+}
+
+// A record's body, or nothing when it does not hold together.
+std::optional<protocol::Frames> Decode(std::string_view body) {
+  if (body.size() < 4) return std::nullopt;
+  const uint32_t count = ReadU32(body, 0);
+  size_t at = 4;
+  protocol::Frames frames;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (body.size() - at < 4) return std::nullopt;
+    const uint32_t length = ReadU32(body, at);
+    at += 4;
+    if (body.size() - at < length) return std::nullopt;
+    frames.push_back(protocol::Frame(body.substr(at, length)));
+    at += length;
+  }
+  if (at != body.size()) return std::nullopt;
+  return frames;
 }
 
 }  // namespace
@@ -46,14 +75,11 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::filesystem::path& path
   }
   size_t at = 0;
   while (content.size() - at >= 4) {
-    uint32_t length;
-    std::memcpy(&length, content.data() + at, 4);
+    const uint32_t length = ReadU32(content, at);
     if (content.size() - at - 4 < length) break;  // cut short by a crash
-    auto list = protocol::DecodeBody<protocol::FrameList>({content.data() + at + 4, length});
-    if (!list.ok()) break;
-    protocol::Frames frames;
-    for (const std::string& f : list->frames) frames.push_back(protocol::Frame(f));
-    journal->found_.push_back(std::move(frames));
+    auto frames = Decode(std::string_view(content).substr(at + 4, length));
+    if (!frames) break;
+    journal->found_.push_back(std::move(*frames));
     at += 4 + length;
   }
   // Appends go after the last whole record.
@@ -68,21 +94,25 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::filesystem::path& path
 
 Journal::~Journal() { ::close(fd_); }
 
-std::string Journal::Record(const protocol::Frames& batch) {
-  protocol::FrameList list;
-  list.frames.reserve(batch.size());
-  for (const auto& f : batch) list.frames.emplace_back(protocol::View(f));
-  const std::string body = protocol::EncodeBody(list);
-  const auto length = static_cast<uint32_t>(body.size());
-  std::string record(4, '\0');
-  std::memcpy(record.data(), &length, 4);
-  return record + body;
+void Journal::Record(const protocol::Frames& batch) {
+  size_t body = 4;
+  for (const auto& f : batch) body += 4 + f.size();
+  buffer_.clear();
+  buffer_.reserve(4 + body);
+  AppendU32(buffer_, body);
+  AppendU32(buffer_, batch.size());
+  for (const auto& f : batch) {
+    AppendU32(buffer_, f.size());
+    buffer_.append(static_cast<const char*>(f.data()), f.size());
+  }
 }
 
 Status Journal::Append(const protocol::Frames& batch) {
-  const std::string record = Record(batch);
-  ZTASK_RETURN_IF_ERROR(WriteAll(fd_, record, path_));
-  bytes_ += record.size();
+  Record(batch);
+  ZTASK_RETURN_IF_ERROR(WriteAll(fd_, buffer_, path_));
+  bytes_ += buffer_.size();
+  // A burst of large batches leaves a large buffer: not kept for ever.
+  if (buffer_.capacity() > (size_t{16} << 20)) std::string().swap(buffer_);
   return Status::Ok();
 }
 

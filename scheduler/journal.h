@@ -8,10 +8,12 @@
 // Writes go to the kernel, not to the disk (no fsync): they survive the
 // process, not the machine. The file is emptied whenever every batch is
 // acknowledged, and rewritten with only the unacknowledged ones when it
-// grows past kCompactBytes.
+// grows past kCompactBytes and holds more than twice what they take.
 //
-// Record: 4-byte little-endian length, then the batch's frames (FrameList).
-// A record cut short by a crash ends the file.
+// Record: the 4-byte length of the rest, the 4-byte number of frames, then
+// each frame as its 4-byte length and its bytes (lengths little-endian; the
+// frames are copied once, into a buffer reused by every append). A record
+// cut short by a crash ends the file.
 //
 // Thread safety: owned by the scheduler's loop thread.
 #ifndef ZTASK_SCHEDULER_JOURNAL_H_
@@ -47,12 +49,14 @@ class Journal {
 
  private:
   Journal(std::filesystem::path path, int fd) : path_(std::move(path)), fd_(fd) {}
-  static std::string Record(const protocol::Frames& batch);
+  // Encodes a batch into buffer_.
+  void Record(const protocol::Frames& batch);
 
   std::filesystem::path path_;
   int fd_;
   size_t bytes_ = 0;
   bool existed_ = false;
+  std::string buffer_;
   std::vector<protocol::Frames> found_;
 };
 

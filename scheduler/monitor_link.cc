@@ -8,7 +8,14 @@ void MonitorLink::Adopt(protocol::Frames batch) {
   if (batch.size() < protocol::kMinFrames) return;
   const int64_t seq = next_seq_++;
   batch[protocol::kFrameMeta] = protocol::Frame(protocol::EncodeBody(protocol::BatchMeta{seq}));
-  unacked_.emplace(seq, Batch{std::move(batch), 0});
+  Keep(seq, std::move(batch));
+}
+
+void MonitorLink::Keep(int64_t seq, protocol::Frames batch) {
+  size_t bytes = 0;
+  for (const auto& f : batch) bytes += f.size();
+  unacked_bytes_ += bytes;
+  unacked_.emplace(seq, Batch{std::move(batch), 0, bytes});
   ++unsent_;
 }
 
@@ -16,7 +23,8 @@ void MonitorLink::WriteAhead(const protocol::Frames& batch) {
   if (!journal_) return;
   Status written = journal_->Append(batch);
   if (!written.ok() && !journal_failing_) {
-    spdlog::error("{}: a crash now would lose what the hub has not acknowledged", written.message());
+    spdlog::error("{}: a crash now would lose what the hub has not acknowledged",
+                  written.message());
   }
   journal_failing_ = !written.ok();
 }
@@ -27,8 +35,7 @@ void MonitorLink::Seal() {
   protocol::Frames batch = builder_.TakeBatch(seq);
   if (!enabled_) return;
   WriteAhead(batch);
-  unacked_.emplace(seq, Batch{std::move(batch), 0});
-  ++unsent_;
+  Keep(seq, std::move(batch));
 }
 
 void MonitorLink::Flush(int64_t now_us) {
@@ -56,12 +63,14 @@ void MonitorLink::Acknowledged(const std::vector<int64_t>& seqs) {
     auto it = unacked_.find(seq);
     if (it == unacked_.end()) continue;
     if (it->second.sent_us == 0) --unsent_;
+    unacked_bytes_ -= it->second.bytes;
     unacked_.erase(it);
   }
   if (!journal_) return;
   if (unacked_.empty()) {
-    (void)journal_->Rewrite({});
-  } else if (journal_->bytes() > Journal::kCompactBytes) {
+    if (journal_->bytes() > 0) (void)journal_->Rewrite({});
+  } else if (journal_->bytes() > Journal::kCompactBytes && journal_->bytes() > 2 * unacked_bytes_) {
+    // Rewriting costs what is kept: only once most of the file is dead.
     std::vector<const protocol::Frames*> live;
     for (const auto& [seq, batch] : unacked_) live.push_back(&batch.frames);
     (void)journal_->Rewrite(live);

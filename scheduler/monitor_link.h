@@ -32,8 +32,7 @@ class MonitorLink {
   static constexpr int64_t kResendAfterUs = 2'000'000;
 
   // REQUIRES: socket and builder outlive the link.
-  MonitorLink(zmq::socket_t& socket, FrameBuilder& builder)
-      : socket_(socket), builder_(builder) {}
+  MonitorLink(zmq::socket_t& socket, FrameBuilder& builder) : socket_(socket), builder_(builder) {}
 
   // Without a hub to send to, batches are made and let go.
   void set_enabled(bool enabled) { enabled_ = enabled; }
@@ -63,7 +62,9 @@ class MonitorLink {
   struct Batch {
     protocol::Frames frames;
     int64_t sent_us = 0;  // 0: not sent (again) yet
+    size_t bytes = 0;
   };
+  void Keep(int64_t seq, protocol::Frames batch);
 
   void WriteAhead(const protocol::Frames& batch);
 
@@ -71,6 +72,7 @@ class MonitorLink {
   FrameBuilder& builder_;
   std::map<int64_t, Batch> unacked_;  // by number
   size_t unsent_ = 0;
+  size_t unacked_bytes_ = 0;
   int64_t next_seq_ = 1;
   uint64_t resent_ = 0;
   bool enabled_ = false;

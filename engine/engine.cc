@@ -12,8 +12,9 @@
 #include <chrono>
 #include <deque>
 #include <optional>
-#include <unordered_set>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <zmq.hpp>
 
 #include "engine/command.h"
@@ -159,8 +160,8 @@ class EngineLoop final : public Stoppable {
   }
 
   Status Register() {
-    protocol::RegistrationRequest request{uuid_, options_.name, Hostname(), ::getpid(),
-                                          std::nullopt, std::nullopt};
+    protocol::RegistrationRequest request{uuid_,      options_.name, Hostname(),
+                                          ::getpid(), std::nullopt,  std::nullopt};
     request.mpi_rank = mpi_rank_;
     if (engine_id_ >= 0) request.engine_id = engine_id_;  // a restarted hub gives it back
     const protocol::Header sent =
@@ -171,12 +172,13 @@ class EngineLoop final : public Stoppable {
     while (SteadyMicros() < deadline && !stop_.load()) {
       (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
       if (!protocol::TryReceive(hub_, frames)) continue;
-      auto reply = protocol::DecodeMessage<MsgType::kRegistrationReply>(
-          signer_, {}, protocol::Views(frames));
+      auto reply = protocol::DecodeMessage<MsgType::kRegistrationReply>(signer_, {},
+                                                                        protocol::Views(frames));
       // Only the answer to this request: refusals of earlier heartbeats may
       // still be on their way.
       if (!reply.ok() || !reply->parent || reply->parent->id != sent.id) continue;
-      if (!reply->content.ok) return Status::Unavailable("the hub refused: " + reply->content.error);
+      if (!reply->content.ok)
+        return Status::Unavailable("the hub refused: " + reply->content.error);
       engine_id_ = reply->content.engine_id;
       registered_at_us_ = sent.date_us;
       heartbeat_ms_ = reply->content.heartbeat_ms > 0 ? reply->content.heartbeat_ms : 1000;
@@ -250,8 +252,8 @@ class EngineLoop final : public Stoppable {
     Frames frames;
     while (!stop_.load() && protocol::TryReceive(scheduler_, frames)) {
       if (frames.size() == protocol::kMinFrames) {  // no dispatch frame: not a task
-        auto retire = protocol::DecodeMessage<MsgType::kEngineRetire>(signer_, {},
-                                                                      protocol::Views(frames));
+        auto retire =
+            protocol::DecodeMessage<MsgType::kEngineRetire>(signer_, {}, protocol::Views(frames));
         if (retire.ok()) {
           spdlog::info("drained: the scheduler retires this engine");
           RequestStop();
@@ -261,8 +263,8 @@ class EngineLoop final : public Stoppable {
       }
       if (frames.size() < 1 + protocol::kMinFrames) continue;
       auto dispatch = protocol::DecodeBody<protocol::DispatchInfo>(protocol::View(frames[0]));
-      auto task = protocol::DecodeMessage<MsgType::kTaskRequest>(signer_, {},
-                                                                 protocol::Views(frames, 1));
+      auto task =
+          protocol::DecodeMessage<MsgType::kTaskRequest>(signer_, {}, protocol::Views(frames, 1));
       if (!dispatch.ok() || !task.ok()) {
         spdlog::warn("dropped a task the engine cannot read: {}",
                      task.ok() ? dispatch.status().ToString() : task.status().ToString());
@@ -324,17 +326,20 @@ class EngineLoop final : public Stoppable {
     }
     sent_bytes_ += sent.bytes;
     sent_.push_back(std::move(sent));
+    sent_by_id_[sent_.back().id] = &sent_.back();  // the latest reply of the id
     while (sent_.size() > 1 && (sent_.size() > kKeepReplies || sent_bytes_ > kKeepBytes)) {
-      sent_bytes_ -= sent_.front().bytes;
+      const Sent& oldest = sent_.front();
+      if (auto it = sent_by_id_.find(oldest.id); it != sent_by_id_.end() && it->second == &oldest) {
+        sent_by_id_.erase(it);
+      }
+      sent_bytes_ -= oldest.bytes;
       sent_.pop_front();
     }
   }
 
   const Sent* SentFor(const TaskId& id) const {
-    for (auto it = sent_.rbegin(); it != sent_.rend(); ++it) {
-      if (it->id == id) return &*it;
-    }
-    return nullptr;
+    auto it = sent_by_id_.find(id);
+    return it == sent_by_id_.end() ? nullptr : it->second;
   }
 
   // A kept reply, with a fresh header (the scheduler refuses dates not later
@@ -356,8 +361,11 @@ class EngineLoop final : public Stoppable {
       done.result.error_message = std::move(message);
     };
     if (job.spec.kind == "command") {
-      engine::CommandRequest request{job.spec.argv, job.spec.cwd, job.spec.env,
-                                     job.meta.time_limit_s, options_.max_output_bytes,
+      engine::CommandRequest request{job.spec.argv,
+                                     job.spec.cwd,
+                                     job.spec.env,
+                                     job.meta.time_limit_s,
+                                     options_.max_output_bytes,
                                      &running_group_};
       request.env["ZTASK_TASK_ID"] = job.header.id.ToHex();
       request.env["ZTASK_ENGINE_ID"] = std::to_string(engine_id_);
@@ -393,9 +401,8 @@ class EngineLoop final : public Stoppable {
   void RunFunction(const Job& job, Done* done, Fail&& fail) {
     auto it = functions_.find(job.spec.function);
     if (it == functions_.end()) {
-      return fail(ErrorType::kTaskFailed,
-                  "no function named '" + job.spec.function + "' on engine " +
-                      std::to_string(engine_id_));
+      return fail(ErrorType::kTaskFailed, "no function named '" + job.spec.function +
+                                              "' on engine " + std::to_string(engine_id_));
     }
     TaskContext context{job.header.id, engine_id_, job.dispatch.attempt, job.dispatch.engines, 0};
     if (job.meta.time_limit_s > 0) {
@@ -413,11 +420,10 @@ class EngineLoop final : public Stoppable {
       Value result = it->second(args, context);
       std::vector<uint8_t> packed = Value::to_msgpack(result);
       if (packed.size() > options_.max_result_bytes) {
-        return fail(ErrorType::kTaskFailed,
-                    "its result is " + std::to_string(packed.size()) +
-                        " bytes, over the engine's limit of " +
-                        std::to_string(options_.max_result_bytes) +
-                        " (taskengine --max-result-bytes)");
+        return fail(ErrorType::kTaskFailed, "its result is " + std::to_string(packed.size()) +
+                                                " bytes, over the engine's limit of " +
+                                                std::to_string(options_.max_result_bytes) +
+                                                " (taskengine --max-result-bytes)");
       }
       done->result.result.bytes.assign(packed.begin(), packed.end());
     } catch (const TimeLimitReached&) {
@@ -461,17 +467,17 @@ class EngineLoop final : public Stoppable {
                                                        int64_t deadline) {
     protocol::Header header{TaskId::Random(), MsgType::kResultRequest, uuid_,
                             protocol::NowMicros()};
-    (void)protocol::SendEncoded(*query_, {},
-                                protocol::EncodeMessage(signer_, header, std::nullopt,
-                                                        protocol::Empty{},
-                                                        protocol::TaskIdList{ids}));
+    (void)protocol::SendEncoded(
+        *query_, {},
+        protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{},
+                                protocol::TaskIdList{ids}));
     Frames frames;
     while (SteadyMicros() < deadline) {
       zmq::pollitem_t item{query_->handle(), 0, ZMQ_POLLIN, 0};
       (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
       if (!protocol::TryReceive(*query_, frames)) continue;
-      auto reply = protocol::DecodeMessage<MsgType::kResultReply>(signer_, {},
-                                                                  protocol::Views(frames));
+      auto reply =
+          protocol::DecodeMessage<MsgType::kResultReply>(signer_, {}, protocol::Views(frames));
       if (reply.ok() && reply->parent && reply->parent->id == header.id) {
         return std::move(reply->content.records);
       }
@@ -486,7 +492,7 @@ class EngineLoop final : public Stoppable {
   std::string uuid_;
   // Written by the loop thread (registration), read by the worker.
   std::atomic<int32_t> engine_id_{-1};
-  int64_t registered_at_us_ = 0;  // the date of the latest registration request
+  int64_t registered_at_us_ = 0;     // the date of the latest registration request
   std::optional<int32_t> mpi_rank_;  // from Open MPI's environment
   int heartbeat_ms_ = 1000;
   zmq::context_t context_{1};
@@ -500,6 +506,8 @@ class EngineLoop final : public Stoppable {
   std::deque<Job> queue_;
   std::unordered_set<TaskId, TaskIdHash> queued_;
   std::deque<Sent> sent_;
+  // Into sent_ (a deque keeps its elements in place as its ends change).
+  std::unordered_map<TaskId, const Sent*, TaskIdHash> sent_by_id_;
   size_t sent_bytes_ = 0;
   std::atomic<int> running_group_{0};  // process group of the running command
   std::atomic<bool> stop_{false};
@@ -536,8 +544,9 @@ int Engine::Main(int argc, char** argv) {
   EngineOptions options;
   std::string log_level = "info";
   CLI::App app{"taskengine: runs ztask tasks"};
-  app.add_option("--profile-dir", options.profile_dir,
-                 "profile directory holding the connection file (default ~/.ztask/profile_default)");
+  app.add_option(
+      "--profile-dir", options.profile_dir,
+      "profile directory holding the connection file (default ~/.ztask/profile_default)");
   app.add_option("--name", options.name, "engine name (default HOST-PID, or HOST-mpi-RANK)");
   app.add_option("--name-prefix", options.name_prefix,
                  "under mpiexec or srun: the name is this prefix and the rank");
@@ -547,7 +556,8 @@ int Engine::Main(int argc, char** argv) {
   app.add_option("--max-result-bytes", options.max_result_bytes,
                  "largest result of a function; a larger one fails the task")
       ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

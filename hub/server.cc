@@ -4,9 +4,9 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <algorithm>
 #include <map>
 #include <tuple>
 #include <unordered_set>
@@ -100,10 +100,8 @@ class HubServer::Impl {
     int64_t next_tick = 0;
     while (!stop_.load()) {
       zmq::pollitem_t items[] = {
-          {registration_.handle(), 0, ZMQ_POLLIN, 0},
-          {query_.handle(), 0, ZMQ_POLLIN, 0},
-          {monitor_.handle(), 0, ZMQ_POLLIN, 0},
-          {events_.handle(), 0, ZMQ_POLLIN, 0},
+          {registration_.handle(), 0, ZMQ_POLLIN, 0}, {query_.handle(), 0, ZMQ_POLLIN, 0},
+          {monitor_.handle(), 0, ZMQ_POLLIN, 0},      {events_.handle(), 0, ZMQ_POLLIN, 0},
           {nullptr, wake_[0], ZMQ_POLLIN, 0},
       };
       const int64_t now = SteadyMicros();
@@ -123,7 +121,8 @@ class HubServer::Impl {
       }
     }
     FlushStore();
-    spdlog::info("stopping: {} records, {} dropped messages", store_->records().size(), drops_.count());
+    spdlog::info("stopping: {} records, {} dropped messages", store_->records().size(),
+                 drops_.count());
   }
 
   void RequestStop() {
@@ -156,9 +155,9 @@ class HubServer::Impl {
   void Reply(zmq::socket_t& socket, zmq::message_t& peer, MsgType type,
              const protocol::Header& request, const Content& content) {
     const std::string_view prefix[] = {View(peer)};
-    (void)protocol::SendEncoded(socket, prefix,
-                                protocol::EncodeMessage(signer_, NewHeader(type), request,
-                                                        protocol::Empty{}, content));
+    (void)protocol::SendEncoded(
+        socket, prefix,
+        protocol::EncodeMessage(signer_, NewHeader(type), request, protocol::Empty{}, content));
   }
 
   template <class Content>
@@ -201,15 +200,17 @@ class HubServer::Impl {
         if (registry_.size() >= options_.max_engines && !registry_.UuidOfName(request->name)) {
           ++refused_registrations_;
           if (refused_registrations_ == 1 || refused_registrations_ % 1000 == 0) {
-            spdlog::warn("refused {} registrations: {} engines is the limit (taskhub "
-                         "--max-engines)", refused_registrations_, options_.max_engines);
+            spdlog::warn(
+                "refused {} registrations: {} engines is the limit (taskhub "
+                "--max-engines)",
+                refused_registrations_, options_.max_engines);
           }
-          return Reply(registration_, frames[0], MsgType::kRegistrationReply, *header,
-                       protocol::RegistrationReply{
-                           false, -1,
-                           "the hub has " + std::to_string(registry_.size()) +
-                               " engines, its limit (taskhub --max-engines)",
-                           0});
+          return Reply(
+              registration_, frames[0], MsgType::kRegistrationReply, *header,
+              protocol::RegistrationReply{false, -1,
+                                          "the hub has " + std::to_string(registry_.size()) +
+                                              " engines, its limit (taskhub --max-engines)",
+                                          0});
         }
         auto registered = registry_.Register(*request, SteadyMicros(), protocol::NowMicros());
         if (registered.replaced) EngineGone(*registered.replaced, "restarted");
@@ -244,8 +245,8 @@ class HubServer::Impl {
         return;
       }
       default:
-        return Drop(View(frames[0]), "unexpected " +
-                                         std::string(protocol::MsgTypeName(header->type)));
+        return Drop(View(frames[0]),
+                    "unexpected " + std::string(protocol::MsgTypeName(header->type)));
     }
   }
 
@@ -279,8 +280,10 @@ class HubServer::Impl {
     Status s = store_->Flush();
     if (s.ok()) SendAcks();
     if (!s.ok() && !flush_failing_) {
-      spdlog::error("{} (records stay in memory, and are not durable until a write "
-                    "succeeds; retrying)", s.message());
+      spdlog::error(
+          "{} (records stay in memory, and are not durable until a write "
+          "succeeds; retrying)",
+          s.message());
       protocol::Event event;
       event.kind = "store_error";
       event.text = s.message();
@@ -326,10 +329,10 @@ class HubServer::Impl {
   void SendAcks() {
     for (auto& [peer, seqs] : acks_) {
       const std::string_view prefix[] = {peer};
-      (void)protocol::SendEncoded(monitor_, prefix,
-                                  protocol::EncodeMessage(signer_, NewHeader(MsgType::kMonitorAck),
-                                                          std::nullopt, protocol::Empty{},
-                                                          protocol::MonitorAck{std::move(seqs)}));
+      (void)protocol::SendEncoded(
+          monitor_, prefix,
+          protocol::EncodeMessage(signer_, NewHeader(MsgType::kMonitorAck), std::nullopt,
+                                  protocol::Empty{}, protocol::MonitorAck{std::move(seqs)}));
     }
     acks_.clear();
   }
@@ -379,8 +382,7 @@ class HubServer::Impl {
         break;
       }
       default:
-        return Drop(peer, "unexpected " +
-                                         std::string(protocol::MsgTypeName(header.type)));
+        return Drop(peer, "unexpected " + std::string(protocol::MsgTypeName(header.type)));
     }
     Emit(std::move(event));
   }
@@ -464,8 +466,8 @@ class HubServer::Impl {
         Reply(query_, frames[0], MsgType::kShutdownReply, *header, protocol::Acknowledgement{});
         return RequestStop();
       default:
-        return Drop(View(frames[0]), "unexpected " +
-                                         std::string(protocol::MsgTypeName(header->type)));
+        return Drop(View(frames[0]),
+                    "unexpected " + std::string(protocol::MsgTypeName(header->type)));
     }
   }
 
@@ -496,7 +498,8 @@ class HubServer::Impl {
       for (const auto* deps : {&r.routing.after.ids, &r.routing.follow.ids}) {
         for (const TaskId& dep : *deps) {
           const auto* d = store_->Find(dep);
-          if (!d || (d->state != "ok" && d->state != "error") || !named.insert(dep).second) continue;
+          if (!d || (d->state != "ok" && d->state != "error") || !named.insert(dep).second)
+            continue;
           reply.finished.push_back({dep, d->state == "ok", d->engine_id});
         }
       }
@@ -519,19 +522,15 @@ class HubServer::Impl {
     std::map<int32_t, protocol::EngineQueue> by_engine;
     for (const auto& [id, record] : registry_.alive()) by_engine[id].engine_id = id;
     protocol::QueueReply reply;
-    for (const auto& [id, r] : store_->records()) {
-      if (r.state == "waiting") {
-        ++reply.unassigned;
-      } else if (r.engine_id) {
-        auto& q = by_engine[*r.engine_id];
-        q.engine_id = *r.engine_id;
-        if (r.state == "running") {
-          // An engine runs one task at a time; the rest it holds are queued.
-          (q.running == 0 ? q.running : q.queued) += 1;
-        } else {
-          ++q.completed;
-        }
-      }
+    reply.unassigned = store_->waiting();
+    for (const auto& [id, tally] : store_->by_engine()) {
+      if (tally.running == 0 && tally.finished == 0) continue;
+      auto& q = by_engine[id];
+      q.engine_id = id;
+      // An engine runs one task at a time; the rest it holds are queued.
+      q.running = std::min<int64_t>(tally.running, 1);
+      q.queued = tally.running - q.running;
+      q.completed = tally.finished;
     }
     for (auto& [id, q] : by_engine) reply.engines.push_back(q);
     return reply;
@@ -545,7 +544,7 @@ class HubServer::Impl {
   protocol::Limits monitor_limits_{.max_frames = size_t{1} << 17};
   std::unique_ptr<TaskStore> store_;
   EngineRegistry registry_;
-  zmq::context_t context_{1};
+  zmq::context_t context_{protocol::OwnBuffersContext()};  // batches wait in its queue
   zmq::socket_t registration_, query_, monitor_, notifier_, events_;
   std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
   TaskId session_;

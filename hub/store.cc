@@ -79,7 +79,10 @@ Status TaskStore::Load() {
     const int size = sqlite3_column_bytes(select.get(), 0);
     auto record = protocol::DecodeBody<protocol::TaskRecord>(
         {static_cast<const char*>(blob), static_cast<size_t>(size)});
-    if (record.ok()) records_[record->id] = std::move(*record);
+    if (record.ok()) {
+      Tally(*record, +1);
+      records_[record->id] = std::move(*record);
+    }
   }
   Statement requests(db_, "SELECT id, frames FROM requests");
   if (!requests.ok()) return SqlError(db_, "cannot read the task database's requests");
@@ -111,11 +114,13 @@ bool TaskStore::Submitted(const protocol::Header& request, const protocol::Routi
                           const protocol::TaskSpec& spec, std::vector<std::string> request_frames) {
   if (auto* known = Find(request.id); known && Finished(*known)) return false;
   protocol::TaskRecord& r = Touch(request.id);
+  Tally(r, -1);
   r.label = spec.label;
   r.client = request.session;
   if (r.state.empty()) r.state = "waiting";  // what came later for it stays
   r.submitted_us = request.date_us;
   r.routing = meta;
+  Tally(r, +1);
   if (!requests_.count(request.id)) {
     requests_[request.id] = std::move(request_frames);
     new_requests_.insert(request.id);
@@ -144,9 +149,11 @@ bool TaskStore::Assigned(const TaskId& id, const protocol::Assignment& assignmen
     return false;
   }
   protocol::TaskRecord& r = Touch(id);
+  Tally(r, -1);
   r.state = "running";
   r.engine_id = assignment.engine_id;
   r.attempts = assignment.attempt;
+  Tally(r, +1);
   return true;
 }
 
@@ -160,12 +167,14 @@ bool TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
     return false;  // final already, or a retry of an attempt already counted
   }
   protocol::TaskRecord& r = Touch(id);
+  Tally(r, -1);
   r.attempts = std::max(r.attempts, meta.attempt);
   r.error_type = meta.error_type;
   r.error_message = result.error_message;
   if (meta.engine_id) r.engine_id = meta.engine_id;
   if (!meta.final) {
     r.state = "waiting";  // queued again for another attempt
+    Tally(r, +1);
     return true;
   }
   DropRequest(id);
@@ -178,7 +187,17 @@ bool TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
   r.stderr_truncated = result.stderr_truncated;
   if (result.started_us) r.started_us = result.started_us;
   r.completed_us = result.completed_us ? result.completed_us : now_us;
+  Tally(r, +1);
   return true;
+}
+
+void TaskStore::Tally(const protocol::TaskRecord& r, int delta) {
+  if (r.state == "waiting") {
+    waiting_ += delta;
+  } else if (r.engine_id) {
+    if (r.state == "running") by_engine_[*r.engine_id].running += delta;
+    if (Finished(r)) by_engine_[*r.engine_id].finished += delta;
+  }
 }
 
 const protocol::TaskRecord* TaskStore::Find(const TaskId& id) const {
@@ -199,6 +218,7 @@ size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
   }
   for (const TaskId& id : doomed) {
     DropRequest(id);
+    Tally(records_.at(id), -1);
     records_.erase(id);
     dirty_.erase(id);
     deleted_.insert(id);

@@ -16,6 +16,7 @@
 #ifndef ZTASK_HUB_STORE_H_
 #define ZTASK_HUB_STORE_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -54,6 +55,14 @@ class TaskStore {
   const std::unordered_map<TaskId, protocol::TaskRecord, TaskIdHash>& records() const {
     return records_;
   }
+  // Counts kept as records change, so that a status query costs the number
+  // of engines, not of records: tasks waiting for an engine, and per engine
+  // id the tasks running (or queued) there and those that ended there.
+  struct EngineTally {
+    int64_t running = 0, finished = 0;
+  };
+  int64_t waiting() const { return waiting_; }
+  const std::map<int32_t, EngineTally>& by_engine() const { return by_engine_; }
 
   // Writes every change since the last flush in one transaction.
   Status Flush();
@@ -68,6 +77,8 @@ class TaskStore {
   protocol::TaskRecord& Touch(const TaskId& id);
   // The request of a task that just got its final outcome is not needed.
   void DropRequest(const TaskId& id);
+  // Adds (+1) or takes away (-1) a record from the counts.
+  void Tally(const protocol::TaskRecord& r, int delta);
   Status WriteRequests();
 
   sqlite3* db_ = nullptr;
@@ -77,6 +88,8 @@ class TaskStore {
   std::unordered_map<TaskId, std::vector<std::string>, TaskIdHash> requests_;
   std::unordered_set<TaskId, TaskIdHash> new_requests_;   // not written yet
   std::unordered_set<TaskId, TaskIdHash> done_requests_;  // written, to delete
+  int64_t waiting_ = 0;
+  std::map<int32_t, EngineTally> by_engine_;
 };
 
 }  // namespace ztask::hub

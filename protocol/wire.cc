@@ -15,8 +15,8 @@ bool TryReceive(zmq::socket_t& socket, Frames& frames) {
   try {
     while (true) {
       zmq::message_t part;
-      auto got = socket.recv(part, frames.empty() ? zmq::recv_flags::dontwait
-                                                  : zmq::recv_flags::none);
+      auto got =
+          socket.recv(part, frames.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
       if (!got) return false;
       const bool more = part.more();
       frames.push_back(std::move(part));
@@ -145,8 +145,10 @@ void DropLog::Record(std::string_view peer, std::string_view reason, const std::
     return;
   }
   ++lines_in_window_;
-  spdlog::warn("{}: dropped a message from peer {} ({}): {} (further drops from it are counted, "
-               "not logged)", process_, PrintablePeer(peer), reason, why);
+  spdlog::warn(
+      "{}: dropped a message from peer {} ({}): {} (further drops from it are counted, "
+      "not logged)",
+      process_, PrintablePeer(peer), reason, why);
 }
 
 void DropLog::Report(int64_t now_us) {
@@ -163,9 +165,10 @@ void DropLog::Report(int64_t now_us) {
   for (size_t i = 0; i < shown; ++i) {
     most += (i ? ", " : "") + PrintablePeer(top[i].second) + " " + std::to_string(top[i].first);
   }
-  spdlog::warn("{}: {} messages dropped so far from {} peers ({}; most from {}); {} first-drop "
-               "warnings suppressed by the rate limit", process_, count_, per_peer_.size(),
-               Summary(), most, suppressed_);
+  spdlog::warn(
+      "{}: {} messages dropped so far from {} peers ({}; most from {}); {} first-drop "
+      "warnings suppressed by the rate limit",
+      process_, count_, per_peer_.size(), Summary(), most, suppressed_);
 }
 
 uint64_t DropLog::count_of(std::string_view peer) const {
@@ -180,6 +183,13 @@ std::string DropLog::Summary() const {
     out += reason + " " + std::to_string(n);
   }
   return out.empty() ? "none" : out;
+}
+
+zmq::context_t OwnBuffersContext() {
+  zmq::context_t context(1);
+  constexpr int kZeroCopyRecv = 10;  // ZMQ_ZERO_COPY_RECV: named in zmq.h's draft part only
+  (void)zmq_ctx_set(context.handle(), kZeroCopyRecv, 0);
+  return context;
 }
 
 Result<std::string> Bind(zmq::socket_t& socket, const std::string& endpoint) {
@@ -198,8 +208,8 @@ Result<std::string> BindPreferring(zmq::socket_t& socket, const std::string& end
   if (any_port && !previous.empty() && host(previous) == host(endpoint)) {
     auto bound = Bind(socket, previous);
     if (bound.ok()) return bound;
-    spdlog::warn("cannot bind {} again ({}); peers must reconnect to a new port",
-                 previous, bound.status().message());
+    spdlog::warn("cannot bind {} again ({}); peers must reconnect to a new port", previous,
+                 bound.status().message());
   }
   return Bind(socket, endpoint);
 }
@@ -207,9 +217,8 @@ Result<std::string> BindPreferring(zmq::socket_t& socket, const std::string& end
 ReconnectWatch::ReconnectWatch(zmq::context_t& context, zmq::socket_t& socket)
     : monitor_(context, zmq::socket_type::pair) {
   static std::atomic<uint64_t> counter{0};
-  const std::string address =
-      "inproc://reconnect-watch-" + std::to_string(counter.fetch_add(1)) + "-" +
-      std::to_string(reinterpret_cast<uintptr_t>(this));
+  const std::string address = "inproc://reconnect-watch-" + std::to_string(counter.fetch_add(1)) +
+                              "-" + std::to_string(reinterpret_cast<uintptr_t>(this));
   zmq_socket_monitor(socket.handle(), address.c_str(),
                      ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
   monitor_.set(zmq::sockopt::linger, 0);

@@ -7,11 +7,11 @@
 #define ZTASK_PROTOCOL_WIRE_H_
 
 #include <chrono>
-#include <span>
 #include <map>
-#include <unordered_map>
+#include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 #include <zmq.hpp>
 
@@ -64,6 +64,13 @@ zmq::message_t Share(zmq::message_t& m);
 
 // Binds and returns the actual endpoint ("tcp://127.0.0.1:41234" for
 // "tcp://127.0.0.1:*").
+// A context whose sockets give each received message memory of its own.
+// By default libzmq lets small messages share the buffer it read them into,
+// so one message kept keeps the whole buffer: a server that holds many
+// messages (the scheduler's waiting requests, the hub's queued batches)
+// would hold kilobytes for each. Create it before the sockets.
+zmq::context_t OwnBuffersContext();
+
 Result<std::string> Bind(zmq::socket_t& socket, const std::string& endpoint);
 // A process that restarts binds where it was before, so that its peers'
 // sockets reconnect on their own: `previous` (from the connection file) is

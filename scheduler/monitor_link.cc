@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace ztask::scheduler {
 
 void MonitorLink::Adopt(protocol::Frames batch) {
@@ -13,10 +15,10 @@ void MonitorLink::Adopt(protocol::Frames batch) {
 
 void MonitorLink::Keep(int64_t seq, protocol::Frames batch) {
   size_t bytes = 0;
-  for (const auto& f : batch) bytes += f.size();
+  for (const auto& f : batch) bytes += f.size() + sizeof(zmq_msg_t);
   unacked_bytes_ += bytes;
   unacked_.emplace(seq, Batch{std::move(batch), 0, bytes});
-  ++unsent_;
+  to_send_.push_back(seq);
 }
 
 void MonitorLink::WriteAhead(const protocol::Frames& batch) {
@@ -40,31 +42,46 @@ void MonitorLink::Seal() {
 
 void MonitorLink::Flush(int64_t now_us) {
   Seal();
-  for (auto& [seq, batch] : unacked_) {
-    const bool due = batch.sent_us == 0 || now_us - batch.sent_us > kResendAfterUs;
-    if (!due) continue;
-    if (batch.sent_us != 0) {  // silence: it may be lost, so it goes again
-      ++resent_;
-      ++unsent_;
-      batch.sent_us = 0;
+  if (!unacked_.empty()) {
+    // The oldest unacknowledged batch, and nothing heard since it went.
+    const Batch& oldest = unacked_.begin()->second;
+    if (oldest.sent_us != 0 && now_us - std::max(oldest.sent_us, last_ack_us_) > kResendAfterUs) {
+      SendAllAgain();
     }
+  }
+  while (!to_send_.empty()) {
+    auto it = unacked_.find(to_send_.front());
+    if (it == unacked_.end() || it->second.sent_us != 0) {  // acknowledged, or sent
+      to_send_.pop_front();
+      continue;
+    }
+    Batch& batch = it->second;
     // Sealed as it leaves: the hub refuses a batch dated no later than the
     // last it took from this session, so dates must grow in sending order.
     builder_.Reseal(batch.frames);
     protocol::Frames copy = FrameBuilder::ShareFrom(batch.frames, 0);
     if (!protocol::SendFrames(socket_, copy).ok()) return;  // in order: later ones wait
     batch.sent_us = now_us;
-    --unsent_;
+    to_send_.pop_front();
   }
 }
 
-void MonitorLink::Acknowledged(const std::vector<int64_t>& seqs) {
+void MonitorLink::SendAllAgain() {
+  to_send_.clear();
+  for (auto& [seq, batch] : unacked_) {
+    if (batch.sent_us != 0) ++resent_;
+    batch.sent_us = 0;
+    to_send_.push_back(seq);
+  }
+}
+
+void MonitorLink::Acknowledged(const std::vector<int64_t>& seqs, int64_t now_us) {
+  last_ack_us_ = now_us;
   for (int64_t seq : seqs) {
     auto it = unacked_.find(seq);
     if (it == unacked_.end()) continue;
-    if (it->second.sent_us == 0) --unsent_;
     unacked_bytes_ -= it->second.bytes;
-    unacked_.erase(it);
+    unacked_.erase(it);  // its place in to_send_, if any, is skipped
   }
   if (!journal_) return;
   if (unacked_.empty()) {
@@ -77,13 +94,6 @@ void MonitorLink::Acknowledged(const std::vector<int64_t>& seqs) {
   }
 }
 
-void MonitorLink::Reconnected() {
-  for (auto& [seq, batch] : unacked_) {
-    if (batch.sent_us == 0) continue;
-    batch.sent_us = 0;
-    ++unsent_;
-    ++resent_;
-  }
-}
+void MonitorLink::Reconnected() { SendAllAgain(); }
 
 }  // namespace ztask::scheduler

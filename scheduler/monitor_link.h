@@ -2,20 +2,24 @@
 // of task_submitted / task_assigned / task_outcome messages to the hub at
 // least once. Each batch carries a number; the hub acknowledges numbers once
 // their records are in its database. Unacknowledged batches stay here and go
-// again, in order and resealed with a fresh header, when they were sent more
-// than kResendAfterUs ago (the hub died, or the connection broke) or the
-// connection to the hub was made again. The hub applies a batch twice, or
-// out of order, harmlessly (store.h).
+// again, resealed with a fresh header, when the connection to the hub was
+// made again, or when the hub has acknowledged nothing for kResendAfterUs
+// since the oldest of them was sent (it died without the connection showing
+// it). A hub that acknowledges, however far behind, is not sent anything
+// twice. The hub applies a batch twice, or out of order, harmlessly
+// (store.h).
 //
 // The link never blocks its loop: a socket that will not take a batch now
 // (the hub is down: the DEALER is set to queue nothing for absent peers) is
-// tried again at the next Flush.
+// tried again at the next Flush. Each call costs what it sends, not what
+// waits for an acknowledgement.
 //
 // Thread safety: owned by the scheduler's loop thread.
 #ifndef ZTASK_SCHEDULER_MONITOR_LINK_H_
 #define ZTASK_SCHEDULER_MONITOR_LINK_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <vector>
 #include <zmq.hpp>
@@ -28,7 +32,7 @@ namespace ztask::scheduler {
 
 class MonitorLink {
  public:
-  // Resend after this long without an acknowledgement.
+  // Resend after the hub has been silent this long.
   static constexpr int64_t kResendAfterUs = 2'000'000;
 
   // REQUIRES: socket and builder outlive the link.
@@ -44,36 +48,41 @@ class MonitorLink {
   void Adopt(protocol::Frames batch);
   // Seals what the builder has batched (if anything) and queues it.
   void Seal();
-  // Sends what has not been sent; resends everything unacknowledged when
-  // the hub has been silent for kResendAfterUs.
+  // Sends what has not been sent, and everything unacknowledged when the
+  // hub has been silent for kResendAfterUs.
   void Flush(int64_t now_us);
   // The hub has recorded these batches.
-  void Acknowledged(const std::vector<int64_t>& seqs);
+  void Acknowledged(const std::vector<int64_t>& seqs, int64_t now_us);
   // The connection to the hub was made again: everything unacknowledged
   // goes again at the next Flush.
   void Reconnected();
 
   // Whether a batch waits for the socket to take it.
-  bool blocked() const { return unsent_ > 0; }
+  bool blocked() const { return !to_send_.empty(); }
   size_t unacknowledged() const { return unacked_.size(); }
+  // The memory they hold, counted with each frame's own.
+  size_t unacknowledged_bytes() const { return unacked_bytes_; }
   uint64_t resent() const { return resent_; }
 
  private:
   struct Batch {
     protocol::Frames frames;
-    int64_t sent_us = 0;  // 0: not sent (again) yet
+    int64_t sent_us = 0;  // 0: waits in to_send_
     size_t bytes = 0;
   };
-  void Keep(int64_t seq, protocol::Frames batch);
 
+  void Keep(int64_t seq, protocol::Frames batch);
   void WriteAhead(const protocol::Frames& batch);
+  // Every batch sent and unacknowledged goes again.
+  void SendAllAgain();
 
   zmq::socket_t& socket_;
   FrameBuilder& builder_;
   std::map<int64_t, Batch> unacked_;  // by number
-  size_t unsent_ = 0;
+  std::deque<int64_t> to_send_;       // numbers, in sending order
   size_t unacked_bytes_ = 0;
   int64_t next_seq_ = 1;
+  int64_t last_ack_us_ = 0;
   uint64_t resent_ = 0;
   bool enabled_ = false;
   Journal* journal_ = nullptr;

@@ -70,8 +70,12 @@ Status SchedulerServer::Impl::Start() {
 
 void SchedulerServer::Impl::Run() {
   while (!stop_.load()) {
+    // While the hub is far behind (or away), new tasks wait in the clients'
+    // queues rather than here: what the hub has not acknowledged is kept
+    // in memory until it does.
+    const bool hub_behind = monitor_link_.unacknowledged_bytes() > kMaxUnacknowledgedBytes;
     zmq::pollitem_t items[] = {
-        {client_.handle(), 0, ZMQ_POLLIN, 0},
+        {client_.handle(), 0, static_cast<short>(hub_behind ? 0 : ZMQ_POLLIN), 0},
         {engine_.handle(), 0, ZMQ_POLLIN, 0},
         {notifier_.handle(), 0, ZMQ_POLLIN, 0},
         {monitor_.handle(), 0,

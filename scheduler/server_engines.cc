@@ -132,7 +132,7 @@ void SchedulerServer::Impl::OnMonitorAck(Frames& frames) {
   }
   auto ack = protocol::DecodeBody<protocol::MonitorAck>(views[protocol::kFrameContent]);
   if (!ack.ok()) return Drop("hub-monitor", "monitor_ack: " + ack.status().message());
-  monitor_link_.Acknowledged(ack->seqs);
+  monitor_link_.Acknowledged(ack->seqs, SteadyClock::Now());
 }
 
 void SchedulerServer::Impl::OnNotifierMessage(Frames& frames) {

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "hub/registry.h"
 #include "hub/store.h"
 #include "tests/support/temp_dir.h"
@@ -129,6 +131,61 @@ TEST(Store, AFinalRecordNeverGoesBackWhenTheMonitorRepeatsItself) {
   EXPECT_FALSE((*store)->Outcome(id, {false, false, ErrorType::kEngineError, 0, 1}, {}, 6));
   EXPECT_EQ((*store)->Find(id)->state, "ok");
   EXPECT_EQ((*store)->RequestOf(id), nullptr);
+}
+
+// The counts a status query reads, as a scan of every record gives them.
+void ExpectTalliesMatchTheRecords(const TaskStore& store) {
+  int64_t waiting = 0;
+  std::map<int32_t, TaskStore::EngineTally> scanned;
+  for (const auto& [id, r] : store.records()) {
+    if (r.state == "waiting") {
+      ++waiting;
+    } else if (r.engine_id && r.state == "running") {
+      ++scanned[*r.engine_id].running;
+    } else if (r.engine_id && (r.state == "ok" || r.state == "error")) {
+      ++scanned[*r.engine_id].finished;
+    }
+  }
+  EXPECT_EQ(store.waiting(), waiting);
+  for (const auto& [engine, tally] : store.by_engine()) {
+    EXPECT_EQ(tally.running, scanned[engine].running) << "engine " << engine;
+    EXPECT_EQ(tally.finished, scanned[engine].finished) << "engine " << engine;
+  }
+  for (const auto& [engine, tally] : scanned) {
+    EXPECT_EQ(store.by_engine().count(engine), 1u) << "engine " << engine;
+  }
+}
+
+TEST(Store, StatusCountsFollowEveryChangeWithoutAScan) {
+  ztask::testing::TempDir dir;
+  const std::string path = (dir.path() / "tasks.db").string();
+  {
+    auto store = TaskStore::Open(path);
+    ASSERT_TRUE(store.ok());
+    TaskStore& s = **store;
+    for (uint64_t n = 1; n <= 6; ++n) s.Submitted(Request(n), {}, {}, {"h", "m", "c"});
+    ExpectTalliesMatchTheRecords(s);
+    EXPECT_EQ(s.waiting(), 6);
+    s.Assigned(TaskId{7, 1}, {1, 1});
+    s.Assigned(TaskId{7, 2}, {1, 1});
+    s.Assigned(TaskId{7, 3}, {2, 1});
+    ExpectTalliesMatchTheRecords(s);
+    s.Outcome(TaskId{7, 1}, {true, true, ErrorType::kNone, 1, 1}, {}, 5);
+    s.Outcome(TaskId{7, 2}, {false, false, ErrorType::kEngineError, 1, 1}, {}, 5);  // retried
+    s.Outcome(TaskId{7, 4}, {true, false, ErrorType::kTaskAborted, std::nullopt, 0}, {}, 5);
+    s.Outcome(TaskId{7, 1}, {true, true, ErrorType::kNone, 1, 1}, {}, 6);  // repeated
+    ExpectTalliesMatchTheRecords(s);
+    EXPECT_EQ(s.waiting(), 3);
+    EXPECT_EQ(s.by_engine().at(1).finished, 1);
+    EXPECT_EQ(s.by_engine().at(2).running, 1);
+    EXPECT_EQ(s.Purge({TaskId{7, 1}}, false), 1u);
+    ExpectTalliesMatchTheRecords(s);
+    ASSERT_TRUE(s.Flush().ok());
+  }
+  auto reopened = TaskStore::Open(path);
+  ASSERT_TRUE(reopened.ok());
+  ExpectTalliesMatchTheRecords(**reopened);
+  EXPECT_EQ((*reopened)->waiting(), 3);
 }
 
 TEST(Store, AnUnwritableDatabaseIsAClearError) {

@@ -67,8 +67,9 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
   std::printf("chaos seed %llu (replay: ZTASK_CHAOS_SEED=%llu)\n",
               static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
   std::mt19937_64 random(seed);
-  StartCluster(3, {"--heartbeat-ms", "200", "--heartbeat-misses", "3", "--recover-grace", "3",
-                   "--max-restarts", "100000", "--restart-backoff", "0.05"});
+  ASSERT_NO_FATAL_FAILURE(
+      StartCluster(3, {"--heartbeat-ms", "200", "--heartbeat-misses", "3", "--recover-grace", "3",
+                       "--max-restarts", "100000", "--restart-backoff", "0.05"}));
 
 #ifdef ZTASK_CHAOS_SMALL
   constexpr size_t kTasks = 600;
@@ -159,17 +160,17 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
         << t.error_message << "; attempts " << t.attempts << Describe(records, dag[i].after);
     if (t.status == "ok") {
       ASSERT_TRUE(t.started.has_value());
-      EXPECT_GE(*t.started, latest_dep) << "seed " << seed << " task " << i
-                                        << " started before its after tasks completed, by "
-                                        << (latest_dep - *t.started) * 1e6 << " us; attempts "
-                                        << t.attempts << " on engine " << t.engine_id.value_or(-1)
-                                        << Describe(records, dag[i].after);
+      EXPECT_GE(*t.started, latest_dep)
+          << "seed " << seed << " task " << i << " started before its after tasks completed, by "
+          << (latest_dep - *t.started) * 1e6 << " us; attempts " << t.attempts << " on engine "
+          << t.engine_id.value_or(-1) << Describe(records, dag[i].after);
     }
   }
-  std::printf("chaos: %zu tasks, faults injected: %d engines, %d hubs, %d schedulers; "
-              "%zu retries, %zu failed as expected or cascaded, lost = %zu\n",
-              kTasks, faults["taskengine"], faults["taskhub"], faults["taskscheduler"], retries,
-              failed, lost);
+  std::printf(
+      "chaos: %zu tasks, faults injected: %d engines, %d hubs, %d schedulers; "
+      "%zu retries, %zu failed as expected or cascaded, lost = %zu\n",
+      kTasks, faults["taskengine"], faults["taskhub"], faults["taskscheduler"], retries, failed,
+      lost);
   EXPECT_EQ(lost, 0u);
   EXPECT_GT(faults["taskengine"] + faults["taskhub"] + faults["taskscheduler"], 0)
       << "the run was too short to inject a fault";

@@ -1,0 +1,114 @@
+// MonitorLink (monitor_link.h): each batch reaches the hub at least once,
+// goes again only when the hub fell silent or the connection was made
+// again, and costs nothing per turn while it waits for its acknowledgement.
+#include "scheduler/monitor_link.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "tests/support/temp_dir.h"
+
+namespace ztask::scheduler {
+namespace {
+
+class MonitorLinkTest : public ::testing::Test {
+ protected:
+  MonitorLinkTest() {
+    hub_.bind("inproc://hub");
+    link_socket_.connect("inproc://hub");
+    link_.set_enabled(true);
+  }
+  // One monitor message in a batch of its own, sealed.
+  void Batch() {
+    builder_.AddToBatch(protocol::MsgType::kTaskSubmitted, protocol::Frame(""),
+                        protocol::Frame("meta"), protocol::Frame("content"));
+    link_.Seal();
+  }
+  // The numbers of the batches the hub received, in order.
+  std::vector<int64_t> Received() {
+    std::vector<int64_t> seqs;
+    protocol::Frames frames;
+    while (protocol::TryReceive(hub_, frames)) {
+      const auto views = protocol::Views(frames, 1);  // after the routing id
+      EXPECT_TRUE(protocol::CheckFrames(signer_, {}, views).ok()) << "each batch is signed";
+      auto meta = protocol::DecodeBody<protocol::BatchMeta>(views[protocol::kFrameMeta]);
+      EXPECT_TRUE(meta.ok());
+      if (meta.ok() && meta->seq) seqs.push_back(*meta->seq);
+    }
+    return seqs;
+  }
+
+  zmq::context_t context_{1};
+  zmq::socket_t hub_{context_, zmq::socket_type::router};
+  zmq::socket_t link_socket_{context_, zmq::socket_type::dealer};
+  protocol::Signer signer_{"key"};
+  FrameBuilder builder_{signer_};
+  MonitorLink link_{link_socket_, builder_};
+  int64_t now_ = 1'000'000;
+};
+
+TEST_F(MonitorLinkTest, EachBatchGoesOnceWhileTheHubAcknowledges) {
+  for (int i = 0; i < 3; ++i) Batch();
+  link_.Flush(now_);
+  EXPECT_EQ(Received(), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(link_.unacknowledged(), 3u);
+  // The hub is far behind, but says something now and then: nothing twice.
+  for (int i = 0; i < 10; ++i) {
+    now_ += MonitorLink::kResendAfterUs / 2;
+    link_.Acknowledged({}, now_);
+    link_.Flush(now_);
+  }
+  EXPECT_TRUE(Received().empty());
+  EXPECT_EQ(link_.resent(), 0u);
+  link_.Acknowledged({1, 3}, now_);
+  EXPECT_EQ(link_.unacknowledged(), 1u);
+}
+
+TEST_F(MonitorLinkTest, ASilentHubGetsEverythingUnacknowledgedAgain) {
+  Batch();
+  Batch();
+  link_.Flush(now_);
+  EXPECT_EQ(Received().size(), 2u);
+  link_.Acknowledged({1}, now_);
+  now_ += MonitorLink::kResendAfterUs - 1;
+  link_.Flush(now_);
+  EXPECT_TRUE(Received().empty()) << "not silent long enough yet";
+  now_ += 2;
+  link_.Flush(now_);
+  EXPECT_EQ(Received(), (std::vector<int64_t>{2}));
+  EXPECT_EQ(link_.resent(), 1u);
+  // Once more only after another silence.
+  link_.Flush(now_ + 1);
+  EXPECT_TRUE(Received().empty());
+}
+
+TEST_F(MonitorLinkTest, AReconnectionSendsEverythingUnacknowledgedAgainInOrder) {
+  for (int i = 0; i < 4; ++i) Batch();
+  link_.Flush(now_);
+  EXPECT_EQ(Received().size(), 4u);
+  link_.Acknowledged({2}, now_);
+  link_.Reconnected();
+  Batch();
+  link_.Flush(now_);
+  EXPECT_EQ(Received(), (std::vector<int64_t>{1, 3, 4, 5}));
+  EXPECT_EQ(link_.resent(), 3u);
+}
+
+TEST_F(MonitorLinkTest, WithAJournalEveryBatchIsWrittenBeforeItGoesAndForgottenOnceAcknowledged) {
+  testing::TempDir dir;
+  auto journal = Journal::Open(dir.path() / "journal");
+  ASSERT_TRUE(journal.ok());
+  link_.set_journal(journal->get());
+  Batch();
+  Batch();
+  EXPECT_GT((*journal)->bytes(), 0u) << "written when sealed, before any send";
+  link_.Flush(now_);
+  link_.Acknowledged({1}, now_);
+  EXPECT_GT((*journal)->bytes(), 0u) << "batch 2 is not acknowledged yet";
+  link_.Acknowledged({2}, now_);
+  EXPECT_EQ((*journal)->bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace ztask::scheduler

@@ -10,6 +10,7 @@
 
 #include "protocol/connection_file.h"
 #include "tests/support/cluster_fixture.h"
+#include "tests/support/partition.h"
 
 namespace ztask::testing {
 namespace {
@@ -62,10 +63,13 @@ TEST_F(Faults, SchedulerKilledWithTasksWaitingAndRunningPicksUpWhereItStopped) {
   const pid_t scheduler = PidOf("taskscheduler", profile());
   ASSERT_GT(scheduler, 0);
   ASSERT_EQ(::kill(scheduler, SIGKILL), 0);
-  ASSERT_TRUE(WaitFor([&] {
-    const pid_t again = PidOf("taskscheduler", profile());
-    return again > 0 && again != scheduler;
-  }, std::chrono::seconds(20))) << "taskcluster restarts it";
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const pid_t again = PidOf("taskscheduler", profile());
+        return again > 0 && again != scheduler;
+      },
+      std::chrono::seconds(20)))
+      << "taskcluster restarts it";
 
   ASSERT_TRUE(client_->WaitReplies(ids, 90).ok()) << "every waiting client gets its replies\n"
                                                   << Log("scheduler");
@@ -126,10 +130,12 @@ TEST_F(Faults, HubKilledWhileTasksFlowLosesNoRecordAndEnginesKeepTheirIds) {
     }
   }
   ASSERT_TRUE(client_->WaitReplies(ids, 90).ok()) << "the scheduler kept routing";
-  ASSERT_TRUE(WaitFor([&] {
-    const pid_t again = PidOf("taskhub", profile());
-    return again > 0 && again != hub;
-  }, std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const pid_t again = PidOf("taskhub", profile());
+        return again > 0 && again != hub;
+      },
+      std::chrono::seconds(20)));
   const std::vector<TaskInfo> records = FinalRecords(ids);
   if (records.size() != ids.size()) {
     auto all = client_->FetchAll();
@@ -139,22 +145,24 @@ TEST_F(Faults, HubKilledWhileTasksFlowLosesNoRecordAndEnginesKeepTheirIds) {
       if (!known.count(ids[i])) ADD_FAILURE() << "missing: task " << i;
     }
   }
-  ASSERT_EQ(records.size(), ids.size()) << "no record is missing; the hub has "
-                                        << client_->FetchAll()->size() << "\n"
-                                        << Log("hub") << Log("scheduler");
+  ASSERT_EQ(records.size(), ids.size())
+      << "no record is missing; the hub has " << client_->FetchAll()->size() << "\n"
+      << Log("hub") << Log("scheduler");
   for (const TaskInfo& r : records) EXPECT_EQ(r.status, "ok") << r.error_message;
   EXPECT_EQ(records[0].stdout_text, "before the kill\n") << "written before the kill, intact";
 
   std::set<std::pair<std::string, int32_t>> after;
-  ASSERT_TRUE(WaitFor([&] {
-    auto engines = client_->Engines();
-    if (!engines.ok()) return false;
-    after.clear();
-    for (const auto& e : *engines) {
-      if (e.state == "running") after.insert({e.name, e.id});
-    }
-    return after.size() == before.size();
-  }, std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto engines = client_->Engines();
+        if (!engines.ok()) return false;
+        after.clear();
+        for (const auto& e : *engines) {
+          if (e.state == "running") after.insert({e.name, e.id});
+        }
+        return after.size() == before.size();
+      },
+      std::chrono::seconds(20)));
   EXPECT_EQ(after, before) << "engines registered again under the same ids";
 }
 
@@ -219,6 +227,118 @@ TEST_F(Faults, AHungEngineIsLostWithinTheHeartbeatWindowAndItsLateReplyIsIgnored
   EXPECT_TRUE(counted) << "the late reply was counted\n" << log;
 }
 
+// An engine started by the test, every connection of it through a
+// Partition: its own profile directory holds the cluster's connection file
+// with the hub's and the scheduler's endpoints replaced by the partitions'.
+struct PartitionedEngine {
+  PartitionedEngine(const std::string& profile, const std::filesystem::path& dir,
+                    const std::string& name) {
+    auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile));
+    EXPECT_TRUE(info.ok()) << info.status().ToString();
+    if (!info.ok()) return;
+    for (std::string* endpoint :
+         {&info->hub.registration, &info->scheduler.engine, &info->hub.query}) {
+      cuts.push_back(std::make_unique<Partition>(*endpoint));
+      *endpoint = cuts.back()->endpoint();
+    }
+    const auto own = dir / name;
+    std::filesystem::create_directories(own);
+    EXPECT_TRUE(protocol::WriteConnectionFile(protocol::ConnectionFilePath(own), *info).ok());
+    process = std::make_unique<ChildProcess>(
+        std::vector<std::string>{kBin + "/taskengine", "--profile-dir", own.string(), "--name",
+                                 name},
+        dir / (name + ".log"));
+  }
+  void Cut() {
+    for (auto& c : cuts) c->Cut();
+  }
+  void Heal() {
+    for (auto& c : cuts) c->Heal();
+  }
+  std::vector<std::unique_ptr<Partition>> cuts;
+  std::unique_ptr<ChildProcess> process;
+};
+
+TEST_F(Faults, AnEngineCutOffByTheNetworkIsLostAndItsRepliesAfterwardAreIgnored) {
+  // The engine goes on running while cut off: it finishes the task and
+  // sends the reply, which waits in the network until it heals.
+  ASSERT_NO_FATAL_FAILURE(StartCluster(1, {"--heartbeat-ms", "200", "--heartbeat-misses", "3"}));
+  PartitionedEngine first(profile(), dir_.path(), "first"),
+      second(profile(), dir_.path(), "second");
+  ASSERT_TRUE(client_->WaitForEngines(3, 60).ok());
+  // The cluster's own engine is not cut off: the tasks go to ours.
+  std::vector<int32_t> ours;
+  auto engines = client_->Engines();
+  ASSERT_TRUE(engines.ok());
+  for (const auto& e : *engines) {
+    if (e.name == "first" || e.name == "second") ours.push_back(e.id);
+  }
+  ASSERT_EQ(ours.size(), 2u);
+  const std::string where = (dir_.path() / "first-engine").string();
+  const std::string ends = (dir_.path() / "ends.txt").string();
+  TaskOptions slow;
+  slow.command = {"/bin/sh", "-c",
+                  "[ -e " + where + " ] || echo $ZTASK_ENGINE_ID > " + where +
+                      "; sleep 1; echo $ZTASK_ENGINE_ID >> " + ends};
+  slow.retries = 1;
+  slow.targets = ours;
+  auto a = client_->Submit(slow);
+  ASSERT_TRUE(a.ok());
+  TaskOptions after;
+  after.command = {"true"};
+  after.after.ids = {*a};
+  auto b = client_->Submit(after);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(WaitFor([&] { return !ReadFile(where).empty(); }));
+  const int32_t cut_id = std::stoi(ReadFile(where));
+  PartitionedEngine* cut = nullptr;
+  for (const auto& e : *engines) {
+    if (e.id == cut_id && e.name == "first") cut = &first;
+    if (e.id == cut_id && e.name == "second") cut = &second;
+  }
+  ASSERT_NE(cut, nullptr) << "engine " << cut_id << " is not one of ours: " << [&] {
+    std::string all;
+    for (const auto& e : *engines) all += std::to_string(e.id) + " " + e.name + "; ";
+    return all;
+  }();
+  cut->Cut();
+  const auto cut_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(client_->WaitReplies({*a, *b}, 60).ok()) << "retried on the other engine";
+  const auto detected = std::chrono::steady_clock::now() - cut_at;
+  const std::vector<TaskInfo> records = FinalRecords({*a, *b});
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].status, "ok");
+  EXPECT_EQ(records[0].attempts, 2);
+  EXPECT_NE(records[0].engine_id, cut_id);
+  EXPECT_EQ(records[1].status, "ok") << "its dependent ran once it was done";
+  EXPECT_LT(detected, std::chrono::seconds(10)) << "the heartbeat window is 0.6 s";
+  // Still cut off, the engine finished its attempt (its reply waits in
+  // the network): both attempts ended.
+  ASSERT_TRUE(WaitFor([&] { return LineCounts(ends).count(std::to_string(cut_id)) == 1; }))
+      << ReadFile(ends);
+
+  cut->Heal();
+  // Back: it registers again under its id and takes tasks; the reply it
+  // sent while cut off changes nothing.
+  TaskOptions there;
+  there.command = {"true"};
+  there.targets = {cut_id};
+  auto c = client_->Submit(there);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(client_->WaitReplies({*c}, 60).ok()) << Log("scheduler") << Log("hub");
+  const std::vector<TaskInfo> last = FinalRecords({*a, *c});
+  ASSERT_EQ(last.size(), 2u);
+  EXPECT_EQ(last[0].engine_id, records[0].engine_id) << "never delivered twice";
+  EXPECT_EQ(last[0].attempts, 2);
+  EXPECT_EQ(last[1].engine_id, cut_id);
+  ASSERT_EQ(RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_).code, 0);
+  running_ = false;
+  const std::string log = Log("scheduler");
+  const bool counted = log.find("1 late replies") != std::string::npos ||
+                       log.find("not registered") != std::string::npos;
+  EXPECT_TRUE(counted) << "the late reply was counted\n" << log;
+}
+
 TEST_F(Faults, AClientThatCrashesLosesNothing) {
   StartCluster(2);
   std::vector<std::string> ids;
@@ -269,9 +389,9 @@ TEST(HubDisk, AnUnwritableDatabaseIsLoggedAndTheClusterGoesOn) {
   // disk or a quota would.
   TempDir dir;
   const std::string profile = (dir.path() / "p").string();
-  ChildProcess hub({"/usr/bin/prlimit", "--fsize=300000", kBin + "/taskhub", "--profile-dir",
-                    profile},
-                   dir.path() / "hub.log");
+  ChildProcess hub(
+      {"/usr/bin/prlimit", "--fsize=300000", kBin + "/taskhub", "--profile-dir", profile},
+      dir.path() / "hub.log");
   const auto connection = dir.path() / "p" / "ztask-cluster.json";
   ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(connection); }));
   ASSERT_TRUE(WaitFor([&] {

@@ -90,12 +90,14 @@ class Partition {
         fds.push_back({l.outside, static_cast<short>(cut ? 0 : POLLIN), 0});
       }
       if (::poll(fds.data(), fds.size(), 20) <= 0) continue;
-      if (fds[0].revents & POLLIN) Accept();
-      for (size_t i = 0; i < links_.size(); ++i) {
+      // The links polled (an accept below adds one); none while cut.
+      const size_t polled = cut ? 0 : (fds.size() - 1) / 2;
+      for (size_t i = 0; i < polled; ++i) {
         const Link l = links_[i];
         bool open = true;
-        if (fds[1 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR))
+        if (fds[1 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR)) {
           open = Forward(l.inside, l.outside);
+        }
         if (open && (fds[2 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR))) {
           open = Forward(l.outside, l.inside);
         }
@@ -106,6 +108,7 @@ class Partition {
           break;  // the poll set changed: poll again
         }
       }
+      if (fds[0].revents & POLLIN) Accept();
     }
   }
 

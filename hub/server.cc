@@ -261,6 +261,9 @@ class HubServer::Impl {
   }
 
   void Tick() {
+    // Heartbeats that wait in the socket count: a hub slowed down by its
+    // other work must not expire engines that did beat.
+    Drain(registration_, &Impl::OnEngineMessage);
     const int64_t expiry = int64_t{options_.heartbeat_ms} * options_.heartbeat_misses * 1000;
     for (const auto& gone : registry_.Expire(SteadyMicros(), expiry)) {
       EngineGone({gone.info.id, gone.info.uuid}, "missed its heartbeats");

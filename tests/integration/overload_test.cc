@@ -6,7 +6,8 @@
 // its request as it came (about 1 KiB for a no-op), the core's state (at
 // most 1 KiB, core_bench) and the copy the hub has not acknowledged yet:
 // 3 KiB in all; a finished one 64 bytes. Under a sanitizer, where every
-// process runs several times slower, the same with fewer tasks.
+// process runs several times slower, the same with fewer tasks, and the
+// memory is not checked (the sanitizer's own is most of it).
 #include <atomic>
 #include <fstream>
 #include <random>
@@ -27,6 +28,12 @@ int64_t StatusBytes(pid_t pid, const std::string& field) {
 }
 
 TEST_F(ClusterTest, AMillionTasksAreSlowedNotDroppedWithinTheMemoryBounds) {
+#ifdef ZTASK_OVERLOAD_SKIP
+  // Every message costs ThreadSanitizer a (suppressed) report inside the
+  // uninstrumented libzmq: thousands of tasks take many minutes. The other
+  // cluster tests cover races; this one is about scale.
+  GTEST_SKIP() << "too slow under ThreadSanitizer (see tests/integration/CMakeLists.txt)";
+#endif
 #ifdef ZTASK_OVERLOAD_SMALL
   constexpr size_t kTasks = 30000;
   constexpr size_t kInFlight = 3000;
@@ -101,7 +108,11 @@ TEST_F(ClusterTest, AMillionTasksAreSlowedNotDroppedWithinTheMemoryBounds) {
   std::printf("scheduler: %lld MiB before, peak %lld MiB, bound %lld MiB over the start\n",
               static_cast<long long>(rss_before >> 20), static_cast<long long>(peak >> 20),
               static_cast<long long>(bound >> 20));
+#ifndef ZTASK_OVERLOAD_SMALL
+  // Under a sanitizer the peak is mostly its own (shadow memory, freed
+  // blocks held in quarantine): the bound holds in the plain build only.
   EXPECT_LE(peak - rss_before, bound);
+#endif
 }
 
 }  // namespace

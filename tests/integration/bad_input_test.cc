@@ -8,8 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <cctype>
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -104,8 +104,8 @@ TEST_F(ClusterTest, GarbageFromAnyPeerIsDroppedCountedAndServiceGoesOn) {
                       std::nullopt, protocol::RoutingMeta{}, spec));
     // Signed with the right key, but of a type that does not exist.
     auto unknown = protocol::EncodeMessage(
-        right, {TaskId::Random(), MsgType::kTaskRequest, "y", protocol::NowMicros()},
-        std::nullopt, protocol::RoutingMeta{}, spec);
+        right, {TaskId::Random(), MsgType::kTaskRequest, "y", protocol::NowMicros()}, std::nullopt,
+        protocol::RoutingMeta{}, spec);
     std::string& header = unknown[protocol::kFrameHeader];
     const size_t type = header.find("type");
     ASSERT_NE(type, std::string::npos);
@@ -155,7 +155,16 @@ TEST_F(ClusterTest, GarbageFromAnyPeerIsDroppedCountedAndServiceGoesOn) {
   EXPECT_FALSE(std::filesystem::exists(dir_.path() / "must-not-exist"))
       << "a wrongly signed task ran";
 
-  // The made-up engines expire; the supervisor still answers its control.
+  // The made-up engines are registered (the flood has been read: under load
+  // it may still be on its way), then expire; the supervisor still answers
+  // its control.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto now = client_->Engines();
+        return now.ok() && now->size() > 2;
+      },
+      std::chrono::seconds(30)))
+      << "the hub never registered the made-up engines";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   size_t listed = 0;
   while (std::chrono::steady_clock::now() < deadline) {

@@ -71,7 +71,7 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
       StartCluster(3, {"--heartbeat-ms", "200", "--heartbeat-misses", "3", "--recover-grace", "3",
                        "--max-restarts", "100000", "--restart-backoff", "0.05"}));
 
-#ifdef ZTASK_CHAOS_SMALL
+#ifdef ZTASK_SANITIZED
   constexpr size_t kTasks = 600;
   constexpr auto kChaosFor = std::chrono::seconds(20);
 #else

@@ -34,7 +34,7 @@ TEST_F(ClusterTest, AMillionTasksAreSlowedNotDroppedWithinTheMemoryBounds) {
   // cluster tests cover races; this one is about scale.
   GTEST_SKIP() << "too slow under ThreadSanitizer (see tests/integration/CMakeLists.txt)";
 #endif
-#ifdef ZTASK_OVERLOAD_SMALL
+#ifdef ZTASK_SANITIZED
   constexpr size_t kTasks = 30000;
   constexpr size_t kInFlight = 3000;
 #else
@@ -108,7 +108,7 @@ TEST_F(ClusterTest, AMillionTasksAreSlowedNotDroppedWithinTheMemoryBounds) {
   std::printf("scheduler: %lld MiB before, peak %lld MiB, bound %lld MiB over the start\n",
               static_cast<long long>(rss_before >> 20), static_cast<long long>(peak >> 20),
               static_cast<long long>(bound >> 20));
-#ifndef ZTASK_OVERLOAD_SMALL
+#ifndef ZTASK_SANITIZED
   // Under a sanitizer the peak is mostly its own (shadow memory, freed
   // blocks held in quarantine): the bound holds in the plain build only.
   EXPECT_LE(peak - rss_before, bound);

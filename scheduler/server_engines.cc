@@ -254,7 +254,7 @@ void SchedulerServer::Impl::Recover() {
                   state.status().message());
     return;
   }
-  if (state->tasks.empty() && state->finished.empty()) return;
+  if (!found) return;
   // Engines where the outcomes restored tasks depend on ran get slots (a
   // `follow` needs them); other outcomes keep the engine only if it has one.
   std::unordered_set<TaskId, TaskIdHash> needed;

@@ -41,6 +41,31 @@ class Faults : public ClusterTest {
   std::string Log(const std::string& name) {
     return ReadFile(std::filesystem::path(profile()) / "logs" / (name + ".log"));
   }
+  // A task of one second with one retry (appending each attempt's engine id
+  // to `ends`, if given, when it ends), and a task after it; waits until its
+  // first attempt started, and says on which engine.
+  struct SlowPair {
+    TaskId a, b;
+    int32_t first_engine = -1;
+  };
+  void SubmitSlowPair(const std::vector<int32_t>& targets, const std::string& ends, SlowPair* out) {
+    const std::string where = (dir_.path() / "first-engine").string();
+    TaskOptions slow;
+    slow.command = {"/bin/sh", "-c",
+                    "[ -e " + where + " ] || echo $ZTASK_ENGINE_ID > " + where + "; sleep 1" +
+                        (ends.empty() ? "" : "; echo $ZTASK_ENGINE_ID >> " + ends)};
+    slow.retries = 1;
+    slow.targets = targets;
+    auto a = client_->Submit(slow);
+    ASSERT_TRUE(a.ok());
+    TaskOptions after;
+    after.command = {"true"};
+    after.after.ids = {*a};
+    auto b = client_->Submit(after);
+    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE(WaitFor([&] { return !ReadFile(where).empty(); }));
+    *out = {*a, *b, std::stoi(ReadFile(where))};
+  }
   // Task `a` (one retry), whose engine `lost` was lost mid-run, ran again
   // elsewhere, and `b`, after it, ran too; the loss was noticed within
   // `detected`. Returns a's record.
@@ -210,20 +235,9 @@ TEST_F(Faults, AHungEngineIsLostWithinTheHeartbeatWindowAndItsLateReplyIsIgnored
   // SIGSTOP: the engine neither heartbeats nor closes its sockets, as when
   // its node is cut off; SIGCONT brings it back, as when the network does.
   StartCluster(2, {"--heartbeat-ms", "200", "--heartbeat-misses", "3"});
-  const std::string where = (dir_.path() / "first-engine").string();
-  TaskOptions slow;
-  slow.command = {"/bin/sh", "-c",
-                  "[ -e " + where + " ] || echo $ZTASK_ENGINE_ID > " + where + "; sleep 1"};
-  slow.retries = 1;
-  auto a = client_->Submit(slow);
-  ASSERT_TRUE(a.ok());
-  TaskOptions after;
-  after.command = {"true"};
-  after.after.ids = {*a};
-  auto b = client_->Submit(after);
-  ASSERT_TRUE(b.ok());
-  ASSERT_TRUE(WaitFor([&] { return !ReadFile(where).empty(); }));
-  const int32_t hung_id = std::stoi(ReadFile(where));
+  SlowPair pair;
+  ASSERT_NO_FATAL_FAILURE(SubmitSlowPair({}, "", &pair));
+  const int32_t hung_id = pair.first_engine;
   auto engines = client_->Engines();
   ASSERT_TRUE(engines.ok());
   pid_t hung = -1;
@@ -233,12 +247,12 @@ TEST_F(Faults, AHungEngineIsLostWithinTheHeartbeatWindowAndItsLateReplyIsIgnored
   ASSERT_GT(hung, 0);
   ASSERT_EQ(::kill(hung, SIGSTOP), 0);
   const auto stopped_at = std::chrono::steady_clock::now();
-  ASSERT_TRUE(client_->WaitReplies({*a, *b}, 60).ok()) << "retried on the other engine";
+  ASSERT_TRUE(client_->WaitReplies({pair.a, pair.b}, 60).ok()) << "retried on the other engine";
   const auto detected = std::chrono::steady_clock::now() - stopped_at;
   ASSERT_EQ(::kill(hung, SIGCONT), 0);
-  const TaskInfo record = ExpectRetriedElsewhere(*a, *b, hung_id, detected);
+  const TaskInfo record = ExpectRetriedElsewhere(pair.a, pair.b, hung_id, detected);
   // Back: its late reply for the attempt already failed over changes nothing.
-  ExpectBackWithItsLateReplyIgnored(hung_id, *a, record);
+  ExpectBackWithItsLateReplyIgnored(hung_id, pair.a, record);
 }
 
 // An engine started by the test, every connection of it through a
@@ -288,23 +302,10 @@ TEST_F(Faults, AnEngineCutOffByTheNetworkIsLostAndItsRepliesAfterwardAreIgnored)
     if (e.name == "first" || e.name == "second") ours.push_back(e.id);
   }
   ASSERT_EQ(ours.size(), 2u);
-  const std::string where = (dir_.path() / "first-engine").string();
   const std::string ends = (dir_.path() / "ends.txt").string();
-  TaskOptions slow;
-  slow.command = {"/bin/sh", "-c",
-                  "[ -e " + where + " ] || echo $ZTASK_ENGINE_ID > " + where +
-                      "; sleep 1; echo $ZTASK_ENGINE_ID >> " + ends};
-  slow.retries = 1;
-  slow.targets = ours;
-  auto a = client_->Submit(slow);
-  ASSERT_TRUE(a.ok());
-  TaskOptions after;
-  after.command = {"true"};
-  after.after.ids = {*a};
-  auto b = client_->Submit(after);
-  ASSERT_TRUE(b.ok());
-  ASSERT_TRUE(WaitFor([&] { return !ReadFile(where).empty(); }));
-  const int32_t cut_id = std::stoi(ReadFile(where));
+  SlowPair pair;
+  ASSERT_NO_FATAL_FAILURE(SubmitSlowPair(ours, ends, &pair));
+  const int32_t cut_id = pair.first_engine;
   PartitionedEngine* cut = nullptr;
   for (const auto& e : *engines) {
     if (e.id == cut_id && e.name == "first") cut = &first;
@@ -317,9 +318,9 @@ TEST_F(Faults, AnEngineCutOffByTheNetworkIsLostAndItsRepliesAfterwardAreIgnored)
   }();
   cut->Cut();
   const auto cut_at = std::chrono::steady_clock::now();
-  ASSERT_TRUE(client_->WaitReplies({*a, *b}, 60).ok()) << "retried on the other engine";
+  ASSERT_TRUE(client_->WaitReplies({pair.a, pair.b}, 60).ok()) << "retried on the other engine";
   const auto detected = std::chrono::steady_clock::now() - cut_at;
-  const TaskInfo record = ExpectRetriedElsewhere(*a, *b, cut_id, detected);
+  const TaskInfo record = ExpectRetriedElsewhere(pair.a, pair.b, cut_id, detected);
   // Still cut off, the engine finished its attempt (its reply waits in
   // the network): both attempts ended.
   ASSERT_TRUE(WaitFor([&] { return LineCounts(ends).count(std::to_string(cut_id)) == 1; }))
@@ -327,7 +328,7 @@ TEST_F(Faults, AnEngineCutOffByTheNetworkIsLostAndItsRepliesAfterwardAreIgnored)
 
   cut->Heal();
   // Back: the reply it sent while cut off changes nothing.
-  ExpectBackWithItsLateReplyIgnored(cut_id, *a, record);
+  ExpectBackWithItsLateReplyIgnored(cut_id, pair.a, record);
 }
 
 TEST_F(Faults, AClientThatCrashesLosesNothing) {

@@ -11,6 +11,7 @@ packages=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libboost-graph-dev
   libsodium-dev libssl-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
+  libtcmalloc-minimal4
   openmpi-bin openssh-client openssh-server slurm-wlm munge
 )
 case "${1:-}" in

@@ -46,20 +46,14 @@ Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path) {
     return SqlError(store->db_, "cannot open the task database " + path);
   }
   sqlite3_busy_timeout(store->db_, 5000);
-  // Keyed by random ids, a flush touches pages all over the tables: a cache
-  // of up to 64 MiB keeps them from being written out and read back within
-  // one transaction, and tables without a rowid hold each row in one tree.
-  const char* setup =
-      "PRAGMA journal_mode=WAL;"
-      "PRAGMA synchronous=NORMAL;"
-      "PRAGMA cache_size=-65536;"
-      "CREATE TABLE IF NOT EXISTS tasks (id BLOB PRIMARY KEY, record BLOB NOT NULL) "
-      "WITHOUT ROWID;"
-      "CREATE TABLE IF NOT EXISTS requests (id BLOB PRIMARY KEY, frames BLOB NOT NULL) "
-      "WITHOUT ROWID;";
-  if (sqlite3_exec(store->db_, setup, nullptr, nullptr, nullptr) != SQLITE_OK) {
+  if (sqlite3_exec(store->db_,
+                   "PRAGMA journal_mode=WAL;"
+                   "PRAGMA synchronous=NORMAL;"
+                   "PRAGMA cache_size=-65536;",
+                   nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqlError(store->db_, "cannot set up the task database " + path);
   }
+  ZTASK_RETURN_IF_ERROR(store->Migrate(path));
   ZTASK_RETURN_IF_ERROR(store->Load());
   return store;
 }
@@ -71,33 +65,63 @@ TaskStore::~TaskStore() {
   }
 }
 
-Status TaskStore::Load() {
-  Statement select(db_, "SELECT record FROM tasks");
-  if (!select.ok()) return SqlError(db_, "cannot read the task database");
-  while (sqlite3_step(select.get()) == SQLITE_ROW) {
-    const void* blob = sqlite3_column_blob(select.get(), 0);
-    const int size = sqlite3_column_bytes(select.get(), 0);
-    auto record = protocol::DecodeBody<protocol::TaskRecord>(
-        {static_cast<const char*>(blob), static_cast<size_t>(size)});
-    if (record.ok()) {
-      Tally(*record, +1);
-      records_[record->id] = std::move(*record);
+// Version 2 of the file: one row per task, in the order recorded. Version
+// 1 (two tables keyed by task id) is carried over once, in a transaction.
+Status TaskStore::Migrate(const std::string& path) {
+  int version = 0;
+  {
+    Statement pragma(db_, "PRAGMA user_version");
+    if (pragma.ok() && sqlite3_step(pragma.get()) == SQLITE_ROW) {
+      version = sqlite3_column_int(pragma.get(), 0);
     }
   }
-  Statement requests(db_, "SELECT id, frames FROM requests");
-  if (!requests.ok()) return SqlError(db_, "cannot read the task database's requests");
-  while (sqlite3_step(requests.get()) == SQLITE_ROW) {
-    const void* key = sqlite3_column_blob(requests.get(), 0);
-    const int key_size = sqlite3_column_bytes(requests.get(), 0);
-    const void* blob = sqlite3_column_blob(requests.get(), 1);
-    const int size = sqlite3_column_bytes(requests.get(), 1);
-    if (key_size != 16) continue;
-    auto stored = protocol::DecodeBody<protocol::FrameList>(
-        {static_cast<const char*>(blob), static_cast<size_t>(size)});
-    const TaskId id = TaskId::FromBytes({static_cast<const char*>(key), 16});
-    auto record = records_.find(id);
-    if (!stored.ok() || record == records_.end() || Finished(record->second)) continue;
-    requests_[id] = std::move(stored->frames);
+  if (version >= 2) return Status::Ok();
+  auto has_table = [this](const char* name) {
+    Statement table(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
+    sqlite3_bind_text(table.get(), 1, name, -1, SQLITE_STATIC);
+    return table.ok() && sqlite3_step(table.get()) == SQLITE_ROW;
+  };
+  std::string sql =
+      "BEGIN;"
+      "CREATE TABLE tasks_v2 (seq INTEGER PRIMARY KEY, id BLOB NOT NULL, record BLOB NOT NULL, "
+      "request BLOB);";
+  if (has_table("requests")) {
+    sql +=
+        "INSERT INTO tasks_v2 (id, record, request) SELECT t.id, t.record, r.frames "
+        "FROM tasks t LEFT JOIN requests r ON r.id = t.id;"
+        "DROP TABLE tasks; DROP TABLE requests;";
+  } else if (has_table("tasks")) {  // from before requests were kept
+    sql += "INSERT INTO tasks_v2 (id, record) SELECT id, record FROM tasks; DROP TABLE tasks;";
+  }
+  sql += "ALTER TABLE tasks_v2 RENAME TO tasks; PRAGMA user_version = 2; COMMIT;";
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
+    Status error = SqlError(db_, "cannot set up the tables of the task database " + path);
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return error;
+  }
+  return Status::Ok();
+}
+
+Status TaskStore::Load() {
+  Statement select(db_, "SELECT seq, record, request FROM tasks ORDER BY seq");
+  if (!select.ok()) return SqlError(db_, "cannot read the task database");
+  while (sqlite3_step(select.get()) == SQLITE_ROW) {
+    auto column = [&select](int k) -> std::string_view {
+      const void* blob = sqlite3_column_blob(select.get(), k);
+      return {static_cast<const char*>(blob),
+              static_cast<size_t>(sqlite3_column_bytes(select.get(), k))};
+    };
+    auto record = protocol::DecodeBody<protocol::TaskRecord>(column(1));
+    if (!record.ok()) continue;
+    const TaskId id = record->id;
+    rows_[id] = sqlite3_column_int64(select.get(), 0);
+    Tally(*record, +1);
+    const bool finished = Finished(*record);
+    records_[id] = std::move(*record);
+    if (finished || sqlite3_column_type(select.get(), 2) == SQLITE_NULL) continue;
+    if (auto stored = protocol::DecodeBody<protocol::FrameList>(column(2)); stored.ok()) {
+      requests_[id] = std::move(stored->frames);
+    }
   }
   return Status::Ok();
 }
@@ -123,7 +147,7 @@ bool TaskStore::Submitted(const protocol::Header& request, const protocol::Routi
   Tally(r, +1);
   if (!requests_.count(request.id)) {
     requests_[request.id] = std::move(request_frames);
-    new_requests_.insert(request.id);
+    request_changed_.insert(request.id);
   }
   return true;
 }
@@ -134,9 +158,7 @@ const std::vector<std::string>* TaskStore::RequestOf(const TaskId& id) const {
 }
 
 void TaskStore::DropRequest(const TaskId& id) {
-  if (requests_.erase(id) == 0) return;
-  // Never written: nothing to delete.
-  if (new_requests_.erase(id) == 0) done_requests_.insert(id);
+  if (requests_.erase(id) > 0) request_changed_.insert(id);
 }
 
 // The monitor may repeat itself, and after a restart of the hub deliver an
@@ -230,71 +252,90 @@ Status TaskStore::Flush() {
   if (!db_) {  // nothing to write: forget what changed
     dirty_.clear();
     deleted_.clear();
-    new_requests_.clear();
-    done_requests_.clear();
+    request_changed_.clear();
     return Status::Ok();
   }
   if (unflushed() == 0) return Status::Ok();
   if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqlError(db_, "cannot begin a transaction");
   }
-  Statement upsert(db_, "INSERT OR REPLACE INTO tasks (id, record) VALUES (?1, ?2)");
-  Statement erase(db_, "DELETE FROM tasks WHERE id = ?1");
-  bool ok = upsert.ok() && erase.ok();
-  for (const TaskId& id : dirty_) {
-    if (!ok) break;
-    const Key key(id);
-    const std::string blob = protocol::EncodeBody(records_.at(id));
-    BindBlob(upsert.get(), 1, key.view());
-    BindBlob(upsert.get(), 2, blob);
-    ok = sqlite3_step(upsert.get()) == SQLITE_DONE;
-    sqlite3_reset(upsert.get());
-  }
-  for (const TaskId& id : deleted_) {
-    if (!ok) break;
-    const Key key(id);
-    BindBlob(erase.get(), 1, key.view());
-    ok = sqlite3_step(erase.get()) == SQLITE_DONE;
-    sqlite3_reset(erase.get());
-  }
-  if (ok) ok = WriteRequests().ok();
-  if (!ok) {
-    Status error = SqlError(db_, "cannot write task records");
+  // Row numbers count only once the transaction holding them commits.
+  std::vector<std::pair<TaskId, int64_t>> added;
+  std::vector<TaskId> removed;
+  if (Status written = WriteRows(&added, &removed); !written.ok()) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    return error;  // the records stay in memory and dirty: the next flush retries
+    return written;  // the records stay in memory and dirty: the next flush retries
   }
   if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
     Status error = SqlError(db_, "cannot commit task records");
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return error;
   }
+  for (const auto& [id, row] : added) rows_[id] = row;
+  for (const TaskId& id : removed) rows_.erase(id);
   dirty_.clear();
   deleted_.clear();
-  new_requests_.clear();
-  done_requests_.clear();
+  request_changed_.clear();
   return Status::Ok();
 }
 
-// Within Flush()'s transaction.
-Status TaskStore::WriteRequests() {
-  Statement insert(db_, "INSERT OR REPLACE INTO requests (id, frames) VALUES (?1, ?2)");
-  Statement erase(db_, "DELETE FROM requests WHERE id = ?1");
-  if (!insert.ok() || !erase.ok()) return SqlError(db_, "cannot write requests");
-  for (const TaskId& id : new_requests_) {
-    const Key key(id);
-    const std::string blob = protocol::EncodeBody(protocol::FrameList{requests_.at(id)});
-    BindBlob(insert.get(), 1, key.view());
-    BindBlob(insert.get(), 2, blob);
-    const bool ok = sqlite3_step(insert.get()) == SQLITE_DONE;
-    sqlite3_reset(insert.get());
-    if (!ok) return SqlError(db_, "cannot write requests");
+// Within Flush()'s transaction: a new record is a new row at the end; a
+// known one is rewritten by its row number, with its request only when that
+// changed (kept, or dropped once the task ended).
+Status TaskStore::WriteRows(std::vector<std::pair<TaskId, int64_t>>* added,
+                            std::vector<TaskId>* removed) {
+  Statement insert(db_, "INSERT INTO tasks (id, record, request) VALUES (?1, ?2, ?3)");
+  Statement update(db_, "UPDATE tasks SET record = ?2 WHERE seq = ?1");
+  Statement update_both(db_, "UPDATE tasks SET record = ?2, request = ?3 WHERE seq = ?1");
+  Statement erase(db_, "DELETE FROM tasks WHERE seq = ?1");
+  if (!insert.ok() || !update.ok() || !update_both.ok() || !erase.ok()) {
+    return SqlError(db_, "cannot write task records");
   }
-  for (const TaskId& id : done_requests_) {
-    const Key key(id);
-    BindBlob(erase.get(), 1, key.view());
+  std::string blob, request;
+  for (const TaskId& id : dirty_) {
+    blob = protocol::EncodeBody(records_.at(id));
+    const bool with_request = request_changed_.count(id) > 0;
+    const std::vector<std::string>* kept = with_request ? RequestOf(id) : nullptr;
+    if (kept) request = protocol::EncodeBody(protocol::FrameList{*kept});
+    auto row = rows_.find(id);
+    sqlite3_stmt* stmt;
+    if (row == rows_.end()) {
+      stmt = insert.get();
+      const Key key(id);
+      BindBlob(stmt, 1, key.view());
+      // Bound before stepping, while the key is still on the stack.
+      BindBlob(stmt, 2, blob);
+      if (kept)
+        BindBlob(stmt, 3, request);
+      else
+        sqlite3_bind_null(stmt, 3);
+      const bool ok = sqlite3_step(stmt) == SQLITE_DONE;
+      sqlite3_reset(stmt);
+      if (!ok) return SqlError(db_, "cannot write task records");
+      added->emplace_back(id, sqlite3_last_insert_rowid(db_));
+      continue;
+    }
+    stmt = with_request ? update_both.get() : update.get();
+    sqlite3_bind_int64(stmt, 1, row->second);
+    BindBlob(stmt, 2, blob);
+    if (with_request) {
+      if (kept)
+        BindBlob(stmt, 3, request);
+      else
+        sqlite3_bind_null(stmt, 3);
+    }
+    const bool ok = sqlite3_step(stmt) == SQLITE_DONE;
+    sqlite3_reset(stmt);
+    if (!ok) return SqlError(db_, "cannot write task records");
+  }
+  for (const TaskId& id : deleted_) {
+    auto row = rows_.find(id);
+    if (row == rows_.end()) continue;  // never written
+    sqlite3_bind_int64(erase.get(), 1, row->second);
     const bool ok = sqlite3_step(erase.get()) == SQLITE_DONE;
     sqlite3_reset(erase.get());
-    if (!ok) return SqlError(db_, "cannot delete requests");
+    if (!ok) return SqlError(db_, "cannot delete task records");
+    removed->push_back(id);
   }
   return Status::Ok();
 }

@@ -9,6 +9,11 @@
 // scheduler can queue it again. A request whose task finishes before the next
 // flush is never written.
 //
+// On disk a task is one row, in the order tasks were first recorded: the
+// in-memory index, not SQLite's, finds a record, so a flush appends new rows
+// at the end of the table and rewrites rows recorded about the same time,
+// instead of touching pages all over a tree keyed by random ids.
+//
 // Every change is idempotent: a final record never goes back, so the monitor
 // may deliver a batch twice (it resends what the hub did not acknowledge).
 //
@@ -21,6 +26,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "protocol/messages.h"
@@ -66,28 +72,30 @@ class TaskStore {
 
   // Writes every change since the last flush in one transaction.
   Status Flush();
-  size_t unflushed() const {
-    return dirty_.size() + deleted_.size() + new_requests_.size() + done_requests_.size();
-  }
+  // Rows the next flush writes or deletes.
+  size_t unflushed() const { return dirty_.size() + deleted_.size(); }
   bool durable() const { return db_ != nullptr; }
 
  private:
   TaskStore() = default;
+  Status Migrate(const std::string& path);
   Status Load();
+  // Writes what changed; the rows it numbered and removed are applied to
+  // rows_ once the transaction commits.
+  Status WriteRows(std::vector<std::pair<TaskId, int64_t>>* added, std::vector<TaskId>* removed);
   protocol::TaskRecord& Touch(const TaskId& id);
   // The request of a task that just got its final outcome is not needed.
   void DropRequest(const TaskId& id);
   // Adds (+1) or takes away (-1) a record from the counts.
   void Tally(const protocol::TaskRecord& r, int delta);
-  Status WriteRequests();
 
   sqlite3* db_ = nullptr;
   std::unordered_map<TaskId, protocol::TaskRecord, TaskIdHash> records_;
   std::unordered_set<TaskId, TaskIdHash> dirty_;
   std::unordered_set<TaskId, TaskIdHash> deleted_;
   std::unordered_map<TaskId, std::vector<std::string>, TaskIdHash> requests_;
-  std::unordered_set<TaskId, TaskIdHash> new_requests_;   // not written yet
-  std::unordered_set<TaskId, TaskIdHash> done_requests_;  // written, to delete
+  std::unordered_set<TaskId, TaskIdHash> request_changed_;  // since the last flush
+  std::unordered_map<TaskId, int64_t, TaskIdHash> rows_;    // on disk: its row
   int64_t waiting_ = 0;
   std::map<int32_t, EngineTally> by_engine_;
 };

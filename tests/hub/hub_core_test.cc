@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <map>
 
 #include "hub/registry.h"
 #include "hub/store.h"
+#include "protocol/codec.h"
 #include "tests/support/temp_dir.h"
 
 namespace ztask::hub {
@@ -97,7 +99,7 @@ TEST(Store, SqliteKeepsRecordsAcrossReopeningAndPurges) {
       (*store)->Submitted(Request(n), {}, {}, {"header", "meta", "content " + std::to_string(n)});
     }
     (*store)->Outcome(TaskId{7, 1}, {true, true, ErrorType::kNone, 0, 1}, {}, 5);
-    EXPECT_EQ((*store)->unflushed(), 5u) << "3 records and the requests of 2 unfinished tasks";
+    EXPECT_EQ((*store)->unflushed(), 3u) << "one row per task, its request in it";
     ASSERT_TRUE((*store)->Flush().ok());
     EXPECT_EQ((*store)->unflushed(), 0u);
   }
@@ -186,6 +188,112 @@ TEST(Store, StatusCountsFollowEveryChangeWithoutAScan) {
   ASSERT_TRUE(reopened.ok());
   ExpectTalliesMatchTheRecords(**reopened);
   EXPECT_EQ((*reopened)->waiting(), 3);
+}
+
+// Runs one query on a database file and gives its first column, row by row.
+std::vector<std::string> Query(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::vector<std::string> rows;
+  if (sqlite3_open(path.c_str(), &db) == SQLITE_OK) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
+      while (sqlite3_step(stmt) == SQLITE_ROW) {
+        const auto* text = sqlite3_column_text(stmt, 0);
+        rows.emplace_back(text ? reinterpret_cast<const char*>(text) : "NULL");
+      }
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return rows;
+}
+
+TEST(Store, ATaskIsOneRowInTheOrderRecordedItsRequestGoneOnceItEnds) {
+  ztask::testing::TempDir dir;
+  const std::string path = (dir.path() / "tasks.db").string();
+  {
+    auto store = TaskStore::Open(path);
+    ASSERT_TRUE(store.ok());
+    TaskStore& s = **store;
+    for (uint64_t n = 1; n <= 3; ++n) s.Submitted(Request(n), {}, {}, {"h", "m", "c"});
+    ASSERT_TRUE(s.Flush().ok());
+    s.Assigned(TaskId{7, 2}, {1, 1});
+    ASSERT_TRUE(s.Flush().ok());
+    s.Outcome(TaskId{7, 2}, {true, true, ErrorType::kNone, 1, 1}, {}, 5);
+    s.Submitted(Request(4), {}, {}, {"h", "m", "c"});
+    ASSERT_TRUE(s.Flush().ok());
+  }
+  const auto ids = Query(path, "SELECT hex(id) FROM tasks ORDER BY seq");
+  ASSERT_EQ(ids.size(), 4u) << "rewritten in place, never a second row";
+  const auto requests = Query(path, "SELECT request IS NULL FROM tasks ORDER BY seq");
+  EXPECT_EQ(requests, (std::vector<std::string>{"0", "1", "0", "0"}))
+      << "only the finished task's request is gone";
+  auto reopened = TaskStore::Open(path);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->Find(TaskId{7, 2})->state, "ok");
+  EXPECT_EQ((*reopened)->Find(TaskId{7, 3})->state, "waiting");
+  EXPECT_EQ((*reopened)->RequestOf(TaskId{7, 2}), nullptr);
+  ASSERT_NE((*reopened)->RequestOf(TaskId{7, 4}), nullptr);
+  // A record changed after the reopen is rewritten in its row, not added.
+  (*reopened)->Outcome(TaskId{7, 3}, {true, true, ErrorType::kNone, 1, 1}, {}, 6);
+  ASSERT_TRUE((*reopened)->Flush().ok());
+  EXPECT_EQ(Query(path, "SELECT count(*) FROM tasks"), (std::vector<std::string>{"4"}));
+  EXPECT_EQ(Query(path, "SELECT count(*) FROM tasks WHERE request IS NULL"),
+            (std::vector<std::string>{"2"}));
+}
+
+TEST(Store, AFileFromTheFirstLayoutIsCarriedOverWithItsRequests) {
+  ztask::testing::TempDir dir;
+  const std::string path = (dir.path() / "tasks.db").string();
+  protocol::TaskRecord done, queued;
+  done.id = TaskId{7, 1};
+  done.state = "ok";
+  queued.id = TaskId{7, 2};
+  queued.state = "waiting";
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE tasks (id BLOB PRIMARY KEY, record BLOB NOT NULL) "
+                           "WITHOUT ROWID;"
+                           "CREATE TABLE requests (id BLOB PRIMARY KEY, frames BLOB NOT NULL) "
+                           "WITHOUT ROWID;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_stmt* insert = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO tasks VALUES (?1, ?2)", -1, &insert, nullptr),
+              SQLITE_OK);
+    for (const auto* r : {&done, &queued}) {
+      char key[16];
+      r->id.ToBytes(key);
+      const std::string blob = protocol::EncodeBody(*r);
+      sqlite3_bind_blob(insert, 1, key, 16, SQLITE_TRANSIENT);
+      sqlite3_bind_blob(insert, 2, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+      ASSERT_EQ(sqlite3_step(insert), SQLITE_DONE);
+      sqlite3_reset(insert);
+    }
+    sqlite3_finalize(insert);
+    ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO requests VALUES (?1, ?2)", -1, &insert, nullptr),
+              SQLITE_OK);
+    char key[16];
+    queued.id.ToBytes(key);
+    const std::string frames = protocol::EncodeBody(protocol::FrameList{{"h", "m", "c 2"}});
+    sqlite3_bind_blob(insert, 1, key, 16, SQLITE_TRANSIENT);
+    sqlite3_bind_blob(insert, 2, frames.data(), static_cast<int>(frames.size()), SQLITE_TRANSIENT);
+    ASSERT_EQ(sqlite3_step(insert), SQLITE_DONE);
+    sqlite3_finalize(insert);
+    sqlite3_close(db);
+  }
+  auto store = TaskStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ((*store)->records().size(), 2u);
+  EXPECT_EQ((*store)->Find(TaskId{7, 1})->state, "ok");
+  ASSERT_NE((*store)->RequestOf(TaskId{7, 2}), nullptr);
+  EXPECT_EQ(*(*store)->RequestOf(TaskId{7, 2}), (std::vector<std::string>{"h", "m", "c 2"}));
+  store->reset();
+  EXPECT_EQ(Query(path, "SELECT name FROM sqlite_master WHERE type = 'table'"),
+            (std::vector<std::string>{"tasks"}));
+  EXPECT_EQ(Query(path, "PRAGMA user_version"), (std::vector<std::string>{"2"}));
 }
 
 TEST(Store, AnUnwritableDatabaseIsAClearError) {

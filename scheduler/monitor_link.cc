@@ -49,6 +49,7 @@ void MonitorLink::Flush(int64_t now_us) {
       SendAllAgain();
     }
   }
+  if (!socket_full_ && to_send_.size() < kHoldBatches && now_us - last_send_us_ < kHoldUs) return;
   while (!to_send_.empty()) {
     auto it = unacked_.find(to_send_.front());
     if (it == unacked_.end() || it->second.sent_us != 0) {  // acknowledged, or sent
@@ -60,10 +61,17 @@ void MonitorLink::Flush(int64_t now_us) {
     // last it took from this session, so dates must grow in sending order.
     builder_.Reseal(batch.frames);
     protocol::Frames copy = FrameBuilder::ShareFrom(batch.frames, 0);
-    if (!protocol::SendFrames(socket_, copy).ok()) return;  // in order: later ones wait
+    socket_full_ = !protocol::SendFrames(socket_, copy).ok();
+    if (socket_full_) return;  // in order: later ones wait
     batch.sent_us = now_us;
+    last_send_us_ = now_us;
     to_send_.pop_front();
   }
+}
+
+std::optional<int64_t> MonitorLink::NextSendUs() const {
+  if (to_send_.empty() || socket_full_) return std::nullopt;
+  return last_send_us_ + kHoldUs;
 }
 
 void MonitorLink::SendAllAgain() {

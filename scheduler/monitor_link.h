@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <vector>
 #include <zmq.hpp>
 
@@ -34,6 +35,13 @@ class MonitorLink {
  public:
   // Resend after the hub has been silent this long.
   static constexpr int64_t kResendAfterUs = 2'000'000;
+  // Sealed batches wait up to this long after the last send, unless this
+  // many are waiting: a hub woken for every turn of a lightly loaded
+  // scheduler takes the CPU its round trips need. The journal, not the
+  // hub, is what must hold a record before the messages it describes
+  // leave, so holding batches here loses nothing.
+  static constexpr int64_t kHoldUs = 1000;
+  static constexpr size_t kHoldBatches = 16;
 
   // REQUIRES: socket and builder outlive the link.
   MonitorLink(zmq::socket_t& socket, FrameBuilder& builder) : socket_(socket), builder_(builder) {}
@@ -48,9 +56,13 @@ class MonitorLink {
   void Adopt(protocol::Frames batch);
   // Seals what the builder has batched (if anything) and queues it.
   void Seal();
-  // Sends what has not been sent, and everything unacknowledged when the
+  // Sends what has not been sent (once kHoldUs has passed since the last
+  // send, or kHoldBatches wait), and everything unacknowledged when the
   // hub has been silent for kResendAfterUs.
   void Flush(int64_t now_us);
+  // When Flush will send what waits; nullopt when nothing waits, or when
+  // the socket refused it (wait for it to take more: blocked()).
+  std::optional<int64_t> NextSendUs() const;
   // The hub has recorded these batches.
   void Acknowledged(const std::vector<int64_t>& seqs, int64_t now_us);
   // The connection to the hub was made again: everything unacknowledged
@@ -58,7 +70,7 @@ class MonitorLink {
   void Reconnected();
 
   // Whether a batch waits for the socket to take it.
-  bool blocked() const { return !to_send_.empty(); }
+  bool blocked() const { return socket_full_ && !to_send_.empty(); }
   size_t unacknowledged() const { return unacked_.size(); }
   // The memory they hold, counted with each frame's own.
   size_t unacknowledged_bytes() const { return unacked_bytes_; }
@@ -83,6 +95,8 @@ class MonitorLink {
   size_t unacked_bytes_ = 0;
   int64_t next_seq_ = 1;
   int64_t last_ack_us_ = 0;
+  int64_t last_send_us_ = 0;
+  bool socket_full_ = false;
   uint64_t resent_ = 0;
   bool enabled_ = false;
   Journal* journal_ = nullptr;

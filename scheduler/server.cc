@@ -124,12 +124,17 @@ void SchedulerServer::Impl::EndTurn() {
 
 std::chrono::milliseconds SchedulerServer::Impl::PollTimeout() const {
   if (clients_out_.blocked() || engines_out_.blocked()) return std::chrono::milliseconds(5);
-  // Unacknowledged monitor batches may need sending again.
-  if (monitor_link_.unacknowledged() > 0) return std::chrono::milliseconds(250);
-  if (!recovered_slots_.empty()) return std::chrono::milliseconds(250);
-  auto next = core_.NextDeadline();
+  const int64_t now = SteadyClock::Now();
+  std::optional<int64_t> next = core_.NextDeadline();
+  auto no_later_than = [&next](std::optional<int64_t> t) {
+    if (t && (!next || *t < *next)) next = t;
+  };
+  no_later_than(monitor_link_.NextSendUs());
+  // Unacknowledged monitor batches may need sending again; engines given
+  // a grace may need their tasks back.
+  if (monitor_link_.unacknowledged() > 0 || !recovered_slots_.empty()) no_later_than(now + 250'000);
   if (!next) return std::chrono::milliseconds(-1);
-  const int64_t wait_us = *next - SteadyClock::Now();
+  const int64_t wait_us = *next - now;
   if (wait_us <= 0) return std::chrono::milliseconds(0);
   return std::chrono::milliseconds((wait_us + 999) / 1000);
 }

@@ -90,9 +90,31 @@ TEST_F(MonitorLinkTest, AReconnectionSendsEverythingUnacknowledgedAgainInOrder) 
   link_.Acknowledged({2}, now_);
   link_.Reconnected();
   Batch();
-  link_.Flush(now_);
+  link_.Flush(now_ + MonitorLink::kHoldUs);
   EXPECT_EQ(Received(), (std::vector<int64_t>{1, 3, 4, 5}));
   EXPECT_EQ(link_.resent(), 3u);
+}
+
+TEST_F(MonitorLinkTest, ALightlyLoadedSchedulerWakesTheHubAtMostOncePerHold) {
+  Batch();
+  link_.Flush(now_);
+  EXPECT_EQ(Received(), (std::vector<int64_t>{1})) << "nothing went for a while: at once";
+  Batch();
+  link_.Flush(now_ + 10);
+  Batch();
+  link_.Flush(now_ + 20);
+  EXPECT_TRUE(Received().empty()) << "held: the last send was 10 us ago";
+  ASSERT_TRUE(link_.NextSendUs().has_value());
+  EXPECT_EQ(*link_.NextSendUs(), now_ + MonitorLink::kHoldUs);
+  EXPECT_FALSE(link_.blocked()) << "held is not blocked: no need to poll for output";
+  link_.Flush(now_ + MonitorLink::kHoldUs);
+  EXPECT_EQ(Received(), (std::vector<int64_t>{2, 3}));
+  EXPECT_FALSE(link_.NextSendUs().has_value());
+  // Enough waiting batches go at once, however recent the last send.
+  now_ += MonitorLink::kHoldUs;
+  for (size_t i = 0; i < MonitorLink::kHoldBatches; ++i) Batch();
+  link_.Flush(now_ + 1);
+  EXPECT_EQ(Received().size(), MonitorLink::kHoldBatches);
 }
 
 TEST_F(MonitorLinkTest, WithAJournalEveryBatchIsWrittenBeforeItGoesAndForgottenOnceAcknowledged) {

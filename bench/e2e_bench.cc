@@ -13,7 +13,10 @@
 //   chain              --chain no-ops, each `after` the one before;
 //   fan-in             --fan-in no-ops and one `after` all of them;
 //   random DAG         --dag no-ops, each after up to 3 random earlier ones;
-//   hub memory         the hub's resident memory grown per recorded task.
+//   hub memory         the hub's resident memory grown per recorded task;
+//   CPU per task       each process's CPU time (user and system, all its
+//                      threads) over the no-op run, to the hub's last write,
+//                      divided by the tasks.
 // --relay adds the floor (relay.h) with as many workers as engines. Prints a
 // table and, as its last line, one JSON object.
 #include <signal.h>
@@ -24,7 +27,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -74,6 +79,34 @@ int64_t ResidentBytes(pid_t pid) {
   return 0;
 }
 
+// CPU time a process has used (user and system, every thread), in µs.
+double CpuMicros(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces) start at ')'.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int k = 3; fields >> field; ++k) {  // field 3 is the state
+    if (k == 14) utime = std::stod(field);
+    if (k == 15) {
+      stime = std::stod(field);
+      break;
+    }
+  }
+  return (utime + stime) * 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+struct CpuSample {
+  double hub = 0, scheduler = 0, engines = 0, client = 0;
+  CpuSample operator-(const CpuSample& o) const {
+    return {hub - o.hub, scheduler - o.scheduler, engines - o.engines, client - o.client};
+  }
+  double total() const { return hub + scheduler + engines + client; }
+};
+
 // A hub, a scheduler and the engines, each a child process, stopped on exit.
 class Cluster {
  public:
@@ -84,17 +117,15 @@ class Cluster {
                                     "warn"};
     if (!o.db.empty()) hub.insert(hub.end(), {"--db", o.db});
     hub_ = std::make_unique<ChildProcess>(hub, dir + "/hub.log");
-    ZTASK_RETURN_IF_ERROR(WaitForFile([](const protocol::ConnectionInfo& i) {
-      return !i.hub.query.empty();
-    }));
+    ZTASK_RETURN_IF_ERROR(
+        WaitForFile([](const protocol::ConnectionInfo& i) { return !i.hub.query.empty(); }));
     scheduler_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{bin + "taskscheduler", "--profile-dir", profile_, "--hwm",
                                  std::to_string(o.hwm), "--scheme", o.scheme, "--log-level",
                                  "warn"},
         dir + "/scheduler.log");
-    ZTASK_RETURN_IF_ERROR(WaitForFile([](const protocol::ConnectionInfo& i) {
-      return !i.scheduler.client.empty();
-    }));
+    ZTASK_RETURN_IF_ERROR(
+        WaitForFile([](const protocol::ConnectionInfo& i) { return !i.scheduler.client.empty(); }));
     if (o.simulated > 0) {
       // At most 4,000 connections a process: each costs two descriptors.
       for (int left = o.simulated, k = 0; left > 0; left -= 4000, ++k) {
@@ -124,6 +155,22 @@ class Cluster {
   }
   Client& client() { return *client_; }
   pid_t hub_pid() const { return hub_->pid(); }
+  CpuSample Cpu() const {
+    CpuSample s{CpuMicros(hub_->pid()), CpuMicros(scheduler_->pid()), 0, CpuMicros(::getpid())};
+    for (const auto& e : engines_) s.engines += CpuMicros(e->pid());
+    return s;
+  }
+  // Waits (up to 30 s) until the hub has stopped working: the records of
+  // the last tasks are written a moment after their replies.
+  void WaitForHubIdle() const {
+    double last = CpuMicros(hub_->pid());
+    for (int i = 0; i < 300; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const double now = CpuMicros(hub_->pid());
+      if (now - last < 5000) return;  // under 5 % of a core
+      last = now;
+    }
+  }
 
  private:
   template <class Ready>
@@ -166,6 +213,7 @@ int Main(const Options& o) {
   char pattern[] = "/tmp/ztask-bench-XXXXXX";
   const std::string dir = ::mkdtemp(pattern);
   double throughput = 0, chain = 0, fan_in = 0, dag = 0, bytes_per_record = 0;
+  CpuSample cpu;  // µs per task over the no-op run
   Latency rtt;
   {
     Cluster cluster;
@@ -173,13 +221,15 @@ int Main(const Options& o) {
     Client& c = cluster.client();
     if (o.tasks > 0) {
       const int64_t before = ResidentBytes(cluster.hub_pid());
+      const CpuSample cpu_before = cluster.Cpu();
       auto rate = RunGraph(c, std::vector<std::vector<size_t>>(static_cast<size_t>(o.tasks)));
       if (!rate.ok()) return Fail("throughput: " + rate.status().message());
       throughput = *rate;
-      // The hub records the last outcomes a moment after the replies.
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      bytes_per_record =
-          static_cast<double>(ResidentBytes(cluster.hub_pid()) - before) / o.tasks;
+      cluster.WaitForHubIdle();
+      const CpuSample used = cluster.Cpu() - cpu_before;
+      cpu = {used.hub / o.tasks, used.scheduler / o.tasks, used.engines / o.tasks,
+             used.client / o.tasks};
+      bytes_per_record = static_cast<double>(ResidentBytes(cluster.hub_pid()) - before) / o.tasks;
     }
     std::vector<double> us;
     TaskOptions noop;
@@ -232,7 +282,13 @@ int Main(const Options& o) {
   if (o.chain > 0) std::printf("  %-22s %12.0f\n", "chain", chain);
   if (o.fan_in > 0) std::printf("  %-22s %12.0f\n", "fan-in", fan_in);
   if (o.dag > 0) std::printf("  %-22s %12.0f\n", "random DAG", dag);
-  if (o.tasks > 0) std::printf("  hub memory per recorded task: %.0f bytes\n", bytes_per_record);
+  if (o.tasks > 0) {
+    std::printf("  hub memory per recorded task: %.0f bytes\n", bytes_per_record);
+    std::printf(
+        "  CPU per no-op, us: hub %.1f, scheduler %.1f, engines %.1f, client %.1f, "
+        "all %.1f\n",
+        cpu.hub, cpu.scheduler, cpu.engines, cpu.client, cpu.total());
+  }
   if (o.relay) {
     std::printf("  %-22s %12.0f %9.0f %9.0f %9.0f\n", "bare relay (floor)", relay.tasks_per_s,
                 relay.rtt.p50, relay.rtt.p99, relay.rtt.max);
@@ -242,10 +298,12 @@ int Main(const Options& o) {
       "\"db\": \"%s\", \"tasks\": %d, \"tasks_per_s\": %.0f, \"p50_us\": %.0f, \"p99_us\": %.0f, "
       "\"max_us\": %.0f, \"chain_tasks_per_s\": %.0f, \"fan_in_tasks_per_s\": %.0f, "
       "\"dag_tasks_per_s\": %.0f, \"hub_bytes_per_record\": %.0f, \"relay_tasks_per_s\": %.0f, "
-      "\"relay_p50_us\": %.0f}\n",
+      "\"relay_p50_us\": %.0f, \"cpu_us_per_task\": {\"hub\": %.1f, \"scheduler\": %.1f, "
+      "\"engines\": %.1f, \"client\": %.1f, \"all\": %.1f}}\n",
       o.label.c_str(), pool, o.simulated > 0 ? "true" : "false", o.hwm, o.scheme.c_str(),
       o.db.empty() ? "sqlite" : o.db.c_str(), o.tasks, throughput, rtt.p50, rtt.p99, rtt.max, chain,
-      fan_in, dag, bytes_per_record, relay.tasks_per_s, relay.rtt.p50);
+      fan_in, dag, bytes_per_record, relay.tasks_per_s, relay.rtt.p50, cpu.hub, cpu.scheduler,
+      cpu.engines, cpu.client, cpu.total());
   return 0;
 }
 
@@ -263,23 +321,27 @@ int main(int argc, char** argv) {
       o.relay = true;
       continue;
     }
-    if (i + 1 >= argc) return Fail(flag + " needs a value (see the usage at the top of e2e_bench.cc)");
+    if (i + 1 >= argc) {
+      return Fail(flag + " needs a value (see the usage at the top of e2e_bench.cc)");
+    }
     const std::string v = argv[++i];
     try {
-    if (flag == "--engines") o.engines = std::stoi(v);
-    else if (flag == "--simulated") o.simulated = std::stoi(v);
-    else if (flag == "--hwm") o.hwm = std::stoi(v);
-    else if (flag == "--scheme") o.scheme = v;
-    else if (flag == "--db") o.db = v;
-    else if (flag == "--tasks") o.tasks = std::stoi(v);
-    else if (flag == "--latency") o.latency = std::stoi(v);
-    else if (flag == "--chain") o.chain = std::stoi(v);
-    else if (flag == "--fan-in") o.fan_in = std::stoi(v);
-    else if (flag == "--dag") o.dag = std::stoi(v);
-    else if (flag == "--label") o.label = v;
-    else if (flag == "--serve-simulated") serve = std::stoi(v);
-    else if (flag == "--profile") serve_profile = v;
-    else return Fail("unknown flag " + flag + " (see the usage at the top of e2e_bench.cc)");
+      // clang-format off
+      if (flag == "--engines") o.engines = std::stoi(v);
+      else if (flag == "--simulated") o.simulated = std::stoi(v);
+      else if (flag == "--hwm") o.hwm = std::stoi(v);
+      else if (flag == "--scheme") o.scheme = v;
+      else if (flag == "--db") o.db = v;
+      else if (flag == "--tasks") o.tasks = std::stoi(v);
+      else if (flag == "--latency") o.latency = std::stoi(v);
+      else if (flag == "--chain") o.chain = std::stoi(v);
+      else if (flag == "--fan-in") o.fan_in = std::stoi(v);
+      else if (flag == "--dag") o.dag = std::stoi(v);
+      else if (flag == "--label") o.label = v;
+      else if (flag == "--serve-simulated") serve = std::stoi(v);
+      else if (flag == "--profile") serve_profile = v;
+      else return Fail("unknown flag " + flag + " (see the usage at the top of e2e_bench.cc)");
+      // clang-format on
     } catch (const std::exception&) {
       return Fail(flag + " needs a number, not '" + v + "'");
     }

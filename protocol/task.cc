@@ -1,19 +1,28 @@
 // Names of the task vocabulary (include/ztask/task.h) and TaskId's forms.
+#include "ztask/task.h"
+
+#include <pthread.h>
 #include <sodium.h>
 
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <exception>
 
-#include "ztask/task.h"
 #include "ztask/task_id.h"
 
 namespace ztask {
 namespace {
 
-constexpr std::array<std::string_view, 9> kErrorNames = {
-    "", "TaskFailed", "ImpossibleDependency", "InvalidDependency",
-    "TaskTimeout", "TimeLimitExceeded", "EngineError", "TaskAborted", "TaskRejected"};
+constexpr std::array<std::string_view, 9> kErrorNames = {"",
+                                                         "TaskFailed",
+                                                         "ImpossibleDependency",
+                                                         "InvalidDependency",
+                                                         "TaskTimeout",
+                                                         "TimeLimitExceeded",
+                                                         "EngineError",
+                                                         "TaskAborted",
+                                                         "TaskRejected"};
 
 uint64_t LoadBigEndian(const char* p) {
   uint64_t v = 0;
@@ -37,9 +46,7 @@ int HexValue(char c) {
 
 }  // namespace
 
-std::string_view ErrorTypeName(ErrorType type) {
-  return kErrorNames[static_cast<size_t>(type)];
-}
+std::string_view ErrorTypeName(ErrorType type) { return kErrorNames[static_cast<size_t>(type)]; }
 
 std::optional<ErrorType> ParseErrorType(std::string_view name) {
   for (size_t i = 1; i < kErrorNames.size(); ++i) {
@@ -60,9 +67,12 @@ std::optional<DependencyMode> ParseDependencyMode(std::string_view name) {
 
 std::string_view AcceptedOutcomeName(AcceptedOutcome outcome) {
   switch (outcome) {
-    case AcceptedOutcome::kSuccess: return "success";
-    case AcceptedOutcome::kFailure: return "failure";
-    case AcceptedOutcome::kEither: return "either";
+    case AcceptedOutcome::kSuccess:
+      return "success";
+    case AcceptedOutcome::kFailure:
+      return "failure";
+    case AcceptedOutcome::kEither:
+      return "either";
   }
   return "success";
 }
@@ -74,12 +84,41 @@ std::optional<AcceptedOutcome> ParseAcceptedOutcome(std::string_view name) {
   return std::nullopt;
 }
 
+// Ids come from the operating system's random source 256 at a time: one
+// system call per id was a visible share of an engine's time per task. A
+// forked child must not hand out its parent's ids: each fork starts a new
+// generation, and a thread refills its buffer when the generation changed.
+namespace {
+
+std::atomic<uint64_t> fork_generation{1};
+
+struct RandomBuffer {
+  unsigned char bytes[4096];
+  size_t used = sizeof bytes;
+  uint64_t generation = 0;
+};
+
+}  // namespace
+
 TaskId TaskId::Random() {
-  static const bool ready = sodium_init() >= 0;
+  static const bool ready = [] {
+    if (sodium_init() < 0) return false;
+    ::pthread_atfork(nullptr, nullptr, [] { fork_generation.fetch_add(1); });
+    return true;
+  }();
   if (!ready) std::terminate();  // no randomness: ids could collide
-  char bytes[16];
-  randombytes_buf(bytes, sizeof bytes);
-  return FromBytes({bytes, sizeof bytes});
+  thread_local RandomBuffer buffer;
+  const uint64_t generation = fork_generation.load(std::memory_order_relaxed);
+  if (buffer.used + 16 > sizeof buffer.bytes || buffer.generation != generation) {
+    randombytes_buf(buffer.bytes, sizeof buffer.bytes);
+    buffer.used = 0;
+    buffer.generation = generation;
+  }
+  const char* bytes = reinterpret_cast<const char*>(buffer.bytes + buffer.used);
+  buffer.used += 16;
+  const TaskId id = FromBytes({bytes, 16});
+  sodium_memzero(buffer.bytes + buffer.used - 16, 16);  // handed out: not kept
+  return id;
 }
 
 TaskId TaskId::FromBytes(std::string_view bytes) {
@@ -111,8 +150,9 @@ std::string TaskId::ToHex() const {
 
 Result<TaskId> TaskId::FromHex(std::string_view hex) {
   if (hex.size() != 32) {
-    return Status::InvalidArgument("task id '" + std::string(hex) + "' must be 32 hex digits, not " +
-                                   std::to_string(hex.size()) + " characters");
+    return Status::InvalidArgument("task id '" + std::string(hex) +
+                                   "' must be 32 hex digits, not " + std::to_string(hex.size()) +
+                                   " characters");
   }
   char bytes[16];
   for (int i = 0; i < 16; ++i) {

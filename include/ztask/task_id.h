@@ -20,7 +20,8 @@ struct TaskId {
   uint64_t hi = 0;
   uint64_t lo = 0;
 
-  // A fresh id from the operating system's random source (libsodium).
+  // A fresh id from the operating system's random source (libsodium), drawn
+  // in blocks of 256; a forked child draws its own.
   static TaskId Random();
   // Parses exactly 32 hex digits (either case); anything else is an error
   // naming what was wrong.

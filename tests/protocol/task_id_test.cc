@@ -1,6 +1,8 @@
 #include "ztask/task_id.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <unordered_set>
 
@@ -25,6 +27,28 @@ TEST(TaskId, BytesRoundTrip) {
 TEST(TaskId, RandomIdsDoNotRepeat) {
   std::unordered_set<TaskId, TaskIdHash> seen;
   for (int i = 0; i < 10000; ++i) EXPECT_TRUE(seen.insert(TaskId::Random()).second);
+}
+
+TEST(TaskId, AForkedChildDrawsIdsOfItsOwn) {
+  (void)TaskId::Random();  // this thread now holds ids drawn in advance
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char bytes[16];
+    TaskId::Random().ToBytes(bytes);
+    _exit(::write(pipe_fds[1], bytes, sizeof bytes) == sizeof bytes ? 0 : 1);
+  }
+  const TaskId parent_next = TaskId::Random();
+  char bytes[16];
+  ASSERT_EQ(::read(pipe_fds[0], bytes, sizeof bytes), 16);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  EXPECT_NE(TaskId::FromBytes({bytes, 16}), parent_next)
+      << "the child handed out the id its parent drew next";
 }
 
 TEST(TaskId, BadHexIsAClearError) {

@@ -27,10 +27,7 @@ using protocol::Frames;
 using protocol::MsgType;
 using protocol::View;
 
-int64_t SteadyMicros() {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
-}
+using protocol::SteadyMicros;
 
 constexpr size_t kBatch = 512;
 // A monitor batch may carry 1,024 messages: a few a turn, so that queries

@@ -3,10 +3,10 @@
 // throw is caught here and becomes a Status.
 #include "protocol/codec.h"
 
-#include <atomic>
 #include <openssl/evp.h>
 #include <sodium.h>
 
+#include <atomic>
 #include <chrono>
 #include <concepts>
 #include <cstring>
@@ -27,7 +27,9 @@ struct IsOptional<std::optional<T>> : std::true_type {};
 struct FieldCounter {
   uint32_t count = 0;
   template <class T>
-  void operator()(const char*, const T&) { ++count; }
+  void operator()(const char*, const T&) {
+    ++count;
+  }
 };
 
 // Where the packer writes: straight into the frame's string, no copy after.
@@ -48,9 +50,13 @@ class Writer {
 
   void Write(bool v) { v ? packer_.pack_true() : packer_.pack_false(); }
   template <std::signed_integral T>
-  void Write(T v) { packer_.pack_int64(v); }
+  void Write(T v) {
+    packer_.pack_int64(v);
+  }
   template <std::unsigned_integral T>
-  void Write(T v) { packer_.pack_uint64(v); }
+  void Write(T v) {
+    packer_.pack_uint64(v);
+  }
   void Write(double v) { packer_.pack_double(v); }
   void Write(const std::string& v) { WriteString(v); }
   void Write(const TaskId& id) {
@@ -97,7 +103,7 @@ class Writer {
     }
   }
   template <class T>
-    requires std::is_class_v<T>
+  requires std::is_class_v<T>
   void Write(const T& body) {
     FieldCounter counter;
     T::Visit(body, counter);
@@ -119,9 +125,7 @@ Status WrongType(const char* expected) {
   return Status::Malformed(std::string("expected ") + expected);
 }
 
-std::string_view AsStringView(const msgpack::object& o) {
-  return {o.via.str.ptr, o.via.str.size};
-}
+std::string_view AsStringView(const msgpack::object& o) { return {o.via.str.ptr, o.via.str.size}; }
 
 // Reads one msgpack object into a typed value; every mismatch is an error.
 class Reader {
@@ -178,10 +182,17 @@ class Reader {
   static Status Read(const msgpack::object& o, double& out) {
     switch (o.type) {
       case msgpack::type::FLOAT32:
-      case msgpack::type::FLOAT64: out = o.via.f64; return Status::Ok();
-      case msgpack::type::POSITIVE_INTEGER: out = static_cast<double>(o.via.u64); return Status::Ok();
-      case msgpack::type::NEGATIVE_INTEGER: out = static_cast<double>(o.via.i64); return Status::Ok();
-      default: return WrongType("a number");
+      case msgpack::type::FLOAT64:
+        out = o.via.f64;
+        return Status::Ok();
+      case msgpack::type::POSITIVE_INTEGER:
+        out = static_cast<double>(o.via.u64);
+        return Status::Ok();
+      case msgpack::type::NEGATIVE_INTEGER:
+        out = static_cast<double>(o.via.i64);
+        return Status::Ok();
+      default:
+        return WrongType("a number");
     }
   }
   static Status Read(const msgpack::object& o, std::string& out) {
@@ -273,7 +284,7 @@ class Reader {
     return Status::Ok();
   }
   template <class T>
-    requires std::is_class_v<T>
+  requires std::is_class_v<T>
   static Status Read(const msgpack::object& o, T& out) {
     if (o.type != msgpack::type::MAP) return WrongType("a map");
     Reader reader(o.via.map);
@@ -484,6 +495,11 @@ Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
   return out;
 }
 
+int64_t SteadyMicros() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
 int64_t NowMicros() {
   // Strictly increasing within the process, even when the clock steps back,
   // so that receivers can refuse replays by date (see replay_guard.h).
@@ -500,8 +516,8 @@ int64_t NowMicros() {
 
 // Every body type of the table, instantiated here so that no other file
 // needs msgpack.
-#define ZTASK_INSTANTIATE(T)                             \
-  template std::string EncodeBody<T>(const T&);          \
+#define ZTASK_INSTANTIATE(T)                    \
+  template std::string EncodeBody<T>(const T&); \
   template Result<T> DecodeBody<T>(std::string_view);
 ZTASK_INSTANTIATE(Header)
 ZTASK_INSTANTIATE(Empty)

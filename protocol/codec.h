@@ -86,8 +86,8 @@ std::string EncodeBody(const T& body);
 // All frames of a message, signed. Buffers are appended untouched.
 template <class Meta, class Content>
 std::vector<std::string> EncodeMessage(const Signer& signer, const Header& header,
-                                       const std::optional<Header>& parent,
-                                       const Meta& meta, const Content& content,
+                                       const std::optional<Header>& parent, const Meta& meta,
+                                       const Content& content,
                                        std::vector<std::string> buffers = {}) {
   std::vector<std::string> frames;
   frames.reserve(kMinFrames + buffers.size());
@@ -138,8 +138,8 @@ Result<DecodedOf<kType>> DecodeMessage(const Signer& signer, const Limits& limit
   auto header = DecodeHeader(frames[kFrameHeader]);
   if (!header.ok()) return header.status();
   if (header->type != kType) {
-    return Status::Malformed("expected a " + std::string(MsgTypeName(kType)) +
-                             ", got a " + std::string(MsgTypeName(header->type)));
+    return Status::Malformed("expected a " + std::string(MsgTypeName(kType)) + ", got a " +
+                             std::string(MsgTypeName(header->type)));
   }
   out.header = std::move(*header);
   auto parent = DecodeParent(frames[kFrameParent]);
@@ -163,6 +163,8 @@ Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
 // The current time in µs since the Unix epoch, for headers: strictly
 // increasing within the process.
 int64_t NowMicros();
+// A monotonic clock in µs, for deadlines and intervals within a process.
+int64_t SteadyMicros();
 
 }  // namespace ztask::protocol
 

@@ -22,11 +22,6 @@ constexpr char kZapEndpoint[] = "inproc://zeromq.zap.01";
 constexpr char kZapDomain[] = "ztask";
 constexpr int kRefusalLinesPerSecond = 10;
 
-int64_t SteadyNowMicros() {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
 std::string WhyHandshakeFailed(uint16_t event, uint32_t value) {
   if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
     if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
@@ -40,10 +35,12 @@ std::string WhyHandshakeFailed(uint16_t event, uint32_t value) {
     std::snprintf(code, sizeof code, "0x%08x", value);
     return std::string("protocol error ") + code + " in the handshake";
   }
-  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) return "the peer's client key is not this cluster's";
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+    return "the peer's client key is not this cluster's";
   // The peer hung up first, having found the mismatch itself.
-  return std::string("the peer broke off the handshake: it does not use CURVE, or has the wrong "
-                     "server key (") +
+  return std::string(
+             "the peer broke off the handshake: it does not use CURVE, or has the wrong "
+             "server key (") +
          std::strerror(static_cast<int>(value)) + ")";
 }
 
@@ -90,8 +87,7 @@ Result<std::unique_ptr<ServerSecurity>> ServerSecurity::Create(zmq::context_t& c
                             " is missing; start the cluster again with --curve");
   }
   if ((st.st_mode & 077) != 0) {
-    return Status::PermissionDenied(path.string() +
-                                    " can be read by others; run chmod 600 on it");
+    return Status::PermissionDenied(path.string() + " can be read by others; run chmod 600 on it");
   }
   std::ifstream in(path);
   std::string secret;
@@ -217,7 +213,7 @@ void ServerSecurity::ReadEvent(zmq::socket_t& monitor, size_t index) {
 
 void ServerSecurity::Refused(const std::string& where, const std::string& why) {
   ++refused_;
-  const int64_t now = SteadyNowMicros();
+  const int64_t now = SteadyMicros();
   if (now - window_start_us_ >= 1'000'000) {
     window_start_us_ = now;
     lines_in_window_ = 0;

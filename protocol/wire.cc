@@ -104,10 +104,6 @@ std::string PrintablePeer(std::string_view peer) {
 }
 
 namespace {
-int64_t SteadyNowMicros() {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
-}
 constexpr size_t kMaxPeers = 4096;
 constexpr int kLinesPerSecond = 10;
 constexpr int64_t kReportEveryUs = 10'000'000;
@@ -135,7 +131,7 @@ void DropLog::Record(std::string_view peer, std::string_view reason, const std::
     first = true;
   }
   if (!first) return;
-  const int64_t now = SteadyNowMicros();
+  const int64_t now = SteadyMicros();
   if (now - window_start_us_ >= 1'000'000) {
     window_start_us_ = now;
     lines_in_window_ = 0;

@@ -78,10 +78,7 @@ class SchedulerServer::Impl {
   class SteadyClock final : public Clock {
    public:
     int64_t NowMicros() override { return Now(); }
-    static int64_t Now() {
-      using namespace std::chrono;
-      return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
-    }
+    static int64_t Now() { return protocol::SteadyMicros(); }
   };
 
   // A submitted task's request, kept until its final reply: the client's

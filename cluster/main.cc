@@ -1,10 +1,10 @@
 // taskcluster: start a whole cluster on this machine, or stop one.
 #include <fcntl.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 #include <cstdio>
 #include <thread>
 #include <tuple>
@@ -23,7 +23,8 @@ int Fail(const std::string& message) {
 void Announce(const ztask::cluster::LocalCluster& cluster) {
   std::printf("cluster ready: %d engines; profile %s; logs in %s\n", cluster.engines(),
               cluster.profile().c_str(), cluster.logs().c_str());
-  std::printf("submit with: taskctl --profile-dir %s submit -- CMD...\n", cluster.profile().c_str());
+  std::printf("submit with: taskctl --profile-dir %s submit -- CMD...\n",
+              cluster.profile().c_str());
   std::fflush(stdout);
 }
 
@@ -40,8 +41,10 @@ int Daemonize(ztask::cluster::LocalCluster& cluster) {
     std::string report;
     char buffer[512];
     ssize_t n;
-    while ((n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0) report.append(buffer, static_cast<size_t>(n));
-    if (report.rfind("ok", 0) != 0) return Fail(report.empty() ? "the cluster did not start" : report);
+    while ((n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0)
+      report.append(buffer, static_cast<size_t>(n));
+    if (report.rfind("ok", 0) != 0)
+      return Fail(report.empty() ? "the cluster did not start" : report);
     Announce(cluster);
     std::_Exit(0);  // the child owns the cluster now
   }
@@ -54,7 +57,8 @@ int Daemonize(ztask::cluster::LocalCluster& cluster) {
   if (!started.ok()) return 2;
   // The supervisor's own messages (restarts, give-ups) go to its log.
   int null_fd = ::open("/dev/null", O_RDWR);
-  int log_fd = ::open((cluster.logs() / "cluster.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  int log_fd =
+      ::open((cluster.logs() / "cluster.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   ::dup2(null_fd, 0);
   ::dup2(null_fd, 1);
   ::dup2(log_fd >= 0 ? log_fd : null_fd, 2);
@@ -86,26 +90,34 @@ int main(int argc, char** argv) {
   start->add_option("--launch-timeout", options.launch_timeout_s,
                     "seconds for every engine to register");
   start->add_flag("--daemonize", daemonize, "return once the cluster is ready");
-  start->add_option("--max-restarts", options.max_restarts,
-                    "restarts of one engine within the window before it is given up")
+  start
+      ->add_option("--max-restarts", options.max_restarts,
+                   "restarts of one engine within the window before it is given up")
       ->check(CLI::NonNegativeNumber);
   start->add_option("--restart-window", options.restart_window_s, "seconds")
       ->check(CLI::PositiveNumber);
-  start->add_option("--restart-backoff", options.restart_backoff_s,
-                    "seconds before the first restart; doubles with each recent one")
+  start
+      ->add_option("--restart-backoff", options.restart_backoff_s,
+                   "seconds before the first restart; doubles with each recent one")
       ->check(CLI::NonNegativeNumber);
-  start->add_option("--monitor-interval", options.monitor_interval_s,
-                    "seconds between checks of the engines")
+  start
+      ->add_option("--monitor-interval", options.monitor_interval_s,
+                   "seconds between checks of the engines")
       ->check(CLI::PositiveNumber);
   start->add_option("--launcher", options.launcher, "how engines start: local, mpi or ssh")
       ->capture_default_str();
   start->add_option("--mpiexec", options.mpiexec, "the mpiexec to run (mpi launcher)")
       ->capture_default_str();
-  start->add_option("--mpi-args", options.mpi_args,
-                    "extra mpiexec arguments, e.g. --mpi-args=--hostfile --mpi-args=hosts")
-      ->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
+  start
+      ->add_option("--mpi-args", options.mpi_args,
+                   "extra mpiexec arguments, e.g. --mpi-args=--hostfile --mpi-args=hosts")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
   start->add_option("--hosts", options.hosts, "ssh launcher: HOST[:COUNT],...")
-      ->delimiter(',')->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      ->delimiter(',')
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   start->add_option("--ssh", options.ssh, "ssh command, split on spaces (ssh launcher)")
       ->capture_default_str();
   start->add_option("--remote-profile-dir", options.remote_profile_dir,
@@ -114,9 +126,12 @@ int main(int argc, char** argv) {
                     "engine program on the hosts (default: the same path)");
   start->add_option("--location", options.location,
                     "address written into the connection file (default: --ip)");
-  start->add_option("--slurm-args", options.slurm_args,
-                    "an #SBATCH option for the slurm launcher (repeatable), e.g. --partition=x")
-      ->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
+  start
+      ->add_option("--slurm-args", options.slurm_args,
+                   "an #SBATCH option for the slurm launcher (repeatable), e.g. --partition=x")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
   start->add_option("--sbatch", options.sbatch, "sbatch command (slurm launcher)");
   start->add_option("--scancel", options.scancel, "scancel command (slurm launcher)");
   bool dry_run = false;
@@ -125,34 +140,45 @@ int main(int argc, char** argv) {
                   "run without a key: anyone who can reach the ports can run commands");
   start->add_flag("--curve", options.curve, "encrypt every connection with CurveZMQ");
   std::string max_task_bytes, max_dependencies, max_queued, max_result_bytes, max_output_bytes,
-      replay_window, heartbeat_ms, heartbeat_misses, recover_grace, socket_hwm;
+      replay_window, heartbeat_ms, heartbeat_misses, recover_grace, socket_hwm, send_ahead;
   start->add_option("--heartbeat-ms", heartbeat_ms, "engines heartbeat this often (default 1000)")
       ->check(CLI::PositiveNumber);
-  start->add_option("--heartbeat-misses", heartbeat_misses,
-                    "heartbeats an engine may miss before it is lost (default 3)")
+  start
+      ->add_option("--heartbeat-misses", heartbeat_misses,
+                   "heartbeats an engine may miss before it is lost (default 3)")
       ->check(CLI::PositiveNumber);
-  start->add_option("--recover-grace", recover_grace,
-                    "after a scheduler restart, seconds engines holding tasks have to come back, "
-                    "and a task may wait for a dependency not seen yet (default 10)")
+  start
+      ->add_option("--recover-grace", recover_grace,
+                   "after a scheduler restart, seconds engines holding tasks have to come back, "
+                   "and a task may wait for a dependency not seen yet (default 10)")
       ->check(CLI::NonNegativeNumber);
-  start->add_option("--socket-hwm", socket_hwm,
-                    "ZeroMQ high-water mark of the scheduler's sockets (default 1000000)")
+  start
+      ->add_option("--send-ahead", send_ahead,
+                   "send a task waiting for one last dependency to the engine running it, to "
+                   "run there once it succeeds (true or false; default true)")
+      ->check(CLI::IsMember({"true", "false"}));
+  start
+      ->add_option("--socket-hwm", socket_hwm,
+                   "ZeroMQ high-water mark of the scheduler's sockets (default 1000000)")
       ->check(CLI::PositiveNumber);
-  start->add_option("--replay-window", replay_window,
-                    "seconds a message's date may differ from the servers' clock (replay "
-                    "protection; 0: no check; default 300)")
+  start
+      ->add_option("--replay-window", replay_window,
+                   "seconds a message's date may differ from the servers' clock (replay "
+                   "protection; 0: no check; default 300)")
       ->check(CLI::NonNegativeNumber);
   start->add_option("--max-task-bytes", max_task_bytes, "largest task a client may submit")
       ->check(CLI::PositiveNumber);
   start->add_option("--max-dependencies", max_dependencies, "most after+follow ids of a task")
       ->check(CLI::PositiveNumber);
-  start->add_option("--max-queued-per-client", max_queued,
-                    "most tasks of one client waiting or running at once")
+  start
+      ->add_option("--max-queued-per-client", max_queued,
+                   "most tasks of one client waiting or running at once")
       ->check(CLI::PositiveNumber);
   start->add_option("--max-result-bytes", max_result_bytes, "largest result an engine returns")
       ->check(CLI::PositiveNumber);
-  start->add_option("--max-output-bytes", max_output_bytes,
-                    "stdout and stderr kept of a command task, each")
+  start
+      ->add_option("--max-output-bytes", max_output_bytes,
+                   "stdout and stderr kept of a command task, each")
       ->check(CLI::PositiveNumber);
   start->add_option("--engine-program", options.engine_program,
                     "program to run as each engine (default: taskengine next to taskcluster)");
@@ -163,7 +189,9 @@ int main(int argc, char** argv) {
   int scale_to = 0;
   double scale_timeout = 120;
   auto* scale = app.add_subcommand("scale", "grow or shrink the pool of a running cluster");
-  scale->add_option("engines", scale_to, "how many engines")->required()->check(CLI::PositiveNumber);
+  scale->add_option("engines", scale_to, "how many engines")
+      ->required()
+      ->check(CLI::PositiveNumber);
   scale->add_option("--profile-dir", options.profile_dir, "profile directory");
   scale->add_option("--timeout", scale_timeout, "seconds to wait for the pool to reach that size");
   auto* engines_cmd = app.add_subcommand("engines", "engines of a running cluster");
@@ -179,7 +207,8 @@ int main(int argc, char** argv) {
   engines_start->add_option("--hosts", add_hosts, "ssh: HOST[:COUNT],...")->delimiter(',');
   engines_start->add_option("--profile-dir", options.profile_dir, "profile directory");
   engines_start->add_option("--timeout", add_timeout, "seconds for them to register");
-  auto* status = app.add_subcommand("status", "the run report of the cluster in a profile directory");
+  auto* status =
+      app.add_subcommand("status", "the run report of the cluster in a profile directory");
   status->add_option("--profile-dir", options.profile_dir, "profile directory");
   try {
     app.parse(argc, argv);
@@ -225,7 +254,8 @@ int main(int argc, char** argv) {
         {&heartbeat_ms, "--heartbeat-ms", &options.hub_args},
         {&heartbeat_misses, "--heartbeat-misses", &options.hub_args},
         {&recover_grace, "--recover-grace", &options.scheduler_args},
-        {&socket_hwm, "--socket-hwm", &options.scheduler_args}}) {
+        {&socket_hwm, "--socket-hwm", &options.scheduler_args},
+        {&send_ahead, "--send-ahead", &options.scheduler_args}}) {
     if (!value->empty()) args->insert(args->end(), {flag, *value});
   }
   if (!replay_window.empty()) {

@@ -258,8 +258,21 @@ class EngineLoop final : public Stoppable {
     Job job = std::move(queue_.front());
     queue_.pop_front();
     queued_.erase(job.header.id);
-    const Done done = Execute(job);
-    Reply(done);
+    Reply(MayRun(job) ? Execute(job) : NotRun(job));
+  }
+
+  // A task sent ahead runs only once the task it was sent behind succeeded
+  // here: that one came first, so its reply is among the latest kept.
+  bool MayRun(const Job& job) const {
+    if (!job.dispatch.run_after) return true;
+    const Sent* before = SentFor(*job.dispatch.run_after);
+    return before != nullptr && before->ok;
+  }
+
+  Done NotRun(const Job& job) const {
+    Done done{job.header, {false, ErrorType::kNone, engine_id_, job.dispatch.attempt}, {}};
+    done.meta.not_run = true;
+    return done;
   }
 
   // Reads every message that came from the scheduler into the queue.
@@ -321,6 +334,7 @@ class EngineLoop final : public Stoppable {
   struct Sent {
     TaskId id;
     int32_t attempt;
+    bool ok;  // ran and succeeded
     std::vector<std::string> frames;
     size_t bytes;
   };
@@ -329,7 +343,7 @@ class EngineLoop final : public Stoppable {
 
   void Reply(const Done& done) {
     protocol::Header header{TaskId::Random(), MsgType::kTaskReply, uuid_, protocol::NowMicros()};
-    Sent sent{done.request.id, done.meta.attempt,
+    Sent sent{done.request.id, done.meta.attempt, done.meta.ok && !done.meta.not_run,
               protocol::EncodeMessage(signer_, header, done.request, done.meta, done.result), 0};
     for (const auto& f : sent.frames) sent.bytes += f.size();
     // A full queue (the scheduler reads slower than engines answer) is

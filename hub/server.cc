@@ -373,7 +373,8 @@ class HubServer::Impl {
         auto result = protocol::DecodeBody<protocol::TaskResult>(views[protocol::kFrameContent]);
         if (!meta.ok() || !result.ok()) return Drop(peer, "bad task_outcome");
         if (!store_->Outcome(id, *meta, *result, protocol::NowMicros())) return;
-        event.kind = meta->final ? "task_finished" : "task_retried";
+        // Not final and not failed: sent ahead and not run, waiting again.
+        event.kind = meta->final ? "task_finished" : meta->ok ? "task_returned" : "task_retried";
         event.engine_id = meta->engine_id;
         event.attempt = meta->attempt;
         event.status = meta->ok ? "ok" : "error";

@@ -35,7 +35,7 @@ struct Empty {
 };
 
 struct Header {
-  TaskId id;            // message id; for a task_request, the task's id
+  TaskId id;  // message id; for a task_request, the task's id
   MsgType type = MsgType::kHeartbeat;
   std::string session;  // the sending process's session
   int64_t date_us = 0;  // when it was sent, µs since the Unix epoch
@@ -74,7 +74,7 @@ struct RoutingMeta {
   double timeout_s = 0;          // 0: wait forever to start
   double time_limit_s = 0;       // 0: run as long as it takes
   int32_t retries = 0;
-  int32_t priority = 0;          // higher runs first
+  int32_t priority = 0;  // higher runs first
 
   template <class S, class V>
   static void Visit(S& s, V& v) {
@@ -123,6 +123,9 @@ struct ReplyMeta {
   ErrorType error_type = ErrorType::kNone;
   std::optional<int32_t> engine_id;  // absent when the scheduler failed it
   int32_t attempt = 0;               // 1 for the first run; 0: never ran
+  // Sent ahead and not run: its run_after task did not succeed on the
+  // engine. The scheduler queues it again; a client never sees this.
+  bool not_run = false;
 
   template <class S, class V>
   static void Visit(S& s, V& v) {
@@ -130,6 +133,7 @@ struct ReplyMeta {
     v("error_type", s.error_type);
     v("engine_id", s.engine_id);
     v("attempt", s.attempt);
+    v("not_run", s.not_run);
   }
   friend bool operator==(const ReplyMeta&, const ReplyMeta&) = default;
 };
@@ -143,7 +147,7 @@ struct TaskResult {
   std::string stderr_text;
   bool stdout_truncated = false;
   bool stderr_truncated = false;
-  int64_t started_us = 0;    // 0: never started
+  int64_t started_us = 0;  // 0: never started
   int64_t completed_us = 0;
 
   template <class S, class V>
@@ -164,7 +168,9 @@ struct TaskResult {
 struct AbortRequest {
   std::vector<TaskId> task_ids;
   template <class S, class V>
-  static void Visit(S& s, V& v) { v("task_ids", s.task_ids); }
+  static void Visit(S& s, V& v) {
+    v("task_ids", s.task_ids);
+  }
   friend bool operator==(const AbortRequest&, const AbortRequest&) = default;
 };
 
@@ -203,10 +209,14 @@ struct EngineReady {
 struct DispatchInfo {
   int32_t attempt = 1;
   int32_t engines = 0;  // engines registered with the scheduler now
+  // Sent ahead: run only once this task, sent here before, succeeded here;
+  // otherwise answer not_run.
+  std::optional<TaskId> run_after = std::nullopt;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("attempt", s.attempt);
     v("engines", s.engines);
+    v("run_after", s.run_after);
   }
   friend bool operator==(const DispatchInfo&, const DispatchInfo&) = default;
 };
@@ -264,7 +274,7 @@ struct EngineState {
   std::string name;
   std::string state;  // "starting", "restarting", "failed", "stopped"
   int32_t restarts = 0;
-  std::string text;   // why, for people
+  std::string text;  // why, for people
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("name", s.name);
@@ -296,7 +306,9 @@ struct ClusterRequest {
 struct TaskIdList {
   std::vector<TaskId> task_ids;
   template <class S, class V>
-  static void Visit(S& s, V& v) { v("task_ids", s.task_ids); }
+  static void Visit(S& s, V& v) {
+    v("task_ids", s.task_ids);
+  }
   friend bool operator==(const TaskIdList&, const TaskIdList&) = default;
 };
 
@@ -409,7 +421,9 @@ struct EngineInfo {
 struct EnginesReply {
   std::vector<EngineInfo> engines;
   template <class S, class V>
-  static void Visit(S& s, V& v) { v("engines", s.engines); }
+  static void Visit(S& s, V& v) {
+    v("engines", s.engines);
+  }
   friend bool operator==(const EnginesReply&, const EnginesReply&) = default;
 };
 
@@ -427,7 +441,9 @@ struct PurgeRequest {
 struct Count {
   int64_t count = 0;
   template <class S, class V>
-  static void Visit(S& s, V& v) { v("count", s.count); }
+  static void Visit(S& s, V& v) {
+    v("count", s.count);
+  }
   friend bool operator==(const Count&, const Count&) = default;
 };
 

@@ -43,17 +43,30 @@ bool SchedulerCore::Submit(const Submission& s) {
       s.running_on != kNoSlot && s.running_on < engines_.size() && engines_[s.running_on].alive;
   task.attempt = std::max(0, s.attempts);
   task.retries_left = std::max(0, s.retries - std::max(0, task.attempt - (running ? 1 : 0)));
-  if (running) {  // its dependencies were met when it was dispatched
-    task.after = {0, 0, 0, s.after.mode, s.after.outcome};
-    task.follow = {0, 0, 0, s.follow.mode, s.follow.outcome};
-    Place(task, s.running_on);
-    return true;
-  }
 
   const std::vector<TaskId> after = Unique(s.after.ids);
   const std::vector<TaskId> follow = Unique(s.follow.ids);
   task.after = {static_cast<uint32_t>(after.size()), 0, 0, s.after.mode, s.after.outcome};
   task.follow = {static_cast<uint32_t>(follow.size()), 0, 0, s.follow.mode, s.follow.outcome};
+  if (running) {
+    // Its dependencies were met when it was sent, or it was sent ahead and
+    // may come back not run: they are counted as for any task (one never
+    // seen is not waited for).
+    for (const auto* ids : {&after, &follow}) {
+      const bool is_follow = ids == &follow;
+      for (const TaskId& dep : *ids) {
+        if (const Finished* f = finished_.find(dep)) {
+          CountDependency(task, is_follow, *f);
+        } else if (dep != s.id && tasks_.count(dep)) {
+          waiters_[dep].push_back({s.id, is_follow});
+        } else {
+          --(is_follow ? task.follow : task.after).total;
+        }
+      }
+    }
+    Place(task, s.running_on);
+    return true;
+  }
 
   for (const auto* ids : {&after, &follow}) {
     for (const TaskId& dep : *ids) {
@@ -77,6 +90,7 @@ bool SchedulerCore::Submit(const Submission& s) {
   }
   Cause cause;  // the first dependency already finished with a rejected outcome
   bool have_cause = false;
+  Waiter last_wait{};  // the dependency waited for, when there is one
   for (const auto* ids : {&after, &follow}) {
     const bool is_follow = ids == &follow;
     for (const TaskId& dep : *ids) {
@@ -87,13 +101,28 @@ bool SchedulerCore::Submit(const Submission& s) {
         }
       } else {
         waiters_[dep].push_back({s.id, is_follow});
+        last_wait = {dep, is_follow};
       }
     }
   }
   AddDeadline(task);
   Settle(task, cause);
+  if (options_.send_ahead && !last_wait.task.IsZero()) TrySendAhead(s.id, last_wait);
   Pump();
   return true;
+}
+
+void SchedulerCore::TrySendAhead(const TaskId& id, const Waiter& wait) {
+  auto t = tasks_.find(id);  // Settle may have failed it
+  auto d = tasks_.find(wait.task);
+  if (t == tasks_.end() || d == tasks_.end()) return;
+  bool no_room = false;
+  if (MayGoAhead(t->second, d->second, wait.is_follow, &no_room)) {
+    d->second.followed = true;
+    Assign(t->second, d->second.slot, wait.task);
+  } else if (no_room) {
+    ahead_blocked_[d->second.slot].push_back(wait.task);
+  }
 }
 
 void SchedulerCore::RestoreFinished(const TaskId& id, bool success, int32_t engine_id) {
@@ -214,8 +243,16 @@ void SchedulerCore::Resolve(const TaskId& id, Finished outcome) {
     waiters_.erase(it);
     for (const Waiter& w : waiters) {
       auto t = tasks_.find(w.task);
-      if (t == tasks_.end() || t->second.state != State::kWaiting) continue;
+      if (t == tasks_.end()) continue;
       Task& task = t->second;
+      if (task.state == State::kRunning && task.ahead) {
+        // Sent ahead: its engine runs it only if this was a success; if it
+        // comes back not run, it is settled then (TaskNotRun).
+        if (!CountDependency(task, w.is_follow, f))
+          ahead_cause_.try_emplace(w.task, dep, f.success());
+        continue;
+      }
+      if (task.state != State::kWaiting) continue;
       CountDependency(task, w.is_follow, f);
       Settle(task, {dep, f.success()});
     }
@@ -238,6 +275,7 @@ SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId&
   }
   Task& task = it->second;
   Release(task);
+  if (!ahead_cause_.empty()) ahead_cause_.erase(id);
   if (success) {
     ++counters_.succeeded;
     actions_.push_back({Action::Kind::kDeliver,
@@ -254,6 +292,18 @@ SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId&
     AttemptFailed(task, slot, error == ErrorType::kNone ? ErrorType::kTaskFailed : error, {},
                   /*from_reply=*/true);
   }
+  Pump();
+  return Finish::kAccepted;
+}
+
+SchedulerCore::Finish SchedulerCore::TaskNotRun(EngineSlot slot, const TaskId& id) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || it->second.state != State::kRunning || it->second.slot != slot) {
+    ++counters_.late_replies;
+    return Finish::kLate;
+  }
+  Release(it->second);
+  Return(it->second, slot);
   Pump();
   return Finish::kAccepted;
 }

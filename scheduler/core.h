@@ -38,6 +38,14 @@ class Clock {
 struct CoreOptions {
   // Most tasks outstanding on one engine; 0 means no limit. Default: 1.
   uint32_t hwm = 1;
+  // Send ahead: a task waiting for one last dependency, running on an
+  // engine with room, goes to that engine at once, to run there as soon as
+  // the dependency succeeds (the engine checks, and answers "not run" when
+  // it did not). A chain then costs no round trip per link. Only for
+  // dependencies whose required outcome is success, tasks without a
+  // timeout, and engines the task may use. Off: a task is sent only once
+  // its dependencies are met.
+  bool send_ahead = false;
 };
 
 struct Submission {
@@ -61,6 +69,7 @@ struct Action {
     kFail,      // final: the scheduler fails the task with error/message
     kRetry,     // attempt `attempt` failed on engine_id; the task waits again
     kRetire,    // the draining engine (slot, engine_id) has no task left: let it go
+    kReturned,  // sent ahead, not run there (attempt `attempt`): waits again, no retry used
   };
   Kind kind;
   TaskId task;
@@ -70,6 +79,9 @@ struct Action {
   ErrorType error = ErrorType::kNone;
   std::string message;
   bool from_reply = false;  // kDeliver/kRetry caused by an engine's reply
+  // kDispatch sent ahead: the engine runs the task only after this task
+  // (running there) succeeded there. Zero: none.
+  TaskId run_after{};
 };
 
 struct CoreCounters {
@@ -112,6 +124,10 @@ class SchedulerCore {
   // An attempt ended on `slot`. kLate when the task is not running there
   // (its engine was declared lost, or the id is unknown): nothing changes.
   Finish TaskFinished(EngineSlot slot, const TaskId& task, bool success, ErrorType error);
+  // The engine did not run a task sent ahead (its dependency did not
+  // succeed there): the task waits again, as if never sent, and fails only
+  // if its dependencies now say so. kLate as for TaskFinished.
+  Finish TaskNotRun(EngineSlot slot, const TaskId& task);
 
   // Restoring after a restart: a task that finished before, as dependents
   // see it. Call before submitting its dependents.
@@ -172,6 +188,8 @@ class SchedulerCore {
   struct Task {
     TaskId id;
     State state = State::kWaiting;
+    bool ahead = false;     // running: sent before its dependencies were met
+    bool followed = false;  // running: one of its waiters was sent ahead behind it
     int32_t priority = 0;
     uint64_t seq = 0;
     DependencyProgress after;
@@ -251,7 +269,20 @@ class SchedulerCore {
   void Resolve(const TaskId& id, Finished outcome);
   void AttemptFailed(Task& task, EngineSlot slot, ErrorType error, std::string message,
                      bool from_reply);
-  void Assign(Task& task, EngineSlot slot);
+  void Assign(Task& task, EngineSlot slot, const TaskId& run_after = TaskId{});
+  // Send ahead (CoreOptions::send_ahead): whether `task`, waiting, may go
+  // now to the engine running `dep`, its one unfinished dependency.
+  bool MayGoAhead(const Task& task, const Task& dep, bool is_follow, bool* no_room) const;
+  // Sends `id` ahead behind `wait.task`, its one unfinished dependency, if it may go.
+  void TrySendAhead(const TaskId& id, const Waiter& wait);
+  // Sends ahead the first waiter of `dep` that may go (of kAheadScan looked at).
+  void SendAheadAfter(const TaskId& dep);
+  // Sends ahead what waits for the tasks noted in ahead_check_.
+  void SendAhead();
+  // A task sent ahead whose dependencies are not met comes back: it waits
+  // again, its attempt not counted against its retries.
+  void Return(Task& task, EngineSlot slot);
+  bool Met(const Task& task) const { return task.after.Met() && task.follow.Met(); }
   // Puts the task on the engine's list, with no dispatch (Assign's first half).
   void Place(Task& task, EngineSlot slot);
   void Release(Task& task);
@@ -299,6 +330,15 @@ class SchedulerCore {
 
   using Deadline = std::pair<int64_t, TaskId>;
   std::priority_queue<Deadline, std::vector<Deadline>, std::greater<>> deadlines_;
+
+  // Send ahead: tasks just dispatched whose waiters may follow them, and per
+  // engine those that found it full, looked at again once it has room.
+  static constexpr size_t kAheadScan = 64;
+  std::vector<TaskId> ahead_check_;
+  std::unordered_map<EngineSlot, std::vector<TaskId>> ahead_blocked_;
+  // A task sent ahead whose dependency ended in a rejected outcome: which
+  // one, for the message when it comes back.
+  std::unordered_map<TaskId, Cause, TaskIdHash> ahead_cause_;
 
   std::vector<Action> actions_;
   std::vector<std::pair<TaskId, Finished>> resolving_;

@@ -32,16 +32,111 @@ void SchedulerCore::Place(Task& task, EngineSlot slot) {
   JoinScheme(slot);
   task.state = State::kRunning;
   task.slot = slot;
+  task.ahead = !Met(task);
+  task.followed = false;
   ++running_;
 }
 
-void SchedulerCore::Assign(Task& task, EngineSlot slot) {
+void SchedulerCore::Assign(Task& task, EngineSlot slot, const TaskId& run_after) {
   Place(task, slot);
   Engine& e = engines_[slot];
   ++task.attempt;
   ++counters_.dispatched;
-  actions_.push_back({Action::Kind::kDispatch, task.id, slot, e.id, task.attempt,
-                      ErrorType::kNone, {}, false});
+  actions_.push_back({Action::Kind::kDispatch,
+                      task.id,
+                      slot,
+                      e.id,
+                      task.attempt,
+                      ErrorType::kNone,
+                      {},
+                      false,
+                      run_after});
+  if (options_.send_ahead) ahead_check_.push_back(task.id);
+}
+
+bool SchedulerCore::MayGoAhead(const Task& task, const Task& dep, bool is_follow,
+                               bool* no_room) const {
+  *no_room = false;
+  if (task.state != State::kWaiting || task.timeout_us > 0) return false;
+  if (dep.state != State::kRunning || dep.slot == kNoSlot || dep.followed) return false;
+  const auto unfinished = [](const DependencyProgress& p) {
+    return p.total - p.accepted - p.rejected;
+  };
+  if (unfinished(task.after) + unfinished(task.follow) != 1) return false;
+  if (task.after.Impossible() || task.follow.Impossible()) return false;
+  // Met as soon as `dep` succeeds, and only then: what the engine checks.
+  DependencyProgress if_ok = is_follow ? task.follow : task.after;
+  if (if_ok.outcome != AcceptedOutcome::kSuccess) return false;
+  if_ok.Count(true);
+  if (!if_ok.Met() || !(is_follow ? task.after : task.follow).Met()) return false;
+  if (task.follow.total > 0) {
+    if (task.follow.mode != DependencyMode::kAll || task.follow_unlocated > 0) return false;
+    for (EngineSlot s : task.location) {
+      if (s != dep.slot) return false;
+    }
+  }
+  const Engine& e = engines_[dep.slot];
+  if (!task.targets.empty() && !Contains(task.targets, e.id)) return false;
+  if (Contains(task.blacklist, e.id)) return false;
+  if (!HasRoom(e)) {
+    *no_room = true;
+    return false;
+  }
+  return true;
+}
+
+// One waiter at most goes behind a task: the others wait for its outcome
+// and then spread over every engine, as they would without sending ahead.
+void SchedulerCore::SendAheadAfter(const TaskId& dep_id) {
+  auto d = tasks_.find(dep_id);
+  auto w = waiters_.find(dep_id);
+  if (d == tasks_.end() || w == waiters_.end()) return;
+  Task& dep = d->second;
+  if (dep.state != State::kRunning || dep.followed) return;
+  size_t looked = 0;
+  for (size_t i = 0; i < w->second.size() && looked < kAheadScan; ++i) {
+    const Waiter waiter = w->second[i];
+    auto t = tasks_.find(waiter.task);
+    if (t == tasks_.end()) continue;
+    if (t->second.state != State::kWaiting) return;  // running already: one at most
+    ++looked;
+    bool no_room = false;
+    if (MayGoAhead(t->second, dep, waiter.is_follow, &no_room)) {
+      dep.followed = true;
+      Assign(t->second, dep.slot, dep_id);
+      return;
+    }
+    if (no_room) {
+      ahead_blocked_[dep.slot].push_back(dep_id);
+      return;
+    }
+  }
+}
+
+void SchedulerCore::SendAhead() {
+  while (!ahead_check_.empty()) {
+    const TaskId dep = ahead_check_.back();
+    ahead_check_.pop_back();
+    SendAheadAfter(dep);
+  }
+}
+
+void SchedulerCore::Return(Task& task, EngineSlot slot) {
+  actions_.push_back({Action::Kind::kReturned,
+                      task.id,
+                      slot,
+                      engines_[slot].id,
+                      task.attempt,
+                      ErrorType::kNone,
+                      {},
+                      false});
+  task.ahead = false;
+  Cause cause;
+  if (auto c = ahead_cause_.find(task.id); c != ahead_cause_.end()) {
+    cause = c->second;
+    ahead_cause_.erase(c);
+  }
+  Settle(task, cause);
 }
 
 void SchedulerCore::Release(Task& task) {
@@ -57,6 +152,12 @@ void SchedulerCore::Release(Task& task) {
   JoinScheme(task.slot);
   --running_;
   RetireIfDrained(task.slot);
+  if (!ahead_blocked_.empty() && HasRoom(e)) {
+    if (auto it = ahead_blocked_.find(task.slot); it != ahead_blocked_.end()) {
+      ahead_check_.insert(ahead_check_.end(), it->second.begin(), it->second.end());
+      ahead_blocked_.erase(it);
+    }
+  }
   task.state = State::kWaiting;
   task.slot = kNoSlot;
 }
@@ -71,8 +172,8 @@ void SchedulerCore::EngineDraining(EngineSlot slot) {
 void SchedulerCore::RetireIfDrained(EngineSlot slot) {
   const Engine& e = engines_[slot];
   if (e.alive && e.draining && e.load == 0) {
-    actions_.push_back({Action::Kind::kRetire, TaskId{}, slot, e.id, 0, ErrorType::kNone, {},
-                        false});
+    actions_.push_back(
+        {Action::Kind::kRetire, TaskId{}, slot, e.id, 0, ErrorType::kNone, {}, false});
   }
 }
 
@@ -142,6 +243,8 @@ void SchedulerCore::Pump() {
       Assign(task, slot);
     }
   } while (ready_grew_ && !scheme_->Empty());
+  // What room is left after the ready tasks may take tasks sent ahead.
+  if (options_.send_ahead) SendAhead();
 }
 
 EngineSlot SchedulerCore::EngineAdded(int32_t engine_id, bool accepting) {
@@ -187,6 +290,11 @@ void SchedulerCore::AttemptLost(EngineSlot slot, const TaskId& id) {
   if (it == tasks_.end() || it->second.state != State::kRunning || it->second.slot != slot) return;
   Task& task = it->second;
   Release(task);
+  if (task.ahead && !Met(task)) {  // it could not have started
+    Return(task, slot);
+    Pump();
+    return;
+  }
   AttemptFailed(task, slot, ErrorType::kEngineError,
                 "engine " + std::to_string(engines_[slot].id) + " no longer held task " +
                     id.ToHex() + " (attempt " + std::to_string(task.attempt) +
@@ -204,11 +312,16 @@ void SchedulerCore::EngineRemoved(EngineSlot slot) {
   std::vector<TaskId> running = std::move(e.running);
   e.running.clear();
   e.load = 0;
+  ahead_blocked_.erase(slot);
   for (const TaskId& id : running) {
     Task& task = tasks_.at(id);
     task.state = State::kWaiting;
     task.slot = kNoSlot;
     --running_;
+    if (task.ahead && !Met(task)) {  // it could not have started
+      Return(task, slot);
+      continue;
+    }
     AttemptFailed(task, slot, ErrorType::kEngineError,
                   "engine " + std::to_string(e.id) + " was lost while running task " + id.ToHex() +
                       " (attempt " + std::to_string(task.attempt) + ")",

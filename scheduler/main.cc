@@ -1,27 +1,33 @@
 // taskscheduler: routes tasks from clients to engines. See server.h.
-#include <CLI/CLI.hpp>
-#include <cstdio>
 #include <spdlog/spdlog.h>
 
-#include "scheduler/scheme.h"
-#include "protocol/signals.h"
-#include "scheduler/server.h"
+#include <CLI/CLI.hpp>
+#include <cstdio>
 
+#include "protocol/signals.h"
+#include "scheduler/scheme.h"
+#include "scheduler/server.h"
 
 int main(int argc, char** argv) {
   ztask::scheduler::SchedulerOptions options;
   std::string ip;
   std::string log_level = "info";
   std::string schemes;
-  for (const auto& n : ztask::scheduler::SchemeNames()) schemes += (schemes.empty() ? "" : ", ") + n;
+  for (const auto& n : ztask::scheduler::SchemeNames())
+    schemes += (schemes.empty() ? "" : ", ") + n;
 
   CLI::App app{"taskscheduler: routes ztask tasks from clients to engines"};
   app.add_option("--scheme", options.scheme, "how to choose an engine: " + schemes)
       ->capture_default_str();
   app.add_option("--hwm", options.hwm, "most tasks outstanding per engine; 0: no limit")
       ->capture_default_str();
-  app.add_option("--profile-dir", options.profile_dir,
-                 "profile directory holding the connection file (default ~/.ztask/profile_default)");
+  app.add_option("--send-ahead", options.send_ahead,
+                 "send a task waiting for one last dependency to the engine running it, to run "
+                 "there once it succeeds (true/false)")
+      ->capture_default_str();
+  app.add_option(
+      "--profile-dir", options.profile_dir,
+      "profile directory holding the connection file (default ~/.ztask/profile_default)");
   app.add_option("--client-endpoint", options.client_endpoint, "where clients connect")
       ->capture_default_str();
   app.add_option("--engine-endpoint", options.engine_endpoint, "where engines connect")
@@ -42,7 +48,8 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", options.insecure, "accept a connection file without a key");
   app.add_option("--replay-window", options.replay_window_s,
                  "seconds a message's date may differ from this host's clock; 0: no check")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--recover-timeout", options.recover_timeout_s,
                  "seconds to wait at start for the hub to say which tasks were in flight")
       ->capture_default_str()
@@ -58,7 +65,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100000000));
   app.add_option("--seed", options.seed, "seed of the sampling schemes; 0: random");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -289,6 +289,8 @@ void SchedulerServer::Impl::Handle(const Action& a) {
       return;
     case Action::Kind::kRetry:
       return Retried(a, request);
+    case Action::Kind::kReturned:
+      return Returned(a, request);
     case Action::Kind::kRetire:
       return;  // handled above
   }
@@ -298,7 +300,8 @@ void SchedulerServer::Impl::Dispatch(const Action& a, Frames& request) {
   Frames out;
   out.reserve(request.size() + 1);
   out.push_back(protocol::Frame(uuid_of_slot_[a.slot]));
-  const protocol::DispatchInfo dispatch{a.attempt, static_cast<int32_t>(core_.live_engines())};
+  protocol::DispatchInfo dispatch{a.attempt, static_cast<int32_t>(core_.live_engines())};
+  if (!a.run_after.IsZero()) dispatch.run_after = a.run_after;
   out.push_back(protocol::Frame(protocol::EncodeBody(dispatch)));
   for (size_t i = 1; i < request.size(); ++i) out.push_back(Share(request[i]));
   protocol::Assignment assignment{a.engine_id, a.attempt};
@@ -344,6 +347,15 @@ void SchedulerServer::Impl::Retried(const Action& a, Frames& request) {
   }
   protocol::TaskResult result;
   result.error_message = a.message;
+  MonitorOutcome(a, /*final=*/false, Share(request[1 + protocol::kFrameHeader]),
+                 protocol::Frame(protocol::EncodeBody(result)), nullptr);
+}
+
+// Sent ahead and not run: the hub records the task as waiting again.
+void SchedulerServer::Impl::Returned(const Action& a, Frames& request) {
+  protocol::TaskResult result;
+  result.error_message = "sent ahead to engine " + std::to_string(a.engine_id) +
+                         ", not run there: its dependency did not succeed there";
   MonitorOutcome(a, /*final=*/false, Share(request[1 + protocol::kFrameHeader]),
                  protocol::Frame(protocol::EncodeBody(result)), nullptr);
 }

@@ -39,6 +39,9 @@ struct SchedulerOptions {
   std::string scheme = "leastload";
   // Most tasks outstanding per engine, 0 for no limit. Default: 1.
   uint32_t hwm = 1;
+  // Send a task waiting for one last dependency to the engine running it
+  // (CoreOptions::send_ahead). Default: on.
+  bool send_ahead = true;
   // Where the connection file is. Default: ~/.ztask/profile_default.
   std::filesystem::path profile_dir;
   // Where clients and engines connect. Default: loopback, any free port.

@@ -107,8 +107,10 @@ void SchedulerServer::Impl::OnTaskReply(Frames& frames) {
   current_reply_ = &frames;
   // An engine sends its latest replies again when it reconnects: one of
   // an earlier attempt is late, like a reply from a lost engine.
-  if ((meta->attempt > 0 && meta->attempt < core_.AttemptOf(id)) ||
-      core_.TaskFinished(slot, id, meta->ok, meta->error_type) == SchedulerCore::Finish::kLate) {
+  const bool earlier = meta->attempt > 0 && meta->attempt < core_.AttemptOf(id);
+  if (earlier || (meta->not_run ? core_.TaskNotRun(slot, id)
+                                : core_.TaskFinished(slot, id, meta->ok, meta->error_type)) ==
+                     SchedulerCore::Finish::kLate) {
     ++counters_.late_replies;
     spdlog::debug("ignored a late reply for task {}", id.ToHex());
   }

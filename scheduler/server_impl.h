@@ -44,7 +44,7 @@ class SchedulerServer::Impl {
         profile_(std::move(profile)),
         info_(std::move(info)),
         signer_(info_.key),
-        core_(CoreOptions{options.hwm}, std::move(scheme), &clock_),
+        core_(CoreOptions{options.hwm, options.send_ahead}, std::move(scheme), &clock_),
         client_(context_, zmq::socket_type::router),
         engine_(context_, zmq::socket_type::router),
         notifier_(context_, zmq::socket_type::sub),
@@ -190,6 +190,7 @@ class SchedulerServer::Impl {
   void FailTask(const Action& a, Frames& request);
 
   void Retried(const Action& a, Frames& request);
+  void Returned(const Action& a, Frames& request);
 
   // ---- building and sending ---------------------------------------------
 

@@ -9,9 +9,9 @@
 //     is left in the core.
 // A broken invariant traps, so libFuzzer (and the replay test) report it.
 #include <algorithm>
-#include <cstdio>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <vector>
@@ -29,12 +29,12 @@ class FakeClock final : public Clock {
 };
 
 // Names the broken invariant's line on stderr, then traps.
-#define Check(holds)                                                         \
-  do {                                                                       \
-    if (!(holds)) {                                                          \
+#define Check(holds)                                                           \
+  do {                                                                         \
+    if (!(holds)) {                                                            \
       std::fprintf(stderr, "core_fuzz.cc:%d: broken: %s\n", __LINE__, #holds); \
-      __builtin_trap();                                                      \
-    }                                                                        \
+      __builtin_trap();                                                        \
+    }                                                                          \
   } while (0)
 
 TaskId IdOf(uint64_t n) { return TaskId{0, n}; }
@@ -50,17 +50,23 @@ class Run {
     switch (op % 10) {
       case 0:
       case 1:
-      case 2: return Submit(a, b);
+      case 2:
+        return Submit(a, b);
       case 3:
-      case 4: return Finish(a, b);
-      case 5: return AddEngine();
-      case 6: return RemoveEngine(a);
-      case 7: return Drain(a);
+      case 4:
+        return Finish(a, b);
+      case 5:
+        return AddEngine();
+      case 6:
+        return RemoveEngine(a);
+      case 7:
+        return Drain(a);
       case 8:
         clock_.now_us += 100'000 * (1 + a % 8);
         core_.Tick();
         return Collect();
-      default: return Odd(a, b);
+      default:
+        return Odd(a, b);
     }
   }
 
@@ -111,16 +117,18 @@ class Run {
     const uint64_t n = next_task_++;
     s.id = IdOf(n);
     std::set<uint64_t> deps;
-    for (int k = 0; k < (a & 3) && n > 1; ++k) deps.insert(1 + (a * 31u + b * 7u + k * 13u) % (n - 1));
+    for (int k = 0; k < (a & 3) && n > 1; ++k)
+      deps.insert(1 + (a * 31u + b * 7u + k * 13u) % (n - 1));
     if (!deps.empty()) {
       const bool all = !(b & 1);
-      s.after = {{}, all ? DependencyMode::kAll : DependencyMode::kAny,
+      s.after = {{},
+                 all ? DependencyMode::kAll : DependencyMode::kAny,
                  static_cast<AcceptedOutcome>((b >> 1) % 3)};
       for (uint64_t d : deps) s.after.ids.push_back(IdOf(d));
       after_[n] = {deps, all};
     }
-    if (b & 8 && n > 1) s.follow = {{IdOf(1 + b % (n - 1))}, DependencyMode::kAll,
-                                    AcceptedOutcome::kEither};
+    if (b & 8 && n > 1)
+      s.follow = {{IdOf(1 + b % (n - 1))}, DependencyMode::kAll, AcceptedOutcome::kEither};
     if (b & 16) s.retries = b % 3;
     if (b & 32) s.timeout_s = 0.1 * (1 + a % 5);
     if (b & 64 && !alive_.empty()) s.targets = {alive_[a % alive_.size()].engine};
@@ -200,7 +208,10 @@ class Run {
         ++finals_[n];
         final_at_.emplace(n, step_);
         break;
-      case Action::Kind::kRetry: running_.erase(n); break;
+      case Action::Kind::kRetry:
+      case Action::Kind::kReturned:
+        running_.erase(n);
+        break;
       case Action::Kind::kRetire: {
         // The engine goes, as a retired engine unregisters.
         auto it = std::find_if(alive_.begin(), alive_.end(),

@@ -29,7 +29,8 @@ TEST_F(ClusterTest, GraphWithAfterAndFollowThroughTaskctl) {
   Ran submitted = Ctl({"submit-graph", (dir_.path() / "graph.json").string()});
   ASSERT_EQ(submitted.code, 0) << submitted.err;
   std::map<std::string, std::string> ids;
-  for (const auto& line : submitted.Lines()) ids[line.substr(0, line.find(' '))] = line.substr(line.find(' ') + 1);
+  for (const auto& line : submitted.Lines())
+    ids[line.substr(0, line.find(' '))] = line.substr(line.find(' ') + 1);
   ASSERT_EQ(ids.size(), 4u) << submitted.out;
   int code = -1;
   auto records = Wait({ids["fetch"], ids["parse"], ids["local"], ids["total"]}, &code);
@@ -37,9 +38,9 @@ TEST_F(ClusterTest, GraphWithAfterAndFollowThroughTaskctl) {
   EXPECT_EQ(code, 0);
   for (const auto& r : records) {
     EXPECT_EQ(r["status"], "ok") << r.dump();
-    for (const char* key : {"id", "status", "error", "engine_id", "attempts", "submitted",
-                            "started", "completed", "exit_code", "stdout", "stderr", "result",
-                            "label"}) {
+    for (const char* key :
+         {"id", "status", "error", "engine_id", "attempts", "submitted", "started", "completed",
+          "exit_code", "stdout", "stderr", "result", "label"}) {
       EXPECT_TRUE(r.contains(key)) << key;
     }
   }
@@ -199,6 +200,59 @@ TEST_F(ClusterTest, RetriesMoveAFailingTaskToAnotherEngine) {
   EXPECT_NE(first, second) << "the retry should go to the engine where it had not failed";
 }
 
+// Sent ahead (HWM 8): a chain runs in order on one engine, each link once;
+// the link that fails stops the rest, which never run and fail as
+// impossible; with sending ahead off the outcome is the same.
+// Returns how many of the links after the failure had been sent ahead (an
+// attempt that came back not run).
+int ExpectAChainStopsWhereALinkFails(Client& client, const std::string& dir) {
+  const std::string runs = dir + "/runs";
+  std::vector<TaskId> chain;
+  for (int i = 0; i < 12; ++i) {
+    TaskOptions link;
+    link.command = {"sh", "-c",
+                    "echo " + std::to_string(i) + " >> " + runs + (i == 6 ? "; exit 3" : "")};
+    if (i > 0) link.after.ids = {chain.back()};
+    auto id = client.Submit(link);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    if (!id.ok()) return -1;
+    chain.push_back(*id);
+  }
+  EXPECT_TRUE(client.Wait(chain, 60).ok());
+  auto records = client.Fetch(chain);
+  EXPECT_TRUE(records.ok()) << records.status().ToString();
+  if (!records.ok()) return -1;
+  int sent_ahead = 0;
+  for (int i = 0; i < 12; ++i) {
+    const TaskInfo& r = (*records)[static_cast<size_t>(i)];
+    if (i < 6) {
+      EXPECT_TRUE(r.ok()) << i << ": " << r.error_message;
+    } else if (i == 6) {
+      EXPECT_EQ(r.error_type, ErrorType::kTaskFailed);
+    } else {
+      EXPECT_EQ(r.error_type, ErrorType::kImpossibleDependency) << i << ": " << r.error_message;
+      EXPECT_FALSE(r.started.has_value()) << i << " never started";
+      sent_ahead += r.attempts > 0;
+    }
+  }
+  std::ifstream in(runs);
+  std::vector<int> ran;
+  for (int i; in >> i;) ran.push_back(i);
+  EXPECT_EQ(ran, (std::vector<int>{0, 1, 2, 3, 4, 5, 6})) << "in order, each once, none after 6";
+  return sent_ahead;
+}
+
+TEST_F(ClusterTest, AChainSentAheadRunsInOrderAndStopsWhereALinkFails) {
+  StartCluster(2, {"--hwm", "8"});
+  EXPECT_GT(ExpectAChainStopsWhereALinkFails(*client_, dir_.path().string()), 0)
+      << "links behind the failure went ahead to its engine and came back not run";
+}
+
+TEST_F(ClusterTest, WithoutSendingAheadAChainStopsWhereALinkFailsAlike) {
+  StartCluster(2, {"--hwm", "8", "--send-ahead", "false"});
+  EXPECT_EQ(ExpectAChainStopsWhereALinkFails(*client_, dir_.path().string()), 0);
+}
+
 TEST_F(ClusterTest, ASecondProcessFetchesResultsAfterTheFirstExited) {
   StartCluster(1);
   const std::string id = Submit({"--label", "kept", "--", "echo", "for later"});
@@ -249,8 +303,8 @@ TEST_F(ClusterTest, UserErrorsAreOneLineWithExitTwo) {
   for (const Ran* r : {&none, &bad_id, &unknown, &nothing, &timeout}) {
     EXPECT_EQ(std::count(r->err.begin(), r->err.end(), '\n'), 1) << r->err;
   }
-  Ran second = RunProgram({kBin + "/taskcluster", "start", "-n", "1", "--profile-dir", profile()},
-                          dir_);
+  Ran second =
+      RunProgram({kBin + "/taskcluster", "start", "-n", "1", "--profile-dir", profile()}, dir_);
   EXPECT_EQ(second.code, 2);
   EXPECT_NE(second.err.find("already running"), std::string::npos) << second.err;
 }
@@ -277,8 +331,8 @@ namespace {
 
 TEST_F(ClusterTest, CommandsGetTheirDirectoryAndEnvironmentAndUnknownFunctionsFail) {
   StartCluster(1);
-  const std::string cmd = Submit({"--cwd", dir_.path().string(), "--env", "GREETING=hi there",
-                                  "--", "sh", "-c", "pwd; echo \"$GREETING\""});
+  const std::string cmd = Submit({"--cwd", dir_.path().string(), "--env", "GREETING=hi there", "--",
+                                  "sh", "-c", "pwd; echo \"$GREETING\""});
   const std::string fn = Submit({"--fn", "no_such_function"});
   int code = 0;
   auto r = Wait({cmd, fn}, &code);
@@ -292,14 +346,16 @@ TEST_F(ClusterTest, CommandsGetTheirDirectoryAndEnvironmentAndUnknownFunctionsFa
 
 TEST_F(ClusterTest, MonitorFollowsTheEventStream) {
   StartCluster(1);
-  ChildProcess monitor({kBin + "/taskctl", "--profile-dir", profile(), "monitor", "--json",
-                        "--count", "3"},
-                       dir_.path() / "monitor.log");
+  ChildProcess monitor(
+      {kBin + "/taskctl", "--profile-dir", profile(), "monitor", "--json", "--count", "3"},
+      dir_.path() / "monitor.log");
   // Events are published, not queued: submit until the subscriber sees them.
-  ASSERT_TRUE(WaitFor([&] {
-    Submit({"--fn", "noop"});
-    return monitor.Wait(std::chrono::milliseconds(100)).has_value();
-  }, std::chrono::seconds(30)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        Submit({"--fn", "noop"});
+        return monitor.Wait(std::chrono::milliseconds(100)).has_value();
+      },
+      std::chrono::seconds(30)));
   EXPECT_EQ(*monitor.Poll(), 0);
   std::istringstream lines(monitor.Log());
   int events = 0;
@@ -330,9 +386,13 @@ TEST_F(ClusterTest, ShutdownStopsTheWholeCluster) {
   const pid_t engine = static_cast<pid_t>((*engines)[0].pid);
   EXPECT_EQ(Ctl({"shutdown"}).code, 0);
   EXPECT_TRUE(WaitFor([&] { return !cluster::ProcessRunning(engine); }, std::chrono::seconds(20)));
-  EXPECT_TRUE(WaitFor([&] {
-    return RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_).code == 2;
-  }, std::chrono::seconds(20))) << "the supervisor should be gone too";
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_).code ==
+               2;
+      },
+      std::chrono::seconds(20)))
+      << "the supervisor should be gone too";
   running_ = false;
 }
 
@@ -342,20 +402,24 @@ TEST(TaskclusterForeground, StopsEverythingOnInterrupt) {
   ChildProcess cluster({kBin + "/taskcluster", "start", "-n", "2", "--profile-dir", profile},
                        dir.path() / "cluster.log");
   std::vector<EngineStatus> engines;
-  ASSERT_TRUE(WaitFor([&] {
-    auto client = Client::Connect(profile);
-    if (!client.ok()) return false;
-    auto list = (*client)->Engines();
-    if (list.ok()) engines = *list;
-    return engines.size() == 2;
-  }, std::chrono::seconds(30))) << cluster.Log();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto client = Client::Connect(profile);
+        if (!client.ok()) return false;
+        auto list = (*client)->Engines();
+        if (list.ok()) engines = *list;
+        return engines.size() == 2;
+      },
+      std::chrono::seconds(30)))
+      << cluster.Log();
   cluster.Kill(SIGINT);
   ASSERT_EQ(cluster.Wait(std::chrono::seconds(30)), 0) << cluster.Log();
   EXPECT_NE(cluster.Log().find("cluster ready: 2 engines"), std::string::npos) << cluster.Log();
   EXPECT_NE(cluster.Log().find("engines: 2 started (2 running, 0 failed), 0 restarts\n"
                                "tasks: 0 ok, 0 failed, 0 unfinished"),
             std::string::npos)
-      << "the run report at stop:\n" << cluster.Log();
+      << "the run report at stop:\n"
+      << cluster.Log();
   for (const auto& e : engines) EXPECT_FALSE(cluster::ProcessRunning(static_cast<pid_t>(e.pid)));
 }
 

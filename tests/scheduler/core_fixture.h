@@ -41,10 +41,12 @@ struct TaskSpec {
     s.follow.outcome = o;
     return *this;
   }
+  // clang-format off
   TaskSpec& Targets(std::vector<int32_t> t) { s.targets = std::move(t); return *this; }
   TaskSpec& Timeout(double seconds) { s.timeout_s = seconds; return *this; }
   TaskSpec& Retries(int32_t n) { s.retries = n; return *this; }
   TaskSpec& Priority(int32_t p) { s.priority = p; return *this; }
+  // clang-format on
 };
 
 // What happened to a task, read from the actions.
@@ -57,8 +59,9 @@ struct Final {
 
 class CoreTest : public ::testing::Test {
  protected:
-  void Make(uint32_t hwm = 1, const std::string& scheme = "leastload") {
-    core_ = std::make_unique<SchedulerCore>(CoreOptions{hwm}, MakeScheme(scheme, 42), &clock_);
+  void Make(uint32_t hwm = 1, const std::string& scheme = "leastload", bool send_ahead = false) {
+    core_ = std::make_unique<SchedulerCore>(CoreOptions{hwm, send_ahead}, MakeScheme(scheme, 42),
+                                            &clock_);
   }
   void SetUp() override { Make(); }
 
@@ -80,8 +83,7 @@ class CoreTest : public ::testing::Test {
     Collect();
   }
   // Finishes task n on the engine it was last dispatched to.
-  SchedulerCore::Finish Finish(uint64_t n, bool success,
-                               ErrorType error = ErrorType::kTaskFailed) {
+  SchedulerCore::Finish Finish(uint64_t n, bool success, ErrorType error = ErrorType::kTaskFailed) {
     auto it = running_on_.find(n);
     EXPECT_NE(it, running_on_.end()) << "task " << n << " was never dispatched";
     if (it == running_on_.end()) return SchedulerCore::Finish::kLate;
@@ -89,8 +91,14 @@ class CoreTest : public ::testing::Test {
   }
   SchedulerCore::Finish FinishOn(int32_t engine, uint64_t n, bool success,
                                  ErrorType error = ErrorType::kTaskFailed) {
-    auto r = core_->TaskFinished(slots_.at(engine), Id(n), success,
-                                 success ? ErrorType::kNone : error);
+    auto r =
+        core_->TaskFinished(slots_.at(engine), Id(n), success, success ? ErrorType::kNone : error);
+    Collect();
+    return r;
+  }
+  // The engine task n was last sent to did not run it (sent ahead).
+  SchedulerCore::Finish NotRun(uint64_t n) {
+    auto r = core_->TaskNotRun(slots_.at(running_on_.at(n)), Id(n));
     Collect();
     return r;
   }
@@ -132,11 +140,23 @@ class CoreTest : public ::testing::Test {
   int FinalCount(uint64_t n) const {
     int count = 0;
     for (const auto& a : log_) {
-      if (a.task == Id(n) &&
-          (a.kind == Action::Kind::kDeliver || a.kind == Action::Kind::kFail)) {
+      if (a.task == Id(n) && (a.kind == Action::Kind::kDeliver || a.kind == Action::Kind::kFail)) {
         ++count;
       }
     }
+    return count;
+  }
+  // The dispatches of task n, in order.
+  std::vector<Action> DispatchActionsOf(uint64_t n) const {
+    std::vector<Action> out;
+    for (const auto& a : log_) {
+      if (a.kind == Action::Kind::kDispatch && a.task == Id(n)) out.push_back(a);
+    }
+    return out;
+  }
+  int CountOf(Action::Kind kind, uint64_t n) const {
+    int count = 0;
+    for (const auto& a : log_) count += a.kind == kind && a.task == Id(n);
     return count;
   }
   std::vector<Action> RetriesOf(uint64_t n) const {

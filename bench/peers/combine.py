@@ -80,6 +80,12 @@ def main():
     print(f"hub SQLite / :memory:            {ratio(z.get('tasks_per_s'), zm.get('tasks_per_s')):.2f} "
           f"({zm.get('tasks_per_s', 0):.0f} tasks/s in memory)")
     print(f"hub memory per recorded task:    {z.get('hub_bytes_per_record', 0):.0f} bytes")
+    cpu = median_of([r["cpu_us_per_task"] for r in runs if isinstance(r.get("cpu_us_per_task"), dict)]
+                    or [{}])
+    if cpu:
+        print("CPU per no-op, us:               " +
+              ", ".join(f"{k} {cpu.get(k, 0):.1f}"
+                        for k in ("hub", "scheduler", "engines", "client", "all")))
     summary = {
         "engines": engines,
         "ztask_tasks_per_s": z.get("tasks_per_s", 0),
@@ -101,6 +107,7 @@ def main():
         "ztask_sim2_tasks_per_s": s2.get("tasks_per_s", 0),
         "ztask_sim1000_tasks_per_s": s1000.get("tasks_per_s", 0),
         "hub_bytes_per_record": z.get("hub_bytes_per_record", 0),
+        "ztask_cpu_us_per_task": cpu,
     }
     print(json.dumps(summary))
 

@@ -3,6 +3,7 @@
 // usage: e2e_bench [--engines N | --simulated N] [--hwm H] [--scheme S]
 //                  [--db PATH|:memory:] [--tasks N] [--latency N] [--chain N]
 //                  [--fan-in N] [--dag N] [--relay] [--label TEXT]
+//                  [--send-ahead true|false]
 //
 // Starts a hub, a scheduler and N engines (real taskengine processes, or
 // simulated ones: processes holding many engine connections) in a temporary
@@ -55,6 +56,7 @@ struct Options {
   std::string scheme = "leastload", db, label = "ztask";
   int tasks = 20000, latency = 2000, chain = 2000, fan_in = 0, dag = 0;
   bool relay = false;
+  std::string send_ahead = "true";  // the scheduler's --send-ahead
 };
 
 std::string BinDir() {
@@ -121,8 +123,8 @@ class Cluster {
         WaitForFile([](const protocol::ConnectionInfo& i) { return !i.hub.query.empty(); }));
     scheduler_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{bin + "taskscheduler", "--profile-dir", profile_, "--hwm",
-                                 std::to_string(o.hwm), "--scheme", o.scheme, "--log-level",
-                                 "warn"},
+                                 std::to_string(o.hwm), "--scheme", o.scheme, "--send-ahead",
+                                 o.send_ahead, "--log-level", "warn"},
         dir + "/scheduler.log");
     ZTASK_RETURN_IF_ERROR(
         WaitForFile([](const protocol::ConnectionInfo& i) { return !i.scheduler.client.empty(); }));
@@ -338,6 +340,7 @@ int main(int argc, char** argv) {
       else if (flag == "--fan-in") o.fan_in = std::stoi(v);
       else if (flag == "--dag") o.dag = std::stoi(v);
       else if (flag == "--label") o.label = v;
+      else if (flag == "--send-ahead") o.send_ahead = v;
       else if (flag == "--serve-simulated") serve = std::stoi(v);
       else if (flag == "--profile") serve_profile = v;
       else return Fail("unknown flag " + flag + " (see the usage at the top of e2e_bench.cc)");
@@ -345,6 +348,9 @@ int main(int argc, char** argv) {
     } catch (const std::exception&) {
       return Fail(flag + " needs a number, not '" + v + "'");
     }
+  }
+  if (o.send_ahead != "true" && o.send_ahead != "false") {
+    return Fail("--send-ahead takes true or false, not '" + o.send_ahead + "'");
   }
   if (serve > 0) return ztask::bench::RunSimulatedEngines(serve_profile, serve);
   return ztask::bench::Main(o);

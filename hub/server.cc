@@ -118,8 +118,7 @@ class HubServer::Impl {
       }
     }
     FlushStore();
-    spdlog::info("stopping: {} records, {} dropped messages", store_->records().size(),
-                 drops_.count());
+    spdlog::info("stopping: {} records, {} dropped messages", store_->size(), drops_.count());
   }
 
   void RequestStop() {
@@ -401,7 +400,8 @@ class HubServer::Impl {
         if (!request.ok()) return Drop(View(frames[0]), request.status());
         protocol::ResultReply reply;
         if (request->task_ids.empty()) {  // an empty list asks for every record
-          for (const auto& [id, r] : store_->records()) reply.records.push_back(r);
+          store_->ForEachRecord(
+              [&](const TaskId&, const protocol::TaskRecord& r) { reply.records.push_back(r); });
         }
         for (const TaskId& id : request->task_ids) {
           if (const auto* r = store_->Find(id)) {
@@ -477,11 +477,11 @@ class HubServer::Impl {
   protocol::RecoverReply Recover(const protocol::RecoverRequest& request) const {
     constexpr size_t kPageBytes = size_t{8} << 20;
     std::vector<TaskId> ids;
-    for (const auto& [id, r] : store_->records()) {
-      if (r.state == "ok" || r.state == "error") continue;
-      if (request.after && !(*request.after < id)) continue;
+    store_->ForEachRecord([&](const TaskId& id, const protocol::TaskRecord& r) {
+      if (r.state == "ok" || r.state == "error") return;
+      if (request.after && !(*request.after < id)) return;
       ids.push_back(id);
-    }
+    });
     std::sort(ids.begin(), ids.end());
     protocol::RecoverReply reply;
     std::unordered_set<TaskId, TaskIdHash> named;
@@ -510,10 +510,10 @@ class HubServer::Impl {
     // The first page also names every other finished task: a task submitted
     // after the restart may depend on any of them.
     if (!request.after) {
-      for (const auto& [id, r] : store_->records()) {
-        if ((r.state != "ok" && r.state != "error") || named.count(id)) continue;
+      store_->ForEachRecord([&](const TaskId& id, const protocol::TaskRecord& r) {
+        if ((r.state != "ok" && r.state != "error") || named.count(id)) return;
         reply.finished.push_back({id, r.state == "ok", r.engine_id});
-      }
+      });
     }
     reply.done = taken == ids.size();
     return reply;

@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+
 #include "protocol/codec.h"
 
 namespace ztask::hub {
@@ -113,31 +115,49 @@ Status TaskStore::Load() {
     };
     auto record = protocol::DecodeBody<protocol::TaskRecord>(column(1));
     if (!record.ok()) continue;
-    const TaskId id = record->id;
-    rows_[id] = sqlite3_column_int64(select.get(), 0);
+    Entry& e = entries_[record->id];
+    e.row = sqlite3_column_int64(select.get(), 0);
     Tally(*record, +1);
-    const bool finished = Finished(*record);
-    records_[id] = std::move(*record);
-    if (finished || sqlite3_column_type(select.get(), 2) == SQLITE_NULL) continue;
+    e.record = std::move(*record);
+    if (Finished(e.record) || sqlite3_column_type(select.get(), 2) == SQLITE_NULL) continue;
     if (auto stored = protocol::DecodeBody<protocol::FrameList>(column(2)); stored.ok()) {
-      requests_[id] = std::move(stored->frames);
+      e.request = std::move(stored->frames);
+      e.has_request = true;
     }
   }
   return Status::Ok();
 }
 
-protocol::TaskRecord& TaskStore::Touch(const TaskId& id) {
-  dirty_.insert(id);
-  deleted_.erase(id);
-  protocol::TaskRecord& r = records_[id];
-  r.id = id;
-  return r;
+TaskStore::Entry& TaskStore::Touch(const TaskId& id) {
+  Entry& e = entries_[id];
+  e.record.id = id;
+  if (!e.dirty) {
+    e.dirty = true;
+    dirty_.push_back(id);
+  }
+  return e;
+}
+
+const TaskStore::Entry* TaskStore::FindEntry(const TaskId& id) const {
+  auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+const protocol::TaskRecord* TaskStore::Find(const TaskId& id) const {
+  const Entry* e = FindEntry(id);
+  return e ? &e->record : nullptr;
+}
+
+const std::vector<std::string>* TaskStore::RequestOf(const TaskId& id) const {
+  const Entry* e = FindEntry(id);
+  return e && e->has_request ? &e->request : nullptr;
 }
 
 bool TaskStore::Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
                           const protocol::TaskSpec& spec, std::vector<std::string> request_frames) {
   if (auto* known = Find(request.id); known && Finished(*known)) return false;
-  protocol::TaskRecord& r = Touch(request.id);
+  Entry& e = Touch(request.id);
+  protocol::TaskRecord& r = e.record;
   Tally(r, -1);
   r.label = spec.label;
   r.client = request.session;
@@ -145,20 +165,20 @@ bool TaskStore::Submitted(const protocol::Header& request, const protocol::Routi
   r.submitted_us = request.date_us;
   r.routing = meta;
   Tally(r, +1);
-  if (!requests_.count(request.id)) {
-    requests_[request.id] = std::move(request_frames);
-    request_changed_.insert(request.id);
+  if (!e.has_request) {
+    e.request = std::move(request_frames);
+    e.has_request = true;
+    e.request_changed = true;
   }
   return true;
 }
 
-const std::vector<std::string>* TaskStore::RequestOf(const TaskId& id) const {
-  auto it = requests_.find(id);
-  return it == requests_.end() ? nullptr : &it->second;
-}
-
-void TaskStore::DropRequest(const TaskId& id) {
-  if (requests_.erase(id) > 0) request_changed_.insert(id);
+void TaskStore::DropRequest(Entry& e) {
+  if (!e.has_request) return;
+  e.request.clear();
+  e.request.shrink_to_fit();
+  e.has_request = false;
+  e.request_changed = true;
 }
 
 // The monitor may repeat itself, and after a restart of the hub deliver an
@@ -170,7 +190,7 @@ bool TaskStore::Assigned(const TaskId& id, const protocol::Assignment& assignmen
       known && (Finished(*known) || assignment.attempt <= known->attempts)) {
     return false;
   }
-  protocol::TaskRecord& r = Touch(id);
+  protocol::TaskRecord& r = Touch(id).record;
   Tally(r, -1);
   r.state = "running";
   r.engine_id = assignment.engine_id;
@@ -188,7 +208,8 @@ bool TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
                         (meta.attempt == known->attempts && known->state == "waiting"))))) {
     return false;  // final already, or a retry of an attempt already counted
   }
-  protocol::TaskRecord& r = Touch(id);
+  Entry& e = Touch(id);
+  protocol::TaskRecord& r = e.record;
   Tally(r, -1);
   r.attempts = std::max(r.attempts, meta.attempt);
   r.error_type = meta.error_type;
@@ -199,7 +220,7 @@ bool TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
     Tally(r, +1);
     return true;
   }
-  DropRequest(id);
+  DropRequest(e);
   r.state = meta.ok ? "ok" : "error";
   r.result = result.result;
   r.exit_code = result.exit_code;
@@ -222,16 +243,11 @@ void TaskStore::Tally(const protocol::TaskRecord& r, int delta) {
   }
 }
 
-const protocol::TaskRecord* TaskStore::Find(const TaskId& id) const {
-  auto it = records_.find(id);
-  return it == records_.end() ? nullptr : &it->second;
-}
-
 size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
   std::vector<TaskId> doomed;
   if (all) {
-    for (const auto& [id, r] : records_) {
-      if (Finished(r)) doomed.push_back(id);
+    for (const auto& [id, e] : entries_) {
+      if (Finished(e.record)) doomed.push_back(id);
     }
   } else {
     for (const TaskId& id : ids) {
@@ -239,30 +255,41 @@ size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
     }
   }
   for (const TaskId& id : doomed) {
-    DropRequest(id);
-    Tally(records_.at(id), -1);
-    records_.erase(id);
-    dirty_.erase(id);
-    deleted_.insert(id);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) continue;  // listed twice
+    Tally(it->second.record, -1);
+    if (it->second.row != 0) deleted_rows_.push_back(it->second.row);
+    // Its place in dirty_, if any, is skipped; one made again under the
+    // same id would be listed twice.
+    purged_since_flush_ = true;
+    entries_.erase(it);
   }
   return doomed.size();
 }
 
 Status TaskStore::Flush() {
   if (!db_) {  // nothing to write: forget what changed
+    for (const TaskId& id : dirty_) {
+      if (auto it = entries_.find(id); it != entries_.end()) {
+        it->second.dirty = it->second.request_changed = false;
+      }
+    }
     dirty_.clear();
-    deleted_.clear();
-    request_changed_.clear();
+    deleted_rows_.clear();
+    purged_since_flush_ = false;
     return Status::Ok();
   }
   if (unflushed() == 0) return Status::Ok();
   if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqlError(db_, "cannot begin a transaction");
   }
+  if (purged_since_flush_) {
+    std::sort(dirty_.begin(), dirty_.end());
+    dirty_.erase(std::unique(dirty_.begin(), dirty_.end()), dirty_.end());
+  }
   // Row numbers count only once the transaction holding them commits.
   std::vector<std::pair<TaskId, int64_t>> added;
-  std::vector<TaskId> removed;
-  if (Status written = WriteRows(&added, &removed); !written.ok()) {
+  if (Status written = WriteRows(&added); !written.ok()) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return written;  // the records stay in memory and dirty: the next flush retries
   }
@@ -271,19 +298,22 @@ Status TaskStore::Flush() {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return error;
   }
-  for (const auto& [id, row] : added) rows_[id] = row;
-  for (const TaskId& id : removed) rows_.erase(id);
+  for (const auto& [id, row] : added) entries_.at(id).row = row;
+  for (const TaskId& id : dirty_) {
+    if (auto it = entries_.find(id); it != entries_.end()) {
+      it->second.dirty = it->second.request_changed = false;
+    }
+  }
   dirty_.clear();
-  deleted_.clear();
-  request_changed_.clear();
+  deleted_rows_.clear();
+  purged_since_flush_ = false;
   return Status::Ok();
 }
 
 // Within Flush()'s transaction: a new record is a new row at the end; a
 // known one is rewritten by its row number, with its request only when that
 // changed (kept, or dropped once the task ended).
-Status TaskStore::WriteRows(std::vector<std::pair<TaskId, int64_t>>* added,
-                            std::vector<TaskId>* removed) {
+Status TaskStore::WriteRows(std::vector<std::pair<TaskId, int64_t>>* added) {
   Statement insert(db_, "INSERT INTO tasks (id, record, request) VALUES (?1, ?2, ?3)");
   Statement update(db_, "UPDATE tasks SET record = ?2 WHERE seq = ?1");
   Statement update_both(db_, "UPDATE tasks SET record = ?2, request = ?3 WHERE seq = ?1");
@@ -293,49 +323,49 @@ Status TaskStore::WriteRows(std::vector<std::pair<TaskId, int64_t>>* added,
   }
   std::string blob, request;
   for (const TaskId& id : dirty_) {
-    blob = protocol::EncodeBody(records_.at(id));
-    const bool with_request = request_changed_.count(id) > 0;
-    const std::vector<std::string>* kept = with_request ? RequestOf(id) : nullptr;
-    if (kept) request = protocol::EncodeBody(protocol::FrameList{*kept});
-    auto row = rows_.find(id);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) continue;  // purged since
+    const Entry& e = it->second;
+    blob = protocol::EncodeBody(e.record);
+    const bool kept = e.has_request && (e.request_changed || e.row == 0);
+    if (kept) request = protocol::EncodeBody(protocol::FrameList{e.request});
     sqlite3_stmt* stmt;
-    if (row == rows_.end()) {
+    if (e.row == 0) {
       stmt = insert.get();
       const Key key(id);
       BindBlob(stmt, 1, key.view());
       // Bound before stepping, while the key is still on the stack.
       BindBlob(stmt, 2, blob);
-      if (kept)
+      if (kept) {
         BindBlob(stmt, 3, request);
-      else
+      } else {
         sqlite3_bind_null(stmt, 3);
+      }
       const bool ok = sqlite3_step(stmt) == SQLITE_DONE;
       sqlite3_reset(stmt);
       if (!ok) return SqlError(db_, "cannot write task records");
       added->emplace_back(id, sqlite3_last_insert_rowid(db_));
       continue;
     }
-    stmt = with_request ? update_both.get() : update.get();
-    sqlite3_bind_int64(stmt, 1, row->second);
+    stmt = e.request_changed ? update_both.get() : update.get();
+    sqlite3_bind_int64(stmt, 1, e.row);
     BindBlob(stmt, 2, blob);
-    if (with_request) {
-      if (kept)
+    if (e.request_changed) {
+      if (kept) {
         BindBlob(stmt, 3, request);
-      else
+      } else {
         sqlite3_bind_null(stmt, 3);
+      }
     }
     const bool ok = sqlite3_step(stmt) == SQLITE_DONE;
     sqlite3_reset(stmt);
     if (!ok) return SqlError(db_, "cannot write task records");
   }
-  for (const TaskId& id : deleted_) {
-    auto row = rows_.find(id);
-    if (row == rows_.end()) continue;  // never written
-    sqlite3_bind_int64(erase.get(), 1, row->second);
+  for (int64_t row : deleted_rows_) {
+    sqlite3_bind_int64(erase.get(), 1, row);
     const bool ok = sqlite3_step(erase.get()) == SQLITE_DONE;
     sqlite3_reset(erase.get());
     if (!ok) return SqlError(db_, "cannot delete task records");
-    removed->push_back(id);
   }
   return Status::Ok();
 }

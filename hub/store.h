@@ -25,7 +25,6 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -58,8 +57,11 @@ class TaskStore {
   // Removes finished records (the listed ones, or all with `all`); returns
   // how many went.
   size_t Purge(const std::vector<TaskId>& ids, bool all);
-  const std::unordered_map<TaskId, protocol::TaskRecord, TaskIdHash>& records() const {
-    return records_;
+  size_t size() const { return entries_.size(); }
+  // Calls f(id, record) for every record, in no order.
+  template <class F>
+  void ForEachRecord(F&& f) const {
+    for (const auto& [id, entry] : entries_) f(id, entry.record);
   }
   // Counts kept as records change, so that a status query costs the number
   // of engines, not of records: tasks waiting for an engine, and per engine
@@ -73,29 +75,39 @@ class TaskStore {
   // Writes every change since the last flush in one transaction.
   Status Flush();
   // Rows the next flush writes or deletes.
-  size_t unflushed() const { return dirty_.size() + deleted_.size(); }
+  size_t unflushed() const { return dirty_.size() + deleted_rows_.size(); }
   bool durable() const { return db_ != nullptr; }
 
  private:
   TaskStore() = default;
   Status Migrate(const std::string& path);
   Status Load();
-  // Writes what changed; the rows it numbered and removed are applied to
-  // rows_ once the transaction commits.
-  Status WriteRows(std::vector<std::pair<TaskId, int64_t>>* added, std::vector<TaskId>* removed);
-  protocol::TaskRecord& Touch(const TaskId& id);
+  // Everything kept of one task, found with one lookup.
+  struct Entry {
+    protocol::TaskRecord record;
+    std::vector<std::string> request;  // while unfinished (has_request)
+    int64_t row = 0;                   // its row on disk; 0: not written yet
+    bool has_request = false;
+    bool dirty = false;            // changed since the last flush (in dirty_)
+    bool request_changed = false;  // its request kept or dropped since then
+  };
+
+  // Writes what changed; the row numbers it gave are applied to the entries
+  // once the transaction commits.
+  Status WriteRows(std::vector<std::pair<TaskId, int64_t>>* added);
+  // The entry of `id`, made when missing, marked to be written.
+  Entry& Touch(const TaskId& id);
+  const Entry* FindEntry(const TaskId& id) const;
   // The request of a task that just got its final outcome is not needed.
-  void DropRequest(const TaskId& id);
+  void DropRequest(Entry& entry);
   // Adds (+1) or takes away (-1) a record from the counts.
   void Tally(const protocol::TaskRecord& r, int delta);
 
   sqlite3* db_ = nullptr;
-  std::unordered_map<TaskId, protocol::TaskRecord, TaskIdHash> records_;
-  std::unordered_set<TaskId, TaskIdHash> dirty_;
-  std::unordered_set<TaskId, TaskIdHash> deleted_;
-  std::unordered_map<TaskId, std::vector<std::string>, TaskIdHash> requests_;
-  std::unordered_set<TaskId, TaskIdHash> request_changed_;  // since the last flush
-  std::unordered_map<TaskId, int64_t, TaskIdHash> rows_;    // on disk: its row
+  std::unordered_map<TaskId, Entry, TaskIdHash> entries_;
+  std::vector<TaskId> dirty_;          // each dirty entry once
+  std::vector<int64_t> deleted_rows_;  // rows of purged records
+  bool purged_since_flush_ = false;
   int64_t waiting_ = 0;
   std::map<int32_t, EngineTally> by_engine_;
 };

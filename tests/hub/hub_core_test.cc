@@ -105,7 +105,7 @@ TEST(Store, SqliteKeepsRecordsAcrossReopeningAndPurges) {
   }
   auto reopened = TaskStore::Open(path);
   ASSERT_TRUE(reopened.ok());
-  EXPECT_EQ((*reopened)->records().size(), 3u);
+  EXPECT_EQ((*reopened)->size(), 3u);
   EXPECT_EQ((*reopened)->Find(TaskId{7, 1})->state, "ok");
   EXPECT_EQ((*reopened)->RequestOf(TaskId{7, 1}), nullptr) << "finished: its request is gone";
   ASSERT_NE((*reopened)->RequestOf(TaskId{7, 2}), nullptr) << "unfinished: kept for a restart";
@@ -116,7 +116,7 @@ TEST(Store, SqliteKeepsRecordsAcrossReopeningAndPurges) {
   reopened->reset();
   auto third = TaskStore::Open(path);
   ASSERT_TRUE(third.ok());
-  EXPECT_EQ((*third)->records().size(), 2u);
+  EXPECT_EQ((*third)->size(), 2u);
 }
 
 TEST(Store, AFinalRecordNeverGoesBackWhenTheMonitorRepeatsItself) {
@@ -139,7 +139,7 @@ TEST(Store, AFinalRecordNeverGoesBackWhenTheMonitorRepeatsItself) {
 void ExpectTalliesMatchTheRecords(const TaskStore& store) {
   int64_t waiting = 0;
   std::map<int32_t, TaskStore::EngineTally> scanned;
-  for (const auto& [id, r] : store.records()) {
+  store.ForEachRecord([&](const TaskId&, const protocol::TaskRecord& r) {
     if (r.state == "waiting") {
       ++waiting;
     } else if (r.engine_id && r.state == "running") {
@@ -147,7 +147,7 @@ void ExpectTalliesMatchTheRecords(const TaskStore& store) {
     } else if (r.engine_id && (r.state == "ok" || r.state == "error")) {
       ++scanned[*r.engine_id].finished;
     }
-  }
+  });
   EXPECT_EQ(store.waiting(), waiting);
   for (const auto& [engine, tally] : store.by_engine()) {
     EXPECT_EQ(tally.running, scanned[engine].running) << "engine " << engine;
@@ -242,6 +242,34 @@ TEST(Store, ATaskIsOneRowInTheOrderRecordedItsRequestGoneOnceItEnds) {
             (std::vector<std::string>{"2"}));
 }
 
+TEST(Store, ARecordPurgedAndMadeAgainIsOneRow) {
+  ztask::testing::TempDir dir;
+  const std::string path = (dir.path() / "tasks.db").string();
+  auto store = TaskStore::Open(path);
+  ASSERT_TRUE(store.ok());
+  TaskStore& s = **store;
+  for (const bool flushed_between : {true, false}) {
+    const uint64_t n = flushed_between ? 1 : 2;
+    s.Submitted(Request(n), {}, {}, {"h", "m", "c"});
+    s.Outcome(TaskId{7, n}, {true, true, ErrorType::kNone, 1, 1}, {}, 5);
+    if (flushed_between) {
+      ASSERT_TRUE(s.Flush().ok());
+    }
+    EXPECT_EQ(s.Purge({TaskId{7, n}}, false), 1u);
+    s.Submitted(Request(n), {}, {}, {"h", "m", "again"});  // the same id, a new task
+    ASSERT_TRUE(s.Flush().ok());
+    EXPECT_EQ(
+        Query(path, "SELECT count(*) FROM tasks WHERE hex(id) = '" + TaskId{7, n}.ToHex() + "'"),
+        (std::vector<std::string>{"1"}))
+        << (flushed_between ? "flushed before the purge" : "purged before any flush");
+  }
+  store->reset();
+  auto reopened = TaskStore::Open(path);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->Find(TaskId{7, 2})->state, "waiting");
+  EXPECT_EQ((*(*reopened)->RequestOf(TaskId{7, 2}))[2], "again");
+}
+
 TEST(Store, AFileFromTheFirstLayoutIsCarriedOverWithItsRequests) {
   ztask::testing::TempDir dir;
   const std::string path = (dir.path() / "tasks.db").string();
@@ -286,7 +314,7 @@ TEST(Store, AFileFromTheFirstLayoutIsCarriedOverWithItsRequests) {
   }
   auto store = TaskStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->records().size(), 2u);
+  EXPECT_EQ((*store)->size(), 2u);
   EXPECT_EQ((*store)->Find(TaskId{7, 1})->state, "ok");
   ASSERT_NE((*store)->RequestOf(TaskId{7, 2}), nullptr);
   EXPECT_EQ(*(*store)->RequestOf(TaskId{7, 2}), (std::vector<std::string>{"h", "m", "c 2"}));

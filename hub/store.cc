@@ -327,30 +327,23 @@ Status TaskStore::WriteRows(std::vector<std::pair<TaskId, int64_t>>* added) {
     if (it == entries_.end()) continue;  // purged since
     const Entry& e = it->second;
     blob = protocol::EncodeBody(e.record);
-    const bool kept = e.has_request && (e.request_changed || e.row == 0);
+    // A new record is inserted with its request; a known one is updated by
+    // its row, with its request only when that changed.
+    const bool new_row = e.row == 0;
+    const bool write_request = new_row || e.request_changed;
+    const bool kept = write_request && e.has_request;
     if (kept) request = protocol::EncodeBody(protocol::FrameList{e.request});
-    sqlite3_stmt* stmt;
-    if (e.row == 0) {
-      stmt = insert.get();
-      const Key key(id);
+    sqlite3_stmt* stmt = new_row             ? insert.get()
+                         : e.request_changed ? update_both.get()
+                                             : update.get();
+    const Key key(id);  // bound before stepping, while it is on the stack
+    if (new_row) {
       BindBlob(stmt, 1, key.view());
-      // Bound before stepping, while the key is still on the stack.
-      BindBlob(stmt, 2, blob);
-      if (kept) {
-        BindBlob(stmt, 3, request);
-      } else {
-        sqlite3_bind_null(stmt, 3);
-      }
-      const bool ok = sqlite3_step(stmt) == SQLITE_DONE;
-      sqlite3_reset(stmt);
-      if (!ok) return SqlError(db_, "cannot write task records");
-      added->emplace_back(id, sqlite3_last_insert_rowid(db_));
-      continue;
+    } else {
+      sqlite3_bind_int64(stmt, 1, e.row);
     }
-    stmt = e.request_changed ? update_both.get() : update.get();
-    sqlite3_bind_int64(stmt, 1, e.row);
     BindBlob(stmt, 2, blob);
-    if (e.request_changed) {
+    if (write_request) {
       if (kept) {
         BindBlob(stmt, 3, request);
       } else {
@@ -360,6 +353,7 @@ Status TaskStore::WriteRows(std::vector<std::pair<TaskId, int64_t>>* added) {
     const bool ok = sqlite3_step(stmt) == SQLITE_DONE;
     sqlite3_reset(stmt);
     if (!ok) return SqlError(db_, "cannot write task records");
+    if (new_row) added->emplace_back(id, sqlite3_last_insert_rowid(db_));
   }
   for (int64_t row : deleted_rows_) {
     sqlite3_bind_int64(erase.get(), 1, row);

@@ -115,14 +115,7 @@ bool SchedulerCore::Submit(const Submission& s) {
 void SchedulerCore::TrySendAhead(const TaskId& id, const Waiter& wait) {
   auto t = tasks_.find(id);  // Settle may have failed it
   auto d = tasks_.find(wait.task);
-  if (t == tasks_.end() || d == tasks_.end()) return;
-  bool no_room = false;
-  if (MayGoAhead(t->second, d->second, wait.is_follow, &no_room)) {
-    d->second.followed = true;
-    Assign(t->second, d->second.slot, wait.task);
-  } else if (no_room) {
-    ahead_blocked_[d->second.slot].push_back(wait.task);
-  }
+  if (t != tasks_.end() && d != tasks_.end()) GoAheadIfMay(t->second, d->second, wait.is_follow);
 }
 
 void SchedulerCore::RestoreFinished(const TaskId& id, bool success, int32_t engine_id) {

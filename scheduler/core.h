@@ -273,6 +273,9 @@ class SchedulerCore {
   // Send ahead (CoreOptions::send_ahead): whether `task`, waiting, may go
   // now to the engine running `dep`, its one unfinished dependency.
   bool MayGoAhead(const Task& task, const Task& dep, bool is_follow, bool* no_room) const;
+  // Sends `task` ahead behind `dep` if it may go, or notes `dep` to be looked
+  // at again when only its engine's room was missing. True in both cases.
+  bool GoAheadIfMay(Task& task, Task& dep, bool is_follow);
   // Sends `id` ahead behind `wait.task`, its one unfinished dependency, if it may go.
   void TrySendAhead(const TaskId& id, const Waiter& wait);
   // Sends ahead the first waiter of `dep` that may go (of kAheadScan looked at).

@@ -85,12 +85,25 @@ bool SchedulerCore::MayGoAhead(const Task& task, const Task& dep, bool is_follow
   return true;
 }
 
+bool SchedulerCore::GoAheadIfMay(Task& task, Task& dep, bool is_follow) {
+  bool no_room = false;
+  if (MayGoAhead(task, dep, is_follow, &no_room)) {
+    dep.followed = true;
+    Assign(task, dep.slot, dep.id);
+    return true;
+  }
+  // Looked at again once the engine has room (Release).
+  if (no_room) ahead_blocked_[dep.slot].push_back(dep.id);
+  return no_room;
+}
+
 // One waiter at most goes behind a task: the others wait for its outcome
 // and then spread over every engine, as they would without sending ahead.
 void SchedulerCore::SendAheadAfter(const TaskId& dep_id) {
+  auto w = waiters_.find(dep_id);  // most tasks have none: looked up first
+  if (w == waiters_.end()) return;
   auto d = tasks_.find(dep_id);
-  auto w = waiters_.find(dep_id);
-  if (d == tasks_.end() || w == waiters_.end()) return;
+  if (d == tasks_.end()) return;
   Task& dep = d->second;
   if (dep.state != State::kRunning || dep.followed) return;
   size_t looked = 0;
@@ -100,16 +113,7 @@ void SchedulerCore::SendAheadAfter(const TaskId& dep_id) {
     if (t == tasks_.end()) continue;
     if (t->second.state != State::kWaiting) return;  // running already: one at most
     ++looked;
-    bool no_room = false;
-    if (MayGoAhead(t->second, dep, waiter.is_follow, &no_room)) {
-      dep.followed = true;
-      Assign(t->second, dep.slot, dep_id);
-      return;
-    }
-    if (no_room) {
-      ahead_blocked_[dep.slot].push_back(dep_id);
-      return;
-    }
+    if (GoAheadIfMay(t->second, dep, waiter.is_follow)) return;
   }
 }
 

@@ -3,7 +3,7 @@
 // usage: e2e_bench [--engines N | --simulated N] [--hwm H] [--scheme S]
 //                  [--db PATH|:memory:] [--tasks N] [--latency N] [--chain N]
 //                  [--fan-in N] [--dag N] [--relay] [--label TEXT]
-//                  [--send-ahead true|false]
+//                  [--send-ahead true|false] [--waiting N]
 //
 // Starts a hub, a scheduler and N engines (real taskengine processes, or
 // simulated ones: processes holding many engine connections) in a temporary
@@ -15,6 +15,10 @@
 //   fan-in             --fan-in no-ops and one `after` all of them;
 //   random DAG         --dag no-ops, each after up to 3 random earlier ones;
 //   hub memory         the hub's resident memory grown per recorded task;
+//   waiting memory     --waiting no-ops, each after a task never submitted,
+//                      so that all of them wait in the scheduler: its
+//                      resident memory grown per waiting task (measured
+//                      last, once the hub has recorded them all);
 //   CPU per task       each process's CPU time (user and system, all its
 //                      threads) over the no-op run, to the hub's last write,
 //                      divided by the tasks.
@@ -54,7 +58,7 @@ double Since(Clock::time_point t) {
 struct Options {
   int engines = 2, simulated = 0, hwm = 64;
   std::string scheme = "leastload", db, label = "ztask";
-  int tasks = 20000, latency = 2000, chain = 2000, fan_in = 0, dag = 0;
+  int tasks = 20000, latency = 2000, chain = 2000, fan_in = 0, dag = 0, waiting = 0;
   bool relay = false;
   std::string send_ahead = "true";  // the scheduler's --send-ahead
 };
@@ -157,6 +161,7 @@ class Cluster {
   }
   Client& client() { return *client_; }
   pid_t hub_pid() const { return hub_->pid(); }
+  pid_t scheduler_pid() const { return scheduler_->pid(); }
   CpuSample Cpu() const {
     CpuSample s{CpuMicros(hub_->pid()), CpuMicros(scheduler_->pid()), 0, CpuMicros(::getpid())};
     for (const auto& e : engines_) s.engines += CpuMicros(e->pid());
@@ -211,10 +216,53 @@ Result<double> RunGraph(Client& c, const std::vector<std::vector<size_t>>& after
   return static_cast<double>(after.size()) / Since(start);
 }
 
+// Submits `n` no-ops after a task that sleeps, so that all of them wait in
+// the scheduler, and returns the scheduler's resident memory grown per
+// waiting task once the hub has recorded them all. Aborts them after.
+Result<double> WaitingBytes(Cluster& cluster, int n) {
+  Client& c = cluster.client();
+  TaskOptions blocker;
+  blocker.function = "sleep";
+  blocker.args = Value(3600);
+  auto blocker_id = c.Submit(blocker);
+  if (!blocker_id.ok()) return blocker_id.status();
+  const int64_t before = ResidentBytes(cluster.scheduler_pid());
+  TaskOptions task;
+  task.function = "noop";
+  task.after.ids = {*blocker_id};
+  std::vector<TaskId> ids;
+  for (int i = 0; i < n; ++i) {
+    auto id = c.Submit(task);
+    if (!id.ok()) return id.status();
+    ids.push_back(*id);
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (true) {
+    auto queue = c.Queue();
+    if (!queue.ok()) return queue.status();
+    // One of them may have been sent ahead, behind the blocker.
+    int64_t held = queue->unassigned;
+    for (const auto& e : queue->engines) held += e.running + e.queued;
+    if (held >= n + 1) break;
+    if (Clock::now() > deadline) {
+      return Status::TimedOut("the hub recorded " + std::to_string(held) + " of " +
+                              std::to_string(n + 1) + " tasks");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // The hub acknowledges what it recorded within its next write.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int64_t after = ResidentBytes(cluster.scheduler_pid());
+  ids.push_back(*blocker_id);
+  if (auto aborted = c.Abort(ids); !aborted.ok()) return aborted.status();
+  return static_cast<double>(after - before) / n;
+}
+
 int Main(const Options& o) {
   char pattern[] = "/tmp/ztask-bench-XXXXXX";
   const std::string dir = ::mkdtemp(pattern);
-  double throughput = 0, chain = 0, fan_in = 0, dag = 0, bytes_per_record = 0;
+  double throughput = 0, chain = 0, fan_in = 0, dag = 0, bytes_per_record = 0,
+         bytes_per_waiting = 0;
   CpuSample cpu;  // µs per task over the no-op run
   Latency rtt;
   {
@@ -267,6 +315,11 @@ int Main(const Options& o) {
       if (!rate.ok()) return Fail("random DAG: " + rate.status().message());
       dag = *rate;
     }
+    if (o.waiting > 0) {
+      auto bytes = WaitingBytes(cluster, o.waiting);
+      if (!bytes.ok()) return Fail("waiting tasks: " + bytes.status().message());
+      bytes_per_waiting = *bytes;
+    }
   }
   std::filesystem::remove_all(dir);
   RelayResult relay;
@@ -291,6 +344,9 @@ int Main(const Options& o) {
         "all %.1f\n",
         cpu.hub, cpu.scheduler, cpu.engines, cpu.client, cpu.total());
   }
+  if (o.waiting > 0) {
+    std::printf("  scheduler memory per waiting task: %.0f bytes\n", bytes_per_waiting);
+  }
   if (o.relay) {
     std::printf("  %-22s %12.0f %9.0f %9.0f %9.0f\n", "bare relay (floor)", relay.tasks_per_s,
                 relay.rtt.p50, relay.rtt.p99, relay.rtt.max);
@@ -299,13 +355,14 @@ int Main(const Options& o) {
       "{\"label\": \"%s\", \"engines\": %d, \"simulated\": %s, \"hwm\": %d, \"scheme\": \"%s\", "
       "\"db\": \"%s\", \"tasks\": %d, \"tasks_per_s\": %.0f, \"p50_us\": %.0f, \"p99_us\": %.0f, "
       "\"max_us\": %.0f, \"chain_tasks_per_s\": %.0f, \"fan_in_tasks_per_s\": %.0f, "
-      "\"dag_tasks_per_s\": %.0f, \"hub_bytes_per_record\": %.0f, \"relay_tasks_per_s\": %.0f, "
+      "\"dag_tasks_per_s\": %.0f, \"hub_bytes_per_record\": %.0f, "
+      "\"scheduler_bytes_per_waiting\": %.0f, \"relay_tasks_per_s\": %.0f, "
       "\"relay_p50_us\": %.0f, \"cpu_us_per_task\": {\"hub\": %.1f, \"scheduler\": %.1f, "
       "\"engines\": %.1f, \"client\": %.1f, \"all\": %.1f}}\n",
       o.label.c_str(), pool, o.simulated > 0 ? "true" : "false", o.hwm, o.scheme.c_str(),
       o.db.empty() ? "sqlite" : o.db.c_str(), o.tasks, throughput, rtt.p50, rtt.p99, rtt.max, chain,
-      fan_in, dag, bytes_per_record, relay.tasks_per_s, relay.rtt.p50, cpu.hub, cpu.scheduler,
-      cpu.engines, cpu.client, cpu.total());
+      fan_in, dag, bytes_per_record, bytes_per_waiting, relay.tasks_per_s, relay.rtt.p50, cpu.hub,
+      cpu.scheduler, cpu.engines, cpu.client, cpu.total());
   return 0;
 }
 
@@ -339,6 +396,7 @@ int main(int argc, char** argv) {
       else if (flag == "--chain") o.chain = std::stoi(v);
       else if (flag == "--fan-in") o.fan_in = std::stoi(v);
       else if (flag == "--dag") o.dag = std::stoi(v);
+      else if (flag == "--waiting") o.waiting = std::stoi(v);
       else if (flag == "--label") o.label = v;
       else if (flag == "--send-ahead") o.send_ahead = v;
       else if (flag == "--serve-simulated") serve = std::stoi(v);

@@ -168,21 +168,21 @@ void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header,
   if (!inserted) {
     // A client sends again what it has no reply for after it reconnects:
     // the task is here already, and its reply will come.
-    if (View(it->second.frames[0]) == peer) {
+    if (it->second.request[0] == peer) {
       ++counters_.resubmitted;
       return;
     }
     ++counters_.duplicate_tasks;
     return Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
   }
-  it->second.frames = std::move(frames);
+  // Monitor first, so the hub hears of the task before of its outcome.
+  MonitorCopy(MsgType::kTaskSubmitted, frames);
+  it->second.request = PackedRequest(frames);
   auto queued = queued_per_client_.find(peer);
   if (queued == queued_per_client_.end()) queued = queued_per_client_.emplace(peer, 0).first;
   ++queued->second;
   Submission submission{header.id,       ToSet(meta->after), ToSet(meta->follow), meta->targets,
                         meta->timeout_s, meta->retries,      meta->priority};
-  // Monitor first, so the hub hears of the task before of its outcome.
-  MonitorCopy(MsgType::kTaskSubmitted, it->second.frames);
   if (!core_.Submit(submission)) {
     // Finished here already (a client sending again what it had no reply
     // for finds its outcome in the hub). `peer` lives in the request: drop
@@ -231,12 +231,12 @@ void SchedulerServer::Impl::Reject(const protocol::Header& header, Frames& frame
            .task = header.id,
            .error = ErrorType::kTaskRejected,
            .message = why};
-  FailTask(a, frames);
+  FailTask(a, PackedRequest(frames));
 }
 
 // The request of a task with its final outcome, and its client's count.
 void SchedulerServer::Impl::Forget(std::unordered_map<TaskId, Pending, TaskIdHash>::iterator it) {
-  auto queued = queued_per_client_.find(View(it->second.frames[0]));
+  auto queued = queued_per_client_.find(it->second.request[0]);
   if (queued != queued_per_client_.end() && --queued->second == 0) {
     queued_per_client_.erase(queued);
   }
@@ -275,7 +275,7 @@ void SchedulerServer::Impl::Handle(const Action& a) {
     spdlog::error("no request kept for task {}: a bug", a.task.ToHex());
     return;
   }
-  Frames& request = it->second.frames;
+  const PackedRequest& request = it->second.request;
   switch (a.kind) {
     case Action::Kind::kDispatch:
       return Dispatch(a, request);
@@ -296,49 +296,49 @@ void SchedulerServer::Impl::Handle(const Action& a) {
   }
 }
 
-void SchedulerServer::Impl::Dispatch(const Action& a, Frames& request) {
+void SchedulerServer::Impl::Dispatch(const Action& a, const PackedRequest& request) {
   Frames out;
   out.reserve(request.size() + 1);
   out.push_back(protocol::Frame(uuid_of_slot_[a.slot]));
   protocol::DispatchInfo dispatch{a.attempt, static_cast<int32_t>(core_.live_engines())};
   if (!a.run_after.IsZero()) dispatch.run_after = a.run_after;
   out.push_back(protocol::Frame(protocol::EncodeBody(dispatch)));
-  for (size_t i = 1; i < request.size(); ++i) out.push_back(Share(request[i]));
+  for (size_t i = 1; i < request.size(); ++i) out.push_back(request.Message(i));
   protocol::Assignment assignment{a.engine_id, a.attempt};
-  builder_.AddToBatch(MsgType::kTaskAssigned, Share(request[1 + protocol::kFrameHeader]),
+  builder_.AddToBatch(MsgType::kTaskAssigned, request.Message(1 + protocol::kFrameHeader),
                       protocol::Frame(protocol::EncodeBody(assignment)),
                       protocol::Frame(protocol::EncodeBody(protocol::Empty{})));
   SealIfFull();
   engines_out_.Send(out);
 }
 
-void SchedulerServer::Impl::Deliver(const Action& a, Frames& request) {
+void SchedulerServer::Impl::Deliver(const Action& a, const PackedRequest& request) {
   Frames& reply = *current_reply_;
   MonitorOutcome(a, /*final=*/true, Share(reply[1 + protocol::kFrameParent]),
                  Share(reply[1 + protocol::kFrameContent]), &reply);
   Frames out;
   out.reserve(reply.size());
-  out.push_back(Share(request[0]));
+  out.push_back(request.Message(0));
   for (size_t i = 1; i < reply.size(); ++i) out.push_back(std::move(reply[i]));
   SendToClient(out);
 }
 
-void SchedulerServer::Impl::FailTask(const Action& a, Frames& request) {
+void SchedulerServer::Impl::FailTask(const Action& a, const PackedRequest& request) {
   protocol::ReplyMeta meta{false, a.error, std::nullopt, a.attempt};
   if (a.engine_id >= 0) meta.engine_id = a.engine_id;
   protocol::TaskResult result;
   result.error_message = a.message;
   const std::string content = protocol::EncodeBody(result);
-  MonitorOutcome(a, /*final=*/true, Share(request[1 + protocol::kFrameHeader]),
+  MonitorOutcome(a, /*final=*/true, request.Message(1 + protocol::kFrameHeader),
                  protocol::Frame(content), nullptr);
   Frames out;
-  out.push_back(Share(request[0]));
-  builder_.Append(out, MsgType::kTaskReply, Share(request[1 + protocol::kFrameHeader]),
+  out.push_back(request.Message(0));
+  builder_.Append(out, MsgType::kTaskReply, request.Message(1 + protocol::kFrameHeader),
                   protocol::Frame(protocol::EncodeBody(meta)), protocol::Frame(content));
   SendToClient(out);
 }
 
-void SchedulerServer::Impl::Retried(const Action& a, Frames& request) {
+void SchedulerServer::Impl::Retried(const Action& a, const PackedRequest& request) {
   if (a.from_reply) {
     Frames& reply = *current_reply_;
     MonitorOutcome(a, /*final=*/false, Share(reply[1 + protocol::kFrameParent]),
@@ -347,16 +347,16 @@ void SchedulerServer::Impl::Retried(const Action& a, Frames& request) {
   }
   protocol::TaskResult result;
   result.error_message = a.message;
-  MonitorOutcome(a, /*final=*/false, Share(request[1 + protocol::kFrameHeader]),
+  MonitorOutcome(a, /*final=*/false, request.Message(1 + protocol::kFrameHeader),
                  protocol::Frame(protocol::EncodeBody(result)), nullptr);
 }
 
 // Sent ahead and not run: the hub records the task as waiting again.
-void SchedulerServer::Impl::Returned(const Action& a, Frames& request) {
+void SchedulerServer::Impl::Returned(const Action& a, const PackedRequest& request) {
   protocol::TaskResult result;
   result.error_message = "sent ahead to engine " + std::to_string(a.engine_id) +
                          ", not run there: its dependency did not succeed there";
-  MonitorOutcome(a, /*final=*/false, Share(request[1 + protocol::kFrameHeader]),
+  MonitorOutcome(a, /*final=*/false, request.Message(1 + protocol::kFrameHeader),
                  protocol::Frame(protocol::EncodeBody(result)), nullptr);
 }
 

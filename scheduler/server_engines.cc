@@ -315,7 +315,7 @@ void SchedulerServer::Impl::Restore(const protocol::RecoveredTask& t) {
   protocol::SignFrames(signer_, frames, 1);
   auto [it, inserted] = pending_.try_emplace(t.id);
   if (!inserted) return;
-  it->second.frames = std::move(frames);
+  it->second.request = PackedRequest(frames);
   ++queued_per_client_[t.client];
   Submission submission{t.id,          ToSet(meta->after), ToSet(meta->follow),
                         meta->targets, meta->timeout_s,    meta->retries,

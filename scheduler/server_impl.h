@@ -29,6 +29,7 @@
 #include "scheduler/journal.h"
 #include "scheduler/monitor_link.h"
 #include "scheduler/outbox.h"
+#include "scheduler/packed_request.h"
 #include "scheduler/server.h"
 
 namespace ztask::scheduler {
@@ -82,9 +83,9 @@ class SchedulerServer::Impl {
   };
 
   // A submitted task's request, kept until its final reply: the client's
-  // routing id in frames[0], then the message as it came.
+  // routing id in request[0], then the message as it came.
   struct Pending {
-    Frames frames;
+    PackedRequest request;
   };
 
   // What the hub and the engine itself have told us of one engine.
@@ -183,14 +184,14 @@ class SchedulerServer::Impl {
   // A drained engine may go: tell it, and forget it (it unregisters).
   void Retire(const Action& a);
 
-  void Dispatch(const Action& a, Frames& request);
+  void Dispatch(const Action& a, const PackedRequest& request);
 
-  void Deliver(const Action& a, Frames& request);
+  void Deliver(const Action& a, const PackedRequest& request);
 
-  void FailTask(const Action& a, Frames& request);
+  void FailTask(const Action& a, const PackedRequest& request);
 
-  void Retried(const Action& a, Frames& request);
-  void Returned(const Action& a, Frames& request);
+  void Retried(const Action& a, const PackedRequest& request);
+  void Returned(const Action& a, const PackedRequest& request);
 
   // ---- building and sending ---------------------------------------------
 

@@ -128,14 +128,24 @@ Status TaskStore::Load() {
   return Status::Ok();
 }
 
-TaskStore::Entry& TaskStore::Touch(const TaskId& id) {
-  Entry& e = entries_[id];
-  e.record.id = id;
+TaskStore::Entry& TaskStore::EntryOf(const TaskId& id, bool* made) {
+  auto [it, inserted] = entries_.try_emplace(id);
+  if (inserted) it->second.record.id = id;
+  *made = inserted;
+  return it->second;
+}
+
+void TaskStore::Touch(Entry& e) {
   if (!e.dirty) {
     e.dirty = true;
-    dirty_.push_back(id);
+    dirty_.push_back(&e);
   }
-  return e;
+}
+
+void TaskStore::Clean() {
+  for (Entry* e : dirty_) e->dirty = e->request_changed = false;
+  dirty_.clear();
+  deleted_rows_.clear();
 }
 
 const TaskStore::Entry* TaskStore::FindEntry(const TaskId& id) const {
@@ -155,8 +165,10 @@ const std::vector<std::string>* TaskStore::RequestOf(const TaskId& id) const {
 
 bool TaskStore::Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
                           const protocol::TaskSpec& spec, std::vector<std::string> request_frames) {
-  if (auto* known = Find(request.id); known && Finished(*known)) return false;
-  Entry& e = Touch(request.id);
+  bool made;
+  Entry& e = EntryOf(request.id, &made);
+  if (!made && Finished(e.record)) return false;
+  Touch(e);
   protocol::TaskRecord& r = e.record;
   Tally(r, -1);
   r.label = spec.label;
@@ -186,11 +198,11 @@ void TaskStore::DropRequest(Entry& e) {
 // attempt's assignment comes before its outcome, so an assignment of an
 // attempt already counted is old.
 bool TaskStore::Assigned(const TaskId& id, const protocol::Assignment& assignment) {
-  if (auto* known = Find(id);
-      known && (Finished(*known) || assignment.attempt <= known->attempts)) {
-    return false;
-  }
-  protocol::TaskRecord& r = Touch(id).record;
+  bool made;
+  Entry& e = EntryOf(id, &made);
+  if (!made && (Finished(e.record) || assignment.attempt <= e.record.attempts)) return false;
+  Touch(e);
+  protocol::TaskRecord& r = e.record;
   Tally(r, -1);
   r.state = "running";
   r.engine_id = assignment.engine_id;
@@ -201,14 +213,15 @@ bool TaskStore::Assigned(const TaskId& id, const protocol::Assignment& assignmen
 
 bool TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
                         const protocol::TaskResult& result, int64_t now_us) {
-  if (auto* known = Find(id);
-      known &&
-      (Finished(*known) ||
-       (!meta.final && (meta.attempt < known->attempts ||
-                        (meta.attempt == known->attempts && known->state == "waiting"))))) {
+  bool made;
+  Entry& e = EntryOf(id, &made);
+  const protocol::TaskRecord& known = e.record;
+  if (!made && (Finished(known) ||
+                (!meta.final && (meta.attempt < known.attempts ||
+                                 (meta.attempt == known.attempts && known.state == "waiting"))))) {
     return false;  // final already, or a retry of an attempt already counted
   }
-  Entry& e = Touch(id);
+  Touch(e);
   protocol::TaskRecord& r = e.record;
   Tally(r, -1);
   r.attempts = std::max(r.attempts, meta.attempt);
@@ -254,41 +267,36 @@ size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
       if (auto* r = Find(id); r && Finished(*r)) doomed.push_back(id);
     }
   }
+  std::sort(doomed.begin(), doomed.end());
+  doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());  // listed twice
+  bool dirty_purged = false;
   for (const TaskId& id : doomed) {
     auto it = entries_.find(id);
-    if (it == entries_.end()) continue;  // listed twice
     Tally(it->second.record, -1);
     if (it->second.row != 0) deleted_rows_.push_back(it->second.row);
-    // Its place in dirty_, if any, is skipped; one made again under the
-    // same id would be listed twice.
-    purged_since_flush_ = true;
-    entries_.erase(it);
+    if (it->second.dirty) {
+      it->second.dirty = false;  // marks it for taking out of dirty_ below
+      dirty_purged = true;
+    }
   }
+  if (dirty_purged) {
+    std::erase_if(dirty_, [](const Entry* e) { return !e->dirty; });
+  }
+  for (const TaskId& id : doomed) entries_.erase(id);
   return doomed.size();
 }
 
 Status TaskStore::Flush() {
   if (!db_) {  // nothing to write: forget what changed
-    for (const TaskId& id : dirty_) {
-      if (auto it = entries_.find(id); it != entries_.end()) {
-        it->second.dirty = it->second.request_changed = false;
-      }
-    }
-    dirty_.clear();
-    deleted_rows_.clear();
-    purged_since_flush_ = false;
+    Clean();
     return Status::Ok();
   }
   if (unflushed() == 0) return Status::Ok();
   if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqlError(db_, "cannot begin a transaction");
   }
-  if (purged_since_flush_) {
-    std::sort(dirty_.begin(), dirty_.end());
-    dirty_.erase(std::unique(dirty_.begin(), dirty_.end()), dirty_.end());
-  }
   // Row numbers count only once the transaction holding them commits.
-  std::vector<std::pair<TaskId, int64_t>> added;
+  std::vector<std::pair<Entry*, int64_t>> added;
   if (Status written = WriteRows(&added); !written.ok()) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return written;  // the records stay in memory and dirty: the next flush retries
@@ -298,22 +306,15 @@ Status TaskStore::Flush() {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return error;
   }
-  for (const auto& [id, row] : added) entries_.at(id).row = row;
-  for (const TaskId& id : dirty_) {
-    if (auto it = entries_.find(id); it != entries_.end()) {
-      it->second.dirty = it->second.request_changed = false;
-    }
-  }
-  dirty_.clear();
-  deleted_rows_.clear();
-  purged_since_flush_ = false;
+  for (const auto& [e, row] : added) e->row = row;
+  Clean();
   return Status::Ok();
 }
 
 // Within Flush()'s transaction: a new record is a new row at the end; a
 // known one is rewritten by its row number, with its request only when that
 // changed (kept, or dropped once the task ended).
-Status TaskStore::WriteRows(std::vector<std::pair<TaskId, int64_t>>* added) {
+Status TaskStore::WriteRows(std::vector<std::pair<Entry*, int64_t>>* added) {
   Statement insert(db_, "INSERT INTO tasks (id, record, request) VALUES (?1, ?2, ?3)");
   Statement update(db_, "UPDATE tasks SET record = ?2 WHERE seq = ?1");
   Statement update_both(db_, "UPDATE tasks SET record = ?2, request = ?3 WHERE seq = ?1");
@@ -322,10 +323,9 @@ Status TaskStore::WriteRows(std::vector<std::pair<TaskId, int64_t>>* added) {
     return SqlError(db_, "cannot write task records");
   }
   std::string blob, request;
-  for (const TaskId& id : dirty_) {
-    auto it = entries_.find(id);
-    if (it == entries_.end()) continue;  // purged since
-    const Entry& e = it->second;
+  for (Entry* dirty : dirty_) {
+    const Entry& e = *dirty;
+    const TaskId& id = e.record.id;
     blob = protocol::EncodeBody(e.record);
     // A new record is inserted with its request; a known one is updated by
     // its row, with its request only when that changed.
@@ -353,7 +353,7 @@ Status TaskStore::WriteRows(std::vector<std::pair<TaskId, int64_t>>* added) {
     const bool ok = sqlite3_step(stmt) == SQLITE_DONE;
     sqlite3_reset(stmt);
     if (!ok) return SqlError(db_, "cannot write task records");
-    if (new_row) added->emplace_back(id, sqlite3_last_insert_rowid(db_));
+    if (new_row) added->emplace_back(dirty, sqlite3_last_insert_rowid(db_));
   }
   for (int64_t row : deleted_rows_) {
     sqlite3_bind_int64(erase.get(), 1, row);

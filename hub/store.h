@@ -94,9 +94,13 @@ class TaskStore {
 
   // Writes what changed; the row numbers it gave are applied to the entries
   // once the transaction commits.
-  Status WriteRows(std::vector<std::pair<TaskId, int64_t>>* added);
-  // The entry of `id`, made when missing, marked to be written.
-  Entry& Touch(const TaskId& id);
+  Status WriteRows(std::vector<std::pair<Entry*, int64_t>>* added);
+  // The entry of `id`, made when missing (`made` says so): one lookup.
+  Entry& EntryOf(const TaskId& id, bool* made);
+  // Marks an entry to be written at the next flush.
+  void Touch(Entry& e);
+  // After a flush: nothing is dirty.
+  void Clean();
   const Entry* FindEntry(const TaskId& id) const;
   // The request of a task that just got its final outcome is not needed.
   void DropRequest(Entry& entry);
@@ -104,10 +108,11 @@ class TaskStore {
   void Tally(const protocol::TaskRecord& r, int delta);
 
   sqlite3* db_ = nullptr;
+  // Entries stay where they are made (a node each), so dirty_ may point at
+  // them; Purge takes a purged entry out of dirty_.
   std::unordered_map<TaskId, Entry, TaskIdHash> entries_;
-  std::vector<TaskId> dirty_;          // each dirty entry once
+  std::vector<Entry*> dirty_;          // each dirty entry once
   std::vector<int64_t> deleted_rows_;  // rows of purged records
-  bool purged_since_flush_ = false;
   int64_t waiting_ = 0;
   std::map<int32_t, EngineTally> by_engine_;
 };

@@ -180,7 +180,7 @@ TEST(Store, StatusCountsFollowEveryChangeWithoutAScan) {
     EXPECT_EQ(s.waiting(), 3);
     EXPECT_EQ(s.by_engine().at(1).finished, 1);
     EXPECT_EQ(s.by_engine().at(2).running, 1);
-    EXPECT_EQ(s.Purge({TaskId{7, 1}}, false), 1u);
+    EXPECT_EQ(s.Purge({TaskId{7, 1}, TaskId{7, 1}}, false), 1u) << "listed twice, gone once";
     ExpectTalliesMatchTheRecords(s);
     ASSERT_TRUE(s.Flush().ok());
   }

@@ -314,14 +314,33 @@ const msgpack::unpack_limit kUnpackLimit(
     /*array=*/1u << 20, /*map=*/1u << 16, /*str=*/64u << 20, /*bin=*/64u << 20,
     /*ext=*/0, /*depth=*/32);
 
+// Each unpack made a zone of its own (an allocation of 8 KiB and more) for
+// an object read at once and let go: one zone per thread is emptied after
+// each use instead. A nested unpack (while an outer object is being read)
+// gets a zone of its own.
 template <class F>
 Status Unpack(std::string_view frame, F&& on_object) {
+  thread_local msgpack::zone reused;
+  thread_local bool in_use = false;
+  std::optional<msgpack::zone> own;
+  msgpack::zone& zone = in_use ? own.emplace() : reused;
+  struct Release {
+    msgpack::zone& zone;
+    bool outer;
+    ~Release() {
+      if (!outer) return;
+      zone.clear();
+      in_use = false;
+    }
+  } release{zone, !in_use};
+  in_use = true;
   try {
     size_t offset = 0;
-    msgpack::object_handle handle =
-        msgpack::unpack(frame.data(), frame.size(), offset, nullptr, nullptr, kUnpackLimit);
+    bool referenced = false;
+    const msgpack::object object = msgpack::unpack(zone, frame.data(), frame.size(), offset,
+                                                   referenced, nullptr, nullptr, kUnpackLimit);
     if (offset != frame.size()) return Status::Malformed("trailing bytes after the value");
-    return on_object(handle.get());
+    return on_object(object);
   } catch (const msgpack::insufficient_bytes&) {
     return Status::Malformed("truncated msgpack");
   } catch (const std::exception& e) {

@@ -15,10 +15,11 @@
 //   fan-in             --fan-in no-ops and one `after` all of them;
 //   random DAG         --dag no-ops, each after up to 3 random earlier ones;
 //   hub memory         the hub's resident memory grown per recorded task;
-//   waiting memory     --waiting no-ops, each after a task never submitted,
+//   waiting memory     --waiting no-ops, each after a task that sleeps,
 //                      so that all of them wait in the scheduler: its
 //                      resident memory grown per waiting task (measured
-//                      last, once the hub has recorded them all);
+//                      last, once the hub has recorded them all; alone,
+//                      or memory freed by the workloads before hides some);
 //   CPU per task       each process's CPU time (user and system, all its
 //                      threads) over the no-op run, to the hub's last write,
 //                      divided by the tasks.
@@ -356,13 +357,13 @@ int Main(const Options& o) {
       "\"db\": \"%s\", \"tasks\": %d, \"tasks_per_s\": %.0f, \"p50_us\": %.0f, \"p99_us\": %.0f, "
       "\"max_us\": %.0f, \"chain_tasks_per_s\": %.0f, \"fan_in_tasks_per_s\": %.0f, "
       "\"dag_tasks_per_s\": %.0f, \"hub_bytes_per_record\": %.0f, "
-      "\"scheduler_bytes_per_waiting\": %.0f, \"relay_tasks_per_s\": %.0f, "
+      "\"waiting\": %d, \"scheduler_bytes_per_waiting\": %.0f, \"relay_tasks_per_s\": %.0f, "
       "\"relay_p50_us\": %.0f, \"cpu_us_per_task\": {\"hub\": %.1f, \"scheduler\": %.1f, "
       "\"engines\": %.1f, \"client\": %.1f, \"all\": %.1f}}\n",
       o.label.c_str(), pool, o.simulated > 0 ? "true" : "false", o.hwm, o.scheme.c_str(),
       o.db.empty() ? "sqlite" : o.db.c_str(), o.tasks, throughput, rtt.p50, rtt.p99, rtt.max, chain,
-      fan_in, dag, bytes_per_record, bytes_per_waiting, relay.tasks_per_s, relay.rtt.p50, cpu.hub,
-      cpu.scheduler, cpu.engines, cpu.client, cpu.total());
+      fan_in, dag, bytes_per_record, o.waiting, bytes_per_waiting, relay.tasks_per_s, relay.rtt.p50,
+      cpu.hub, cpu.scheduler, cpu.engines, cpu.client, cpu.total());
   return 0;
 }
 

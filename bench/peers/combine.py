@@ -36,6 +36,7 @@ def main():
     z = median_of(runs) if runs else {}
     z1 = load(directory, "ztask_hwm1")
     zm = load(directory, "ztask_memory")
+    zw = load(directory, "ztask_waiting")
     s2 = load(directory, "ztask_sim2")
     s1000 = load(directory, "ztask_sim1000")
     i1 = load(directory, "ipyparallel_hwm1")
@@ -80,6 +81,8 @@ def main():
     print(f"hub SQLite / :memory:            {ratio(z.get('tasks_per_s'), zm.get('tasks_per_s')):.2f} "
           f"({zm.get('tasks_per_s', 0):.0f} tasks/s in memory)")
     print(f"hub memory per recorded task:    {z.get('hub_bytes_per_record', 0):.0f} bytes")
+    print(f"scheduler memory per waiting task: {zw.get('scheduler_bytes_per_waiting', 0):.0f} bytes "
+          f"({zw.get('waiting', 0)} waiting)")
     cpu = median_of([r["cpu_us_per_task"] for r in runs if isinstance(r.get("cpu_us_per_task"), dict)]
                     or [{}])
     if cpu:
@@ -107,6 +110,7 @@ def main():
         "ztask_sim2_tasks_per_s": s2.get("tasks_per_s", 0),
         "ztask_sim1000_tasks_per_s": s1000.get("tasks_per_s", 0),
         "hub_bytes_per_record": z.get("hub_bytes_per_record", 0),
+        "scheduler_bytes_per_waiting": zw.get("scheduler_bytes_per_waiting", 0),
         "ztask_cpu_us_per_task": cpu,
     }
     print(json.dumps(summary))

@@ -17,9 +17,10 @@
 //   hub memory         the hub's resident memory grown per recorded task;
 //   waiting memory     --waiting no-ops, each after a task that sleeps,
 //                      so that all of them wait in the scheduler: its
-//                      resident memory grown per waiting task (measured
-//                      last, once the hub has recorded them all; alone,
-//                      or memory freed by the workloads before hides some);
+//                      resident memory grown per waiting task, in all and
+//                      from half of them to all (measured last, once the
+//                      hub has recorded them; alone, or memory freed by
+//                      the workloads before hides some);
 //   CPU per task       each process's CPU time (user and system, all its
 //                      threads) over the no-op run, to the hub's last write,
 //                      divided by the tasks.
@@ -217,10 +218,18 @@ Result<double> RunGraph(Client& c, const std::vector<std::vector<size_t>>& after
   return static_cast<double>(after.size()) / Since(start);
 }
 
+// The scheduler's resident memory grown per waiting task: in all, and
+// between half of them waiting and all of them (what each more costs, without
+// what the first burst of a run costs once: what the hub has not
+// acknowledged yet, up to the scheduler's bound, and the allocator's pools).
+struct WaitingMemory {
+  double all = 0, marginal = 0;
+};
+
 // Submits `n` no-ops after a task that sleeps, so that all of them wait in
-// the scheduler, and returns the scheduler's resident memory grown per
-// waiting task once the hub has recorded them all. Aborts them after.
-Result<double> WaitingBytes(Cluster& cluster, int n) {
+// the scheduler, in two halves; reads its memory once the hub has recorded
+// each half. Aborts them after.
+Result<WaitingMemory> WaitingBytes(Cluster& cluster, int n) {
   Client& c = cluster.client();
   TaskOptions blocker;
   blocker.function = "sleep";
@@ -232,39 +241,48 @@ Result<double> WaitingBytes(Cluster& cluster, int n) {
   task.function = "noop";
   task.after.ids = {*blocker_id};
   std::vector<TaskId> ids;
-  for (int i = 0; i < n; ++i) {
-    auto id = c.Submit(task);
-    if (!id.ok()) return id.status();
-    ids.push_back(*id);
-  }
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
-  while (true) {
-    auto queue = c.Queue();
-    if (!queue.ok()) return queue.status();
-    // One of them may have been sent ahead, behind the blocker.
-    int64_t held = queue->unassigned;
-    for (const auto& e : queue->engines) held += e.running + e.queued;
-    if (held >= n + 1) break;
-    if (Clock::now() > deadline) {
-      return Status::TimedOut("the hub recorded " + std::to_string(held) + " of " +
-                              std::to_string(n + 1) + " tasks");
+  // Submits up to `total` waiting tasks and reads the memory once the hub
+  // has them all.
+  auto fill = [&](int total) -> Result<int64_t> {
+    while (static_cast<int>(ids.size()) < total) {
+      auto id = c.Submit(task);
+      if (!id.ok()) return id.status();
+      ids.push_back(*id);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  // The hub acknowledges what it recorded within its next write.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const int64_t after = ResidentBytes(cluster.scheduler_pid());
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    while (true) {
+      auto queue = c.Queue();
+      if (!queue.ok()) return queue.status();
+      // One of them may have been sent ahead, behind the blocker.
+      int64_t held = queue->unassigned;
+      for (const auto& e : queue->engines) held += e.running + e.queued;
+      if (held >= total + 1) break;
+      if (Clock::now() > deadline) {
+        return Status::TimedOut("the hub recorded " + std::to_string(held) + " of " +
+                                std::to_string(total + 1) + " tasks");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    // The hub acknowledges what it recorded within its next write.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return ResidentBytes(cluster.scheduler_pid());
+  };
+  auto half = fill(n / 2);
+  if (!half.ok()) return half.status();
+  auto all = fill(n);
+  if (!all.ok()) return all.status();
   ids.push_back(*blocker_id);
   if (auto aborted = c.Abort(ids); !aborted.ok()) return aborted.status();
-  return static_cast<double>(after - before) / n;
+  return WaitingMemory{static_cast<double>(*all - before) / n,
+                       static_cast<double>(*all - *half) / (n - n / 2)};
 }
 
 int Main(const Options& o) {
   char pattern[] = "/tmp/ztask-bench-XXXXXX";
   const std::string dir = ::mkdtemp(pattern);
-  double throughput = 0, chain = 0, fan_in = 0, dag = 0, bytes_per_record = 0,
-         bytes_per_waiting = 0;
-  CpuSample cpu;  // µs per task over the no-op run
+  double throughput = 0, chain = 0, fan_in = 0, dag = 0, bytes_per_record = 0;
+  WaitingMemory waiting;  // bytes per waiting task
+  CpuSample cpu;          // µs per task over the no-op run
   Latency rtt;
   {
     Cluster cluster;
@@ -319,7 +337,7 @@ int Main(const Options& o) {
     if (o.waiting > 0) {
       auto bytes = WaitingBytes(cluster, o.waiting);
       if (!bytes.ok()) return Fail("waiting tasks: " + bytes.status().message());
-      bytes_per_waiting = *bytes;
+      waiting = *bytes;
     }
   }
   std::filesystem::remove_all(dir);
@@ -346,7 +364,10 @@ int Main(const Options& o) {
         cpu.hub, cpu.scheduler, cpu.engines, cpu.client, cpu.total());
   }
   if (o.waiting > 0) {
-    std::printf("  scheduler memory per waiting task: %.0f bytes\n", bytes_per_waiting);
+    std::printf(
+        "  scheduler memory per waiting task: %.0f bytes more for each of the last %d, "
+        "%.0f bytes in all\n",
+        waiting.marginal, o.waiting - o.waiting / 2, waiting.all);
   }
   if (o.relay) {
     std::printf("  %-22s %12.0f %9.0f %9.0f %9.0f\n", "bare relay (floor)", relay.tasks_per_s,
@@ -357,13 +378,14 @@ int Main(const Options& o) {
       "\"db\": \"%s\", \"tasks\": %d, \"tasks_per_s\": %.0f, \"p50_us\": %.0f, \"p99_us\": %.0f, "
       "\"max_us\": %.0f, \"chain_tasks_per_s\": %.0f, \"fan_in_tasks_per_s\": %.0f, "
       "\"dag_tasks_per_s\": %.0f, \"hub_bytes_per_record\": %.0f, "
-      "\"waiting\": %d, \"scheduler_bytes_per_waiting\": %.0f, \"relay_tasks_per_s\": %.0f, "
+      "\"waiting\": %d, \"scheduler_bytes_per_waiting\": %.0f, "
+      "\"scheduler_bytes_per_waiting_all\": %.0f, \"relay_tasks_per_s\": %.0f, "
       "\"relay_p50_us\": %.0f, \"cpu_us_per_task\": {\"hub\": %.1f, \"scheduler\": %.1f, "
       "\"engines\": %.1f, \"client\": %.1f, \"all\": %.1f}}\n",
       o.label.c_str(), pool, o.simulated > 0 ? "true" : "false", o.hwm, o.scheme.c_str(),
       o.db.empty() ? "sqlite" : o.db.c_str(), o.tasks, throughput, rtt.p50, rtt.p99, rtt.max, chain,
-      fan_in, dag, bytes_per_record, o.waiting, bytes_per_waiting, relay.tasks_per_s, relay.rtt.p50,
-      cpu.hub, cpu.scheduler, cpu.engines, cpu.client, cpu.total());
+      fan_in, dag, bytes_per_record, o.waiting, waiting.marginal, waiting.all, relay.tasks_per_s,
+      relay.rtt.p50, cpu.hub, cpu.scheduler, cpu.engines, cpu.client, cpu.total());
   return 0;
 }
 

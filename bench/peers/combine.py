@@ -82,6 +82,7 @@ def main():
           f"({zm.get('tasks_per_s', 0):.0f} tasks/s in memory)")
     print(f"hub memory per recorded task:    {z.get('hub_bytes_per_record', 0):.0f} bytes")
     print(f"scheduler memory per waiting task: {zw.get('scheduler_bytes_per_waiting', 0):.0f} bytes "
+          f"each more, {zw.get('scheduler_bytes_per_waiting_all', 0):.0f} in all "
           f"({zw.get('waiting', 0)} waiting)")
     cpu = median_of([r["cpu_us_per_task"] for r in runs if isinstance(r.get("cpu_us_per_task"), dict)]
                     or [{}])
@@ -111,6 +112,7 @@ def main():
         "ztask_sim1000_tasks_per_s": s1000.get("tasks_per_s", 0),
         "hub_bytes_per_record": z.get("hub_bytes_per_record", 0),
         "scheduler_bytes_per_waiting": zw.get("scheduler_bytes_per_waiting", 0),
+        "scheduler_bytes_per_waiting_all": zw.get("scheduler_bytes_per_waiting_all", 0),
         "ztask_cpu_us_per_task": cpu,
     }
     print(json.dumps(summary))

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "scheduler/dependencies.h"
-#include "scheduler/flat_id_map.h"
+#include "protocol/flat_id_map.h"
 #include "scheduler/scheme.h"
 #include "ztask/task.h"
 #include "ztask/task_id.h"

@@ -9,6 +9,7 @@
 
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
+#include "protocol/flat_id_map.h"
 #include "protocol/security.h"
 #include "protocol/wire.h"
 
@@ -129,14 +130,14 @@ class Client::Impl {
     spec.label = o.label;
     if (o.pass_results) spec.pass_results = true;
     protocol::RoutingMeta meta{ToWire(o.after), ToWire(o.follow), o.targets, o.timeout,
-                               o.time_limit,    o.retries,       o.priority};
+                               o.time_limit,    o.retries,        o.priority};
     ZTASK_RETURN_IF_ERROR(WaitForRoom());
     protocol::Header header{TaskId::Random(), MsgType::kTaskRequest, session_,
                             protocol::NowMicros()};
     std::vector<std::string> request =
         protocol::EncodeMessage(signer_, header, std::nullopt, meta, spec);
     ZTASK_RETURN_IF_ERROR(SendToScheduler(request));
-    submitted_.insert(header.id);
+    submitted_.emplace(header.id, 1);
     unanswered_.emplace(header.id, std::pair{next_submission_++, std::move(request)});
     return header.id;
   }
@@ -145,16 +146,17 @@ class Client::Impl {
 
   bool Ready(const TaskId& id) {
     DrainReplies();
-    return replied_.count(id) > 0;
+    return replied_.contains(id);
   }
 
   Status WaitReplies(const std::vector<TaskId>& ids, double timeout_s) {
     const double deadline = Now() + timeout_s;
     double next_check = Now() + kRecheckS;
     for (const TaskId& id : ids) {
-      while (!replied_.count(id)) {
+      while (!replied_.contains(id)) {
         const double left = deadline - Now();
-        if (left <= 0) return Status::TimedOut("no reply within " + std::to_string(timeout_s) + " s");
+        if (left <= 0)
+          return Status::TimedOut("no reply within " + std::to_string(timeout_s) + " s");
         WaitForReplyOrSleep(static_cast<int>(std::min(left * 1000, 100.0)) + 1);
         DrainReplies();
         // After a reconnection, a reply the scheduler sent while this client
@@ -210,7 +212,7 @@ class Client::Impl {
       if (pending.empty()) return Status::Ok();
       const double waited = Now() - start;
       for (const TaskId& id : unknown) {
-        if (waited > kGrace && !submitted_.count(id)) {
+        if (waited > kGrace && !submitted_.contains(id)) {
           return Status::NotFound("unknown task id " + id.ToHex());
         }
       }
@@ -309,7 +311,8 @@ class Client::Impl {
   }
 
   Result<int64_t> Purge(const std::vector<TaskId>& ids, bool all) {
-    auto reply = Ask<MsgType::kPurgeRequest, MsgType::kPurgeReply>(protocol::PurgeRequest{ids, all});
+    auto reply =
+        Ask<MsgType::kPurgeRequest, MsgType::kPurgeReply>(protocol::PurgeRequest{ids, all});
     if (!reply.ok()) return reply.status();
     return reply->count;
   }
@@ -364,8 +367,9 @@ class Client::Impl {
   }
 
   Status Unreachable(const std::string& who, const std::string& where) {
-    return Status::Unavailable("the " + who + " at " + where + " does not answer: is the cluster in " +
-                               profile_ + " running? (start one with: taskcluster start)");
+    return Status::Unavailable("the " + who + " at " + where +
+                               " does not answer: is the cluster in " + profile_ +
+                               " running? (start one with: taskcluster start)");
   }
 
   // One request to the hub and its reply, matched by parent id.
@@ -373,7 +377,8 @@ class Client::Impl {
   Result<typename protocol::Bodies<kReply>::Content> Ask(const Content& content) {
     protocol::Header header{TaskId::Random(), kRequest, session_, protocol::NowMicros()};
     Status sent = protocol::SendEncoded(
-        hub_, {}, protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{}, content));
+        hub_, {},
+        protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{}, content));
     if (!sent.ok()) return sent;
     const double deadline = Now() + 5;
     while (Now() < deadline) {
@@ -398,7 +403,7 @@ class Client::Impl {
   // A reply may come twice (from the scheduler and from the hub after a
   // reconnection): it counts once.
   void Answered(const TaskId& id) {
-    replied_.insert(id);
+    replied_.emplace(id, 1);
     unanswered_.erase(id);
   }
 
@@ -424,13 +429,13 @@ class Client::Impl {
     if (unanswered_.empty()) return;
     std::vector<TaskId> all;
     all.reserve(unanswered_.size());
-    for (const auto& [id, request] : unanswered_) all.push_back(id);
+    unanswered_.for_each([&](const TaskId& id, const auto&) { all.push_back(id); });
     std::vector<TaskId> unknown;
     constexpr size_t kPerQuery = 10000;
     for (size_t at = 0; at < all.size(); at += kPerQuery) {
-      const std::vector<TaskId> ids(all.begin() + static_cast<std::ptrdiff_t>(at),
-                                    all.begin() + static_cast<std::ptrdiff_t>(
-                                                      std::min(all.size(), at + kPerQuery)));
+      const std::vector<TaskId> ids(
+          all.begin() + static_cast<std::ptrdiff_t>(at),
+          all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), at + kPerQuery)));
       auto records = Fetch(ids, true, &unknown);
       if (!records.ok()) return;  // the hub is away too: the next check asks again
       for (const TaskInfo& r : *records) {
@@ -439,12 +444,12 @@ class Client::Impl {
     }
     // In the order they were first sent: a task comes after those it
     // depends on, which may be among them.
-    std::erase_if(unknown, [&](const TaskId& id) { return !unanswered_.count(id); });
+    std::erase_if(unknown, [&](const TaskId& id) { return !unanswered_.contains(id); });
     std::sort(unknown.begin(), unknown.end(), [&](const TaskId& a, const TaskId& b) {
-      return unanswered_.at(a).first < unanswered_.at(b).first;
+      return unanswered_.find(a)->first < unanswered_.find(b)->first;
     });
     for (const TaskId& id : unknown) {
-      std::vector<std::string>& frames = unanswered_.at(id).second;
+      std::vector<std::string>& frames = unanswered_.find(id)->second;
       auto header = protocol::DecodeHeader(frames[protocol::kFrameHeader]);
       if (!header.ok()) continue;
       header->date_us = protocol::NowMicros();  // the scheduler refuses older dates
@@ -467,11 +472,11 @@ class Client::Impl {
   zmq::context_t context_{1};
   zmq::socket_t scheduler_, hub_;
   std::unique_ptr<protocol::ReconnectWatch> scheduler_watch_;
-  std::unordered_set<TaskId, TaskIdHash> submitted_, replied_;
+  // Sets, by id: every task submitted, every one with its reply.
+  FlatIdMap<uint8_t> submitted_, replied_;
   // The requests of tasks with no reply yet, encoded, to send again.
   // (submission number, frames) by id.
-  std::unordered_map<TaskId, std::pair<uint64_t, std::vector<std::string>>, TaskIdHash>
-      unanswered_;
+  FlatIdMap<std::pair<uint64_t, std::vector<std::string>>> unanswered_;
   uint64_t next_submission_ = 0;
   bool reconnected_ = false;
   size_t max_in_flight_ = 1000000;

@@ -115,7 +115,8 @@ Status TaskStore::Load() {
     };
     auto record = protocol::DecodeBody<protocol::TaskRecord>(column(1));
     if (!record.ok()) continue;
-    Entry& e = entries_[record->id];
+    bool made;
+    Entry& e = EntryOf(record->id, &made);
     e.row = sqlite3_column_int64(select.get(), 0);
     Tally(*record, +1);
     e.record = std::move(*record);
@@ -129,10 +130,13 @@ Status TaskStore::Load() {
 }
 
 TaskStore::Entry& TaskStore::EntryOf(const TaskId& id, bool* made) {
-  auto [it, inserted] = entries_.try_emplace(id);
-  if (inserted) it->second.record.id = id;
+  auto [slot, inserted] = entries_.try_emplace(id);
+  if (inserted) {
+    *slot = std::make_unique<Entry>();
+    (*slot)->record.id = id;
+  }
   *made = inserted;
-  return it->second;
+  return **slot;
 }
 
 void TaskStore::Touch(Entry& e) {
@@ -149,8 +153,8 @@ void TaskStore::Clean() {
 }
 
 const TaskStore::Entry* TaskStore::FindEntry(const TaskId& id) const {
-  auto it = entries_.find(id);
-  return it == entries_.end() ? nullptr : &it->second;
+  const std::unique_ptr<Entry>* slot = entries_.find(id);
+  return slot ? slot->get() : nullptr;
 }
 
 const protocol::TaskRecord* TaskStore::Find(const TaskId& id) const {
@@ -259,9 +263,9 @@ void TaskStore::Tally(const protocol::TaskRecord& r, int delta) {
 size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
   std::vector<TaskId> doomed;
   if (all) {
-    for (const auto& [id, e] : entries_) {
-      if (Finished(e.record)) doomed.push_back(id);
-    }
+    entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
+      if (Finished(e->record)) doomed.push_back(id);
+    });
   } else {
     for (const TaskId& id : ids) {
       if (auto* r = Find(id); r && Finished(*r)) doomed.push_back(id);
@@ -271,11 +275,11 @@ size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
   doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());  // listed twice
   bool dirty_purged = false;
   for (const TaskId& id : doomed) {
-    auto it = entries_.find(id);
-    Tally(it->second.record, -1);
-    if (it->second.row != 0) deleted_rows_.push_back(it->second.row);
-    if (it->second.dirty) {
-      it->second.dirty = false;  // marks it for taking out of dirty_ below
+    Entry& e = **entries_.find(id);
+    Tally(e.record, -1);
+    if (e.row != 0) deleted_rows_.push_back(e.row);
+    if (e.dirty) {
+      e.dirty = false;  // marks it for taking out of dirty_ below
       dirty_purged = true;
     }
   }

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "protocol/flat_id_map.h"
 #include "protocol/messages.h"
 #include "ztask/status.h"
 
@@ -61,7 +62,8 @@ class TaskStore {
   // Calls f(id, record) for every record, in no order.
   template <class F>
   void ForEachRecord(F&& f) const {
-    for (const auto& [id, entry] : entries_) f(id, entry.record);
+    entries_.for_each(
+        [&](const TaskId& id, const std::unique_ptr<Entry>& entry) { f(id, entry->record); });
   }
   // Counts kept as records change, so that a status query costs the number
   // of engines, not of records: tasks waiting for an engine, and per engine
@@ -108,9 +110,9 @@ class TaskStore {
   void Tally(const protocol::TaskRecord& r, int delta);
 
   sqlite3* db_ = nullptr;
-  // Entries stay where they are made (a node each), so dirty_ may point at
-  // them; Purge takes a purged entry out of dirty_.
-  std::unordered_map<TaskId, Entry, TaskIdHash> entries_;
+  // Entries stay where they are made (an allocation each), so dirty_ may
+  // point at them; Purge takes a purged entry out of dirty_.
+  FlatIdMap<std::unique_ptr<Entry>> entries_;
   std::vector<Entry*> dirty_;          // each dirty entry once
   std::vector<int64_t> deleted_rows_;  // rows of purged records
   int64_t waiting_ = 0;

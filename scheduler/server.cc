@@ -164,11 +164,11 @@ void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header,
   if (std::string why = OverLimit(*meta, views, peer); !why.empty()) {
     return Reject(header, frames, why);
   }
-  auto [it, inserted] = pending_.try_emplace(header.id);
+  auto [pending, inserted] = pending_.try_emplace(header.id);
   if (!inserted) {
     // A client sends again what it has no reply for after it reconnects:
     // the task is here already, and its reply will come.
-    if (it->second.request[0] == peer) {
+    if (pending->request[0] == peer) {
       ++counters_.resubmitted;
       return;
     }
@@ -177,7 +177,7 @@ void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header,
   }
   // Monitor first, so the hub hears of the task before of its outcome.
   MonitorCopy(MsgType::kTaskSubmitted, frames);
-  it->second.request = PackedRequest(frames);
+  pending->request = PackedRequest(frames);
   auto queued = queued_per_client_.find(peer);
   if (queued == queued_per_client_.end()) queued = queued_per_client_.emplace(peer, 0).first;
   ++queued->second;
@@ -189,7 +189,7 @@ void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header,
     // first, then forget.
     ++counters_.duplicate_tasks;
     Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
-    return Forget(it);
+    return Forget(header.id, *pending);
   }
   DrainActions();
 }
@@ -235,12 +235,12 @@ void SchedulerServer::Impl::Reject(const protocol::Header& header, Frames& frame
 }
 
 // The request of a task with its final outcome, and its client's count.
-void SchedulerServer::Impl::Forget(std::unordered_map<TaskId, Pending, TaskIdHash>::iterator it) {
-  auto queued = queued_per_client_.find(it->second.request[0]);
+void SchedulerServer::Impl::Forget(const TaskId& id, const Pending& pending) {
+  auto queued = queued_per_client_.find(pending.request[0]);
   if (queued != queued_per_client_.end() && --queued->second == 0) {
     queued_per_client_.erase(queued);
   }
-  pending_.erase(it);
+  pending_.erase(id);
 }
 
 void SchedulerServer::Impl::OnAbortRequest(const std::vector<std::string_view>& views,
@@ -270,23 +270,21 @@ void SchedulerServer::Impl::DrainActions() {
 
 void SchedulerServer::Impl::Handle(const Action& a) {
   if (a.kind == Action::Kind::kRetire) return Retire(a);
-  auto it = pending_.find(a.task);
-  if (it == pending_.end()) {
+  const Pending* pending = pending_.find(a.task);
+  if (!pending) {
     spdlog::error("no request kept for task {}: a bug", a.task.ToHex());
     return;
   }
-  const PackedRequest& request = it->second.request;
+  const PackedRequest& request = pending->request;
   switch (a.kind) {
     case Action::Kind::kDispatch:
       return Dispatch(a, request);
     case Action::Kind::kDeliver:
       Deliver(a, request);
-      Forget(it);
-      return;
+      return Forget(a.task, *pending);
     case Action::Kind::kFail:
       FailTask(a, request);
-      Forget(it);
-      return;
+      return Forget(a.task, *pending);
     case Action::Kind::kRetry:
       return Retried(a, request);
     case Action::Kind::kReturned:

@@ -313,16 +313,16 @@ void SchedulerServer::Impl::Restore(const protocol::RecoveredTask& t) {
   frames.push_back(protocol::Frame(protocol::EncodeParent(std::nullopt)));
   for (size_t i = 1; i < t.request.size(); ++i) frames.push_back(protocol::Frame(t.request[i]));
   protocol::SignFrames(signer_, frames, 1);
-  auto [it, inserted] = pending_.try_emplace(t.id);
+  auto [pending, inserted] = pending_.try_emplace(t.id);
   if (!inserted) return;
-  it->second.request = PackedRequest(frames);
+  pending->request = PackedRequest(frames);
   ++queued_per_client_[t.client];
   Submission submission{t.id,          ToSet(meta->after), ToSet(meta->follow),
                         meta->targets, meta->timeout_s,    meta->retries,
                         meta->priority};
   submission.attempts = t.attempts;
   if (t.state == "running") submission.running_on = RecoveredSlot(t.engine_id);
-  if (!core_.Submit(submission)) Forget(it);
+  if (!core_.Submit(submission)) Forget(t.id, *pending);
 }
 
 // Engines that held restored tasks and did not come back are lost.

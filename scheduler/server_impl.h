@@ -21,6 +21,7 @@
 #include <zmq.hpp>
 
 #include "protocol/connection_file.h"
+#include "protocol/flat_id_map.h"
 #include "protocol/replay_guard.h"
 #include "protocol/security.h"
 #include "protocol/wire.h"
@@ -144,7 +145,8 @@ class SchedulerServer::Impl {
   void Reject(const protocol::Header& header, Frames& frames, const std::string& why);
 
   // The request of a task with its final outcome, and its client's count.
-  void Forget(std::unordered_map<TaskId, Pending, TaskIdHash>::iterator it);
+  // REQUIRES: `pending` is the entry of `id` in pending_.
+  void Forget(const TaskId& id, const Pending& pending);
 
   void OnAbortRequest(const std::vector<std::string_view>& views, Frames& frames);
 
@@ -277,7 +279,7 @@ class SchedulerServer::Impl {
   Frames frames_;
   Frames* current_reply_ = nullptr;
   std::vector<Action> actions_;
-  std::unordered_map<TaskId, Pending, TaskIdHash> pending_;
+  FlatIdMap<Pending> pending_;
   std::unordered_map<std::string, EngineEntry> engines_;
   std::vector<std::string> uuid_of_slot_;
   protocol::DropLog drops_{"taskscheduler"};

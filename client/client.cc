@@ -155,8 +155,9 @@ class Client::Impl {
     for (const TaskId& id : ids) {
       while (!replied_.contains(id)) {
         const double left = deadline - Now();
-        if (left <= 0)
+        if (left <= 0) {
           return Status::TimedOut("no reply within " + std::to_string(timeout_s) + " s");
+        }
         WaitForReplyOrSleep(static_cast<int>(std::min(left * 1000, 100.0)) + 1);
         DrainReplies();
         // After a reconnection, a reply the scheduler sent while this client

@@ -185,8 +185,7 @@ void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header,
                         meta->timeout_s, meta->retries,      meta->priority};
   if (!core_.Submit(submission)) {
     // Finished here already (a client sending again what it had no reply
-    // for finds its outcome in the hub). `peer` lives in the request: drop
-    // first, then forget.
+    // for finds its outcome in the hub).
     ++counters_.duplicate_tasks;
     Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
     return Forget(header.id, *pending);

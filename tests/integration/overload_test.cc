@@ -5,8 +5,10 @@
 // stays within its per-task bounds. A waiting task costs the whole process
 // its request, packed (about 450 bytes for a no-op), the core's state
 // (about 250 bytes, core_bench) and its share of what the hub has not
-// acknowledged yet (at most 64 MiB in all): measured 1.1 KiB, bounded here
-// at 2 KiB; a finished one 64 bytes. Under a sanitizer, where every
+// acknowledged yet (at most 64 MiB in all), and requests queued in its
+// socket while it waits for the hub: the growth measured here varies with
+// how far the hub falls behind (1.1 to 2.3 KiB a waiting task over the
+// finished ones' 64 bytes), so the bound is 3 KiB. Under a sanitizer, where every
 // process runs several times slower, the same with fewer tasks, and the
 // memory is not checked (the sanitizer's own is most of it).
 #include <atomic>
@@ -106,7 +108,7 @@ TEST_F(ClusterTest, AMillionTasksAreSlowedNotDroppedWithinTheMemoryBounds) {
   // unacknowledged records.
   const int64_t peak = StatusBytes(scheduler, "VmHWM");
   const int64_t bound =
-      static_cast<int64_t>(kInFlight * 2 * 1024 + kTasks * 64) + (int64_t{64} << 20);
+      static_cast<int64_t>(kInFlight * 3 * 1024 + kTasks * 64) + (int64_t{64} << 20);
   std::printf("scheduler: %lld MiB before, peak %lld MiB, bound %lld MiB over the start\n",
               static_cast<long long>(rss_before >> 20), static_cast<long long>(peak >> 20),
               static_cast<long long>(bound >> 20));

@@ -97,7 +97,6 @@ int RunSimulatedEngines(const std::string& profile, int count) {
   for (Sim& sim : sims) {
     sim.socket = std::make_unique<zmq::socket_t>(context, zmq::socket_type::dealer);
     sim.socket->set(zmq::sockopt::linger, 0);
-    sim.socket->set(zmq::sockopt::routing_id, sim.uuid);
     protocol::SecureClient(*sim.socket, *info);
     sim.socket->connect(info->scheduler.engine);
     (void)protocol::SendEncoded(

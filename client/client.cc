@@ -102,9 +102,9 @@ class Client::Impl {
       s->set(zmq::sockopt::sndhwm, 1000000);
       protocol::SecureClient(*s, info_);
     }
-    // The session is the routing id: stable for the life of the client, so
-    // that a restarted scheduler can reply to it from the hub's records.
-    scheduler_.set(zmq::sockopt::routing_id, session_);
+    // No routing id of our own: the scheduler replies on the connection
+    // that last carried a signed message of this session (a restarted
+    // scheduler learns it from the unanswered tasks sent again).
     scheduler_.connect(info_.scheduler.client);
     scheduler_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, scheduler_);
     hub_.connect(info_.hub.query);
@@ -296,7 +296,8 @@ class Client::Impl {
         auto event = protocol::DecodeMessage<MsgType::kEvent>(signer_, {}, protocol::Views(frames));
         if (!event.ok()) continue;
         const auto& e = event->content;
-        Value json = {{"kind", e.kind},
+        Value json = {{"seq", e.seq ? Value(*e.seq) : Value(nullptr)},
+                      {"kind", e.kind},
                       {"task_id", e.task_id ? Value(e.task_id->ToHex()) : Value(nullptr)},
                       {"engine_id", e.engine_id ? Value(*e.engine_id) : Value(nullptr)},
                       {"attempt", e.attempt ? Value(*e.attempt) : Value(nullptr)},

@@ -148,13 +148,20 @@ void PrintDot(const std::vector<ztask::TaskInfo>& records) {
   std::printf("}\n");
 }
 
-}  // namespace
+// States of engines that are or will be there; `taskctl engines --all`
+// also lists those stopped (scaled down) and failed (given up).
+bool Live(const std::string& state) { return state != "stopped" && state != "failed"; }
 
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   CLI::App app{"taskctl: submit ztask tasks, wait for them, and ask about the cluster"};
   app.require_subcommand(1);
+  // Global options are read before or after the subcommand, as people type
+  // them (`taskctl status --profile-dir DIR`): subcommands made after this
+  // hand what they do not know to the app.
+  app.fallthrough();
   std::string profile;
-  app.add_option("--profile-dir", profile, "the cluster's profile directory")->envname("ZTASK_PROFILE_DIR");
+  app.add_option("--profile-dir", profile, "the cluster's profile directory")
+      ->envname("ZTASK_PROFILE_DIR");
 
   SubmitFlags flags;
   auto* submit = app.add_subcommand("submit", "submit one task; prints its id");
@@ -195,8 +202,10 @@ int main(int argc, char** argv) {
   bool json = false;
   auto* status = app.add_subcommand("status", "tasks running, queued and done per engine");
   status->add_flag("--json", json, "print JSON");
-  auto* engines = app.add_subcommand("engines", "the registered engines");
+  bool all_engines = false;
+  auto* engines = app.add_subcommand("engines", "the live engines (starting, running, draining)");
   engines->add_flag("--json", json, "print JSON");
+  engines->add_flag("--all", all_engines, "also the stopped and failed ones");
   auto* abort = app.add_subcommand("abort", "abort tasks that have not started");
   abort->add_option("ids", ids, "task ids")->required();
   int count = -1;
@@ -324,6 +333,7 @@ int main(int argc, char** argv) {
   if (engines->parsed()) {
     auto list = c.Engines();
     if (!list.ok()) return Error(list.status());
+    if (!all_engines) std::erase_if(*list, [](const auto& e) { return !Live(e.state); });
     Value out = Value::array();
     for (const auto& e : *list) {
       Value item = {{"id", e.id},       {"name", e.name},   {"host", e.host},
@@ -354,7 +364,17 @@ int main(int argc, char** argv) {
   }
   if (monitor->parsed()) {
     int seen = 0;
+    int64_t last_seq = 0;
     ztask::Status s = c.Watch([&](const Value& event) {
+      // The hub drops events for a monitor that reads too slowly: say so.
+      if (event["seq"].is_number_integer()) {
+        const int64_t seq = event["seq"].get<int64_t>();
+        if (last_seq > 0 && seq > last_seq + 1) {
+          std::fprintf(stderr, "taskctl: missed %lld events (this monitor read too slowly)\n",
+                       static_cast<long long>(seq - last_seq - 1));
+        }
+        last_seq = seq;
+      }
       if (json) {
         std::printf("%s\n", event.dump().c_str());
       } else {
@@ -391,4 +411,14 @@ int main(int argc, char** argv) {
     return s.ok() ? kOk : Error(s);
   }
   return kUsage;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Whatever goes wrong reaches the user as one line, never a trace.
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    return Error(std::string("internal error: ") + e.what());
+  }
 }

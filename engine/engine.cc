@@ -94,7 +94,6 @@ class EngineLoop final : public Stoppable {
     }
     for (auto* s : {&hub_, &scheduler_}) {
       s->set(zmq::sockopt::linger, 2000);
-      s->set(zmq::sockopt::routing_id, uuid_);
       protocol::SecureClient(*s, info_);
     }
     wake_loop_.bind("inproc://worker-" + uuid_);

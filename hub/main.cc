@@ -1,5 +1,7 @@
 // taskhub: the registry of engines, the record of every task, queries and the
 // event stream. See server.h.
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
@@ -8,6 +10,9 @@
 #include "hub/server.h"
 
 int main(int argc, char** argv) {
+  // What it writes (records, journal, logs) holds commands, environments and
+  // outputs: for its user only, whoever started it.
+  ::umask(077);
   ztask::hub::HubOptions options;
   std::string log_level = "info";
   CLI::App app{"taskhub: engine registry, task records, queries and events of a ztask cluster"};
@@ -28,7 +33,10 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", options.insecure,
                "run without a key: anyone who can reach the ports can run commands");
   app.add_flag("--curve", options.curve,
-               "encrypt every connection with CurveZMQ (when this hub makes the connection file)");
+               "encrypt every connection with CurveZMQ (when this hub makes the connection "
+               "file; by default when --ip is not loopback)");
+  app.add_flag("--no-encryption", options.no_encryption,
+               "no CurveZMQ even when --ip is beyond loopback (warns)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   try {
     app.parse(argc, argv);

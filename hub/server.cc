@@ -34,6 +34,9 @@ constexpr size_t kBatch = 512;
 // and heartbeats are answered while the scheduler is busy.
 constexpr size_t kMonitorBatchesPerTurn = 8;
 constexpr int64_t kFlushEveryUs = 50'000;
+// Messages queued for one subscriber of the notifier or event stream (about
+// 300 bytes each).
+constexpr int kSubscriberHwm = 2000;
 
 }  // namespace
 
@@ -71,7 +74,12 @@ class HubServer::Impl {
           {&notifier_, &endpoints.notifier, "notifier"},
           {&events_, &endpoints.events, "events"}}) {
       socket->set(zmq::sockopt::linger, 1000);
-      socket->set(zmq::sockopt::sndhwm, 1000000);
+      // Subscribers of the notifier and the event stream may be anyone
+      // that reaches the port, and may never read: each may hold at most
+      // kSubscriberHwm messages here, past which it misses events (and
+      // sees the gap in their `seq`). The ROUTERs answer only what came.
+      const bool broadcast = socket == &notifier_ || socket == &events_;
+      socket->set(zmq::sockopt::sndhwm, broadcast ? kSubscriberHwm : 1000000);
       socket->set(zmq::sockopt::rcvhwm, 1000000);
       socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits_.max_message_bytes));
       ZTASK_RETURN_IF_ERROR(security_->Secure(*socket, name));
@@ -179,6 +187,7 @@ class HubServer::Impl {
   void Emit(protocol::Event event) {
     if (listeners_ == 0) return;
     event.at_us = protocol::NowMicros();
+    event.seq = ++events_published_;
     Publish(events_, MsgType::kEvent, event);
   }
 
@@ -547,6 +556,7 @@ class HubServer::Impl {
   EngineRegistry registry_;
   zmq::context_t context_{protocol::OwnBuffersContext()};  // batches wait in its queue
   zmq::socket_t registration_, query_, monitor_, notifier_, events_;
+  int64_t events_published_ = 0;
   std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
   TaskId session_;
   uint64_t counter_ = 0;
@@ -578,7 +588,9 @@ Result<std::unique_ptr<HubServer>> HubServer::Create(const HubOptions& options) 
     initial.key = protocol::GenerateKey();
   }
   const bool fresh = !std::filesystem::exists(path, ec);
-  if (fresh && options.curve) ZTASK_RETURN_IF_ERROR(protocol::EnableCurve(profile, initial));
+  if (fresh && protocol::CurveWanted(options.ip, options.curve, options.no_encryption, "taskhub")) {
+    ZTASK_RETURN_IF_ERROR(protocol::EnableCurve(profile, initial));
+  }
   protocol::ConnectionInfo info = initial;
   if (!fresh) {
     auto read = protocol::ReadConnectionFile(path);
@@ -587,7 +599,7 @@ Result<std::unique_ptr<HubServer>> HubServer::Create(const HubOptions& options) 
   }
   ZTASK_RETURN_IF_ERROR(protocol::CheckAuthenticated(info, options.insecure, path));
   const std::string db = options.db.empty() ? (profile / "tasks.db").string() : options.db;
-  std::filesystem::create_directories(profile, ec);
+  if (options.db.empty()) ZTASK_RETURN_IF_ERROR(protocol::MakePrivateDirectory(profile));
   auto store = TaskStore::Open(db);
   if (!store.ok()) return store.status();
   auto impl = std::make_unique<Impl>(options, info, std::move(*store));

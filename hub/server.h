@@ -39,8 +39,10 @@ struct HubOptions {
   size_t max_engines = 100000;
   // A connection file made here has no key (and needs this to be read back).
   bool insecure = false;
-  // A connection file made here turns CurveZMQ on (security.h).
+  // A connection file made here turns CurveZMQ on (security.h); it is on
+  // also when `ip` is beyond loopback, unless `no_encryption`.
   bool curve = false;
+  bool no_encryption = false;
 };
 
 class HubServer final : public Stoppable {

@@ -1,5 +1,9 @@
 #include "hub/store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -44,6 +48,14 @@ struct Key {
 Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path) {
   std::unique_ptr<TaskStore> store(new TaskStore());
   if (path == ":memory:") return store;
+  // Records hold every task's command, environment and output: 0600,
+  // whoever made the file and whatever the umask. SQLite gives the -wal and
+  // -shm files the mode of the database file.
+  if (const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600); fd >= 0) {
+    ::fchmod(fd, 0600);
+    ::close(fd);
+  }
+  for (const char* suffix : {"-wal", "-shm"}) ::chmod((path + suffix).c_str(), 0600);
   if (sqlite3_open(path.c_str(), &store->db_) != SQLITE_OK) {
     return SqlError(store->db_, "cannot open the task database " + path);
   }

@@ -177,6 +177,7 @@ class FileLock {
 }  // namespace
 
 fs::path DefaultProfileDir() {
+  if (const char* dir = std::getenv("ZTASK_PROFILE_DIR"); dir && *dir) return fs::path(dir);
   const char* home = std::getenv("HOME");
   fs::path base = (home && *home) ? fs::path(home) : fs::current_path();
   return base / ".ztask" / "profile_default";
@@ -237,18 +238,19 @@ Result<ConnectionInfo> ReadConnectionFile(const fs::path& path) {
   return ParseText(text.str(), path);
 }
 
-Status WriteConnectionFile(const fs::path& path, const ConnectionInfo& info) {
+Status MakePrivateDirectory(const fs::path& dir) {
   std::error_code ec;
-  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  if (!fs::exists(dir, ec)) {
-    fs::create_directories(dir, ec);
-    if (ec) return Status::IoError("cannot create " + dir.string() + ": " + ec.message());
-    fs::permissions(dir, fs::perms::owner_all, ec);
-  }
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IoError("cannot create " + dir.string() + ": " + ec.message());
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  if (ec) return Status::IoError("cannot make " + dir.string() + " private: " + ec.message());
+  return Status::Ok();
+}
+
+Status WritePrivateFile(const fs::path& path, const std::string& text) {
   const fs::path temp = path.string() + ".tmp." + std::to_string(::getpid());
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Errno("cannot write", temp);
-  const std::string text = SerializeText(info);
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);
@@ -261,6 +263,13 @@ Status WriteConnectionFile(const fs::path& path, const ConnectionInfo& info) {
     return Errno("cannot replace", path);
   }
   return Status::Ok();
+}
+
+Status WriteConnectionFile(const fs::path& path, const ConnectionInfo& info) {
+  std::error_code ec;
+  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  if (!fs::exists(dir, ec)) ZTASK_RETURN_IF_ERROR(MakePrivateDirectory(dir));
+  return WritePrivateFile(path, SerializeText(info));
 }
 
 Status UpdateConnectionFile(const fs::path& path, const ConnectionInfo& initial,

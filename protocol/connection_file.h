@@ -87,6 +87,12 @@ Result<ConnectionInfo> ParseConnectionFile(const std::string& text,
                                            const std::filesystem::path& path);
 std::string SerializeConnectionFile(const ConnectionInfo& info);
 
+// Creates `dir` (and its parents) if missing and makes it 0700.
+Status MakePrivateDirectory(const std::filesystem::path& dir);
+// Replaces `path` with `text` at once (a temporary file, fsync, rename),
+// mode 0600 whatever the umask.
+Status WritePrivateFile(const std::filesystem::path& path, const std::string& text);
+
 // Writes atomically (temporary file + rename) with mode 0600, creating the
 // profile directory (mode 0700) when needed.
 Status WriteConnectionFile(const std::filesystem::path& path, const ConnectionInfo& info);

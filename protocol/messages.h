@@ -608,8 +608,13 @@ struct Event {
   ErrorType error_type = ErrorType::kNone;
   std::string text;
   int64_t at_us = 0;
+  // The hub's count of events published, from 1 at its start: a subscriber
+  // that sees it jump missed events (the hub drops them for one that reads
+  // too slowly); one that sees it fall saw the hub restart.
+  std::optional<int64_t> seq;
   template <class S, class V>
   static void Visit(S& s, V& v) {
+    v("seq", s.seq);
     v("kind", s.kind);
     v("task_id", s.task_id);
     v("engine_id", s.engine_id);

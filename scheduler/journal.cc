@@ -2,6 +2,7 @@
 
 #include <endian.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,6 +65,7 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::filesystem::path& path
     return Status::IoError("cannot open the journal " + path.string() + ": " +
                            std::strerror(errno));
   }
+  ::fchmod(fd, 0600);  // made by an older version, or by hand
   std::unique_ptr<Journal> journal(new Journal(path, fd));
   journal->existed_ = existed;
   std::string content;

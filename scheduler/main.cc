@@ -1,4 +1,6 @@
 // taskscheduler: routes tasks from clients to engines. See server.h.
+#include <sys/stat.h>
+
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +11,9 @@
 #include "scheduler/server.h"
 
 int main(int argc, char** argv) {
+  // What it writes (records, journal, logs) holds commands, environments and
+  // outputs: for its user only, whoever started it.
+  ::umask(077);
   ztask::scheduler::SchedulerOptions options;
   std::string ip;
   std::string log_level = "info";

@@ -2,13 +2,22 @@
 
 namespace ztask::scheduler {
 
+Status Outbox::SendTo(std::string_view session, protocol::Frames& message) {
+  const std::string* route = routes_.RouteOf(session);
+  if (!route) return Status::Unavailable("no connection proved this peer");
+  message[0] = protocol::Frame(*route);
+  Status sent = protocol::SendFrames(socket_, message);
+  if (!sent.ok() && !protocol::IsQueueFull(sent)) routes_.Forget(session);
+  return sent;
+}
+
 std::vector<std::string> Outbox::Flush() {
   std::vector<std::string> gone;
   // What waited first, peer by peer, in order.
   for (auto it = by_peer_.begin(); it != by_peer_.end();) {
     auto& queue = it->second;
     while (!queue.empty()) {
-      Status sent = protocol::SendFrames(socket_, queue.front());
+      Status sent = SendTo(it->first, queue.front());
       if (protocol::IsQueueFull(sent)) break;
       --waiting_;
       queue.pop_front();
@@ -29,12 +38,13 @@ std::vector<std::string> Outbox::Flush() {
       ++waiting_;
       continue;
     }
-    Status sent = protocol::SendFrames(socket_, message);
+    std::string session(peer);  // message[0] becomes the route
+    Status sent = SendTo(session, message);
     if (protocol::IsQueueFull(sent)) {
-      by_peer_[std::string(peer)].push_back(std::move(message));
+      by_peer_[session].push_back(std::move(message));
       ++waiting_;
     } else if (!sent.ok()) {
-      gone.emplace_back(peer);
+      gone.push_back(std::move(session));
     }
   }
   fresh_.clear();

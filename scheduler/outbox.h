@@ -8,6 +8,9 @@
 // here; ZeroMQ's ROUTER would drop it, or with ROUTER_MANDATORY refuse it.
 // Each peer's messages keep their order and go as soon as it has room.
 //
+// Messages name their peer by session (frames[0]); the box sends each on the
+// connection that proved that session (PeerRoutes), and on no other.
+//
 // Thread safety: owned by the thread that owns the socket.
 #ifndef ZTASK_SCHEDULER_OUTBOX_H_
 #define ZTASK_SCHEDULER_OUTBOX_H_
@@ -18,26 +21,33 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "protocol/peer_routes.h"
 #include "protocol/wire.h"
 
 namespace ztask::scheduler {
 
 class Outbox {
  public:
-  // REQUIRES: `socket` is a ROUTER with ROUTER_MANDATORY, outliving the box.
-  explicit Outbox(zmq::socket_t& socket) : socket_(socket) {}
+  // REQUIRES: `socket` is a ROUTER with ROUTER_MANDATORY, outliving the box;
+  // so does `routes`.
+  Outbox(zmq::socket_t& socket, protocol::PeerRoutes& routes) : socket_(socket), routes_(routes) {}
 
-  // Queues `message` (frames[0] is the peer's routing id; moved from).
+  // Queues `message` (frames[0] is the peer's session; moved from).
   void Send(protocol::Frames& message) { fresh_.push_back(std::move(message)); }
   // Sends what waits, as far as the peers' queues take it. Returns the
-  // peers that are not connected; their messages are dropped.
+  // peers that are not connected (or never proved a connection); their
+  // messages are dropped.
   std::vector<std::string> Flush();
 
   // Whether messages wait for a peer with no room.
   bool blocked() const { return waiting_ > 0; }
 
  private:
+  // Sends `message` to the route of `session`.
+  Status SendTo(std::string_view session, protocol::Frames& message);
+
   zmq::socket_t& socket_;
+  protocol::PeerRoutes& routes_;
   std::vector<protocol::Frames> fresh_;
   std::unordered_map<std::string, std::deque<protocol::Frames>> by_peer_;
   size_t waiting_ = 0;

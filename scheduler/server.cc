@@ -19,9 +19,8 @@ Status SchedulerServer::Impl::Start() {
   security_ = std::move(*security);
   for (auto [s, name] : {std::pair{&client_, "client"}, {&engine_, "engine"}}) {
     s->set(zmq::sockopt::router_mandatory, 1);
-    // A peer that reconnects under its routing id (its connection broke
-    // without us noticing) takes over its old place.
-    s->set(zmq::sockopt::router_handover, 1);
+    // No handover: peers do not choose routing ids, and a session moves to
+    // a new connection only by a signed message on it (PeerRoutes).
     s->set(zmq::sockopt::sndhwm, options_.socket_hwm);
     s->set(zmq::sockopt::rcvhwm, options_.socket_hwm);
     s->set(zmq::sockopt::linger, 1000);
@@ -141,7 +140,7 @@ std::chrono::milliseconds SchedulerServer::Impl::PollTimeout() const {
 
 void SchedulerServer::Impl::OnClientMessage(Frames& frames) {
   std::vector<std::string_view> views;
-  auto header = Open(frames, 1, &views, &client_guard_);
+  auto header = OpenFromPeer(frames, &views, &client_guard_, client_routes_);
   const std::string_view peer = frames.empty() ? "" : View(frames[0]);
   if (!header.ok()) return Drop(peer, header.status());
   switch (header->type) {

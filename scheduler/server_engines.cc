@@ -30,7 +30,7 @@ void SchedulerServer::Impl::EngineUnreachable(const std::string& uuid) {
 
 void SchedulerServer::Impl::OnEngineMessage(Frames& frames) {
   std::vector<std::string_view> views;
-  auto header = Open(frames, 1, &views, &engine_guard_);
+  auto header = OpenFromPeer(frames, &views, &engine_guard_, engine_routes_);
   const std::string_view peer = frames.empty() ? "" : View(frames[0]);
   if (!header.ok()) return Drop(peer, header.status());
   if (header->type == MsgType::kEngineReady) {
@@ -200,7 +200,10 @@ void SchedulerServer::Impl::Activate(const std::string& uuid, EngineEntry& entry
 // A drained engine may go: tell it, and forget it (it unregisters).
 void SchedulerServer::Impl::Retire(const Action& a) {
   const std::string uuid = uuid_of_slot_[a.slot];
-  const std::string_view prefix[] = {uuid};
+  // On the connection the engine proved; none: it is gone already.
+  const std::string* route = engine_routes_.RouteOf(uuid);
+  if (!route) return;
+  const std::string_view prefix[] = {*route};
   const protocol::Header header = builder_.NewHeader(MsgType::kEngineRetire);
   (void)protocol::SendEncoded(
       engine_, prefix,

@@ -22,6 +22,7 @@
 
 #include "protocol/connection_file.h"
 #include "protocol/flat_id_map.h"
+#include "protocol/peer_routes.h"
 #include "protocol/replay_guard.h"
 #include "protocol/security.h"
 #include "protocol/wire.h"
@@ -130,6 +131,19 @@ class SchedulerServer::Impl {
                                 std::vector<std::string_view>* views,
                                 protocol::ReplayGuard* guard) {
     return protocol::OpenMessage(signer_, options_.limits, frames, first, guard, views);
+  }
+
+  // Verifies a message from a ROUTER socket and binds its connection to the
+  // sender's session (`routes`); frames[0] then names the session instead
+  // of the connection, which is what the rest of the loop keys peers by.
+  Result<protocol::Header> OpenFromPeer(Frames& frames, std::vector<std::string_view>* views,
+                                        protocol::ReplayGuard* guard, protocol::PeerRoutes& routes) {
+    auto header = Open(frames, 1, views, guard);
+    if (header.ok()) {
+      routes.Prove(header->session, protocol::View(frames[0]));
+      frames[0] = protocol::Frame(header->session);
+    }
+    return header;
   }
 
   void OnClientMessage(Frames& frames);
@@ -267,7 +281,10 @@ class SchedulerServer::Impl {
   MonitorLink monitor_link_{monitor_, builder_};
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<protocol::ReconnectWatch> monitor_watch_;
-  Outbox clients_out_{client_}, engines_out_{engine_};
+  // Which connection speaks for each client session and engine uuid: only
+  // one that delivered a verified message of it (peer_routes.h).
+  protocol::PeerRoutes client_routes_, engine_routes_;
+  Outbox clients_out_{client_, client_routes_}, engines_out_{engine_, engine_routes_};
   // Recovery after a restart: engine id -> slot of engines holding restored
   // tasks and not linked to a connected engine yet; slots linked but not
   // back (no engine_ready yet); replies that came before their engine was

@@ -21,15 +21,6 @@
 namespace ztask::testing {
 namespace {
 
-// A /proc/PID/status field in kB (VmHWM: the peak resident memory), as bytes.
-int64_t StatusBytes(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;
-  }
-  return -1;
-}
-
 TEST_F(ClusterTest, AMillionTasksAreSlowedNotDroppedWithinTheMemoryBounds) {
 #ifdef ZTASK_OVERLOAD_SKIP
   // Every message costs ThreadSanitizer a (suppressed) report inside the

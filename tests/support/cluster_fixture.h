@@ -92,6 +92,16 @@ inline std::vector<pid_t> PidsOf(const std::string& program, const std::string& 
   return pids;
 }
 
+// A /proc/PID/status field in kB (VmRSS, or VmHWM: the peak resident
+// memory), as bytes; -1 when there is no such process.
+inline int64_t StatusBytes(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;
+  }
+  return -1;
+}
+
 // The one such process, or -1.
 inline pid_t PidOf(const std::string& program, const std::string& profile) {
   const std::vector<pid_t> pids = PidsOf(program, profile);

@@ -141,7 +141,6 @@ StandInEngine::StandInEngine(const std::string& endpoint, const protocol::Signer
       id_(id),
       uuid_(TaskId::Random().ToHex()),
       socket_(SharedContext(), zmq::socket_type::dealer) {
-  socket_.set(zmq::sockopt::routing_id, uuid_);
   socket_.set(zmq::sockopt::linger, 0);
   socket_.connect(endpoint);
 }
@@ -180,7 +179,6 @@ RawClient::RawClient(const std::string& endpoint, const protocol::Signer& signer
     : signer_(signer),
       session_(TaskId::Random().ToHex()),
       socket_(SharedContext(), zmq::socket_type::dealer) {
-  socket_.set(zmq::sockopt::routing_id, session_);
   socket_.set(zmq::sockopt::linger, 0);
   socket_.connect(endpoint);
 }

@@ -1,0 +1,155 @@
+// taskctl and taskcluster as people type them: global options before or
+// after the subcommand or from the environment, one-line usage errors with
+// exit code 2, and listings that show what is there.
+#include <cstdlib>
+#include <fstream>
+
+#include "tests/support/cluster_fixture.h"
+
+namespace ztask::testing {
+namespace {
+
+// The three ways to name the profile: before the subcommand, after it, and
+// in ZTASK_PROFILE_DIR.
+enum class Where { kBefore, kAfter, kEnvironment };
+
+class CommandLine : public ClusterTest {
+ protected:
+  // `program subcommand args...` with the profile given as `where` says.
+  Ran Run(const std::string& program, std::vector<std::string> words, Where where) {
+    std::vector<std::string> argv = {kBin + "/" + program};
+    if (where == Where::kBefore) argv.insert(argv.end(), {"--profile-dir", profile()});
+    // After the subcommand's own words, before any `-- CMD`.
+    auto dashes = std::find(words.begin(), words.end(), "--");
+    if (where == Where::kAfter) {
+      dashes = words.insert(dashes, {"--profile-dir", profile()});
+    }
+    argv.insert(argv.end(), words.begin(), words.end());
+    if (where == Where::kEnvironment) ::setenv("ZTASK_PROFILE_DIR", profile().c_str(), 1);
+    Ran ran = RunProgram(argv, dir_);
+    ::unsetenv("ZTASK_PROFILE_DIR");
+    return ran;
+  }
+};
+
+TEST_F(CommandLine, EveryTaskctlSubcommandTakesTheProfileBeforeAfterOrFromTheEnvironment) {
+  StartCluster(1);
+  const auto graph = dir_.path() / "graph.json";
+  std::ofstream(graph) << R"({"tasks": [{"name": "a", "command": ["true"]}]})";
+  for (Where where : {Where::kBefore, Where::kAfter, Where::kEnvironment}) {
+    SCOPED_TRACE(static_cast<int>(where));
+    Ran submit = Run("taskctl", {"submit", "--label", "x", "--", "sh", "-c", "echo hi"}, where);
+    ASSERT_EQ(submit.code, 0) << submit.err;
+    const std::string id = submit.out.substr(0, 32);
+    for (std::vector<std::string> words :
+         {std::vector<std::string>{"wait", "--timeout", "30", id}, {"result", id}, {"status"},
+          {"status", "--json"}, {"engines"}, {"engines", "--all", "--json"},
+          {"graph", "--dot", id}, {"abort", id}, {"wait-engines", "1", "--timeout", "30"},
+          {"submit-graph", graph.string()}, {"purge", id}}) {
+      Ran ran = Run("taskctl", words, where);
+      EXPECT_EQ(ran.code, 0) << words[0] << ": " << ran.err;
+      EXPECT_EQ(ran.err, "") << words[0];
+    }
+    // monitor runs until it has seen an event: a task makes some.
+    std::vector<std::string> monitor = {kBin + "/taskctl"};
+    if (where == Where::kBefore) monitor.insert(monitor.end(), {"--profile-dir", profile()});
+    monitor.insert(monitor.end(), {"monitor", "--count", "1"});
+    if (where == Where::kAfter) monitor.insert(monitor.end(), {"--profile-dir", profile()});
+    if (where == Where::kEnvironment) ::setenv("ZTASK_PROFILE_DIR", profile().c_str(), 1);
+    cluster::ChildProcess watching(monitor, dir_.path() / "monitor.log");
+    ::unsetenv("ZTASK_PROFILE_DIR");
+    std::optional<int> watched;
+    TaskOptions noop;
+    noop.function = "noop";
+    ASSERT_TRUE(WaitFor([&] {
+      (void)client_->Submit(noop);
+      return (watched = watching.Wait(std::chrono::milliseconds(100))).has_value();
+    }, std::chrono::seconds(30))) << watching.Log();
+    EXPECT_EQ(*watched, 0) << watching.Log();
+  }
+  for (Where where : {Where::kBefore, Where::kAfter, Where::kEnvironment}) {
+    Ran status = Run("taskcluster", {"status"}, where);
+    EXPECT_EQ(status.code, 0) << status.err;
+    EXPECT_NE(status.out.find("engines"), std::string::npos) << status.out;
+    Ran scale = Run("taskcluster", {"scale", "1", "--timeout", "60"}, where);
+    EXPECT_EQ(scale.code, 0) << scale.err;
+  }
+  Ran shutdown = Run("taskctl", {"shutdown"}, Where::kAfter);
+  EXPECT_EQ(shutdown.code, 0) << shutdown.err;
+}
+
+TEST_F(CommandLine, TaskclusterStartAndStopTakeTheProfileAfterTheSubcommandOrFromTheEnvironment) {
+  Ran started = Run("taskcluster", {"start", "-n", "1", "--daemonize"}, Where::kEnvironment);
+  ASSERT_EQ(started.code, 0) << started.err;
+  running_ = true;
+  EXPECT_NE(started.out.find(profile()), std::string::npos) << started.out;
+  Ran stopped = Run("taskcluster", {"stop"}, Where::kAfter);
+  EXPECT_EQ(stopped.code, 0) << stopped.err;
+  running_ = !(stopped.code == 0);
+  Ran again = Run("taskcluster", {"start", "-n", "1", "--daemonize"}, Where::kBefore);
+  ASSERT_EQ(again.code, 0) << again.err;
+  running_ = true;
+}
+
+// A usage error: exit code 2, nothing on stdout, one line on stderr naming
+// the program, and never a trace or an abort.
+void ExpectUsageError(const Ran& ran, const std::string& mentions) {
+  EXPECT_EQ(ran.code, 2) << ran.out << ran.err;
+  EXPECT_EQ(ran.out, "");
+  ASSERT_FALSE(ran.err.empty());
+  EXPECT_EQ(std::count(ran.err.begin(), ran.err.end(), '\n'), 1) << ran.err;
+  EXPECT_EQ(ran.err.back(), '\n');
+  EXPECT_NE(ran.err.find(mentions), std::string::npos) << ran.err;
+  EXPECT_EQ(ran.err.find("terminate"), std::string::npos) << ran.err;
+}
+
+TEST_F(CommandLine, UsageErrorsAreOneLineWithExitCodeTwo) {
+  const std::string ctl = kBin + "/taskctl", cluster = kBin + "/taskcluster";
+  const std::string missing = (dir_.path() / "nowhere").string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{ctl}, "subcommand"},
+      {{ctl, "--bogus", "status"}, "--bogus"},
+      {{ctl, "status", "--bogus"}, "--bogus"},
+      {{ctl, "wait-engines", "many", "--profile-dir", missing}, "many"},
+      {{ctl, "wait-engines", "--profile-dir", missing}, "n"},
+      {{ctl, "submit", "--profile-dir", missing}, "nothing to run"},
+      {{ctl, "submit", "--retries", "x", "--", "true"}, "--retries"},
+      {{ctl, "wait", "not-an-id", "--profile-dir", missing}, "not-an-id"},
+      {{ctl, "status", "--profile-dir", missing}, "no cluster is running"},
+      {{ctl, "submit", "--env", "NOEQUALS", "--", "true"}, "--env"},
+      {{cluster}, "subcommand"},
+      {{cluster, "start", "--hwm", "-1", "--profile-dir", missing}, "--hwm"},
+      {{cluster, "stop", "--bogus"}, "--bogus"},
+      {{cluster, "status", "--profile-dir", missing}, "no cluster is running"},
+      {{cluster, "scale", "--profile-dir", missing}, "engines"},
+  };
+  for (const auto& [argv, mentions] : cases) {
+    SCOPED_TRACE(argv.size() > 1 ? argv[1] + " " + (argv.size() > 2 ? argv[2] : "") : argv[0]);
+    ExpectUsageError(RunProgram(argv, dir_), mentions);
+  }
+}
+
+TEST_F(CommandLine, EnginesListsTheLiveOnesAndAllAddsTheStopped) {
+  StartCluster(1);
+  ASSERT_EQ(Ctl({"engines", "--json"}).code, 0);
+  for (const char* n : {"4", "1"}) {
+    Ran scaled = RunProgram({kBin + "/taskcluster", "scale", n, "--profile-dir", profile()}, dir_);
+    ASSERT_EQ(scaled.code, 0) << scaled.err;
+  }
+  Ran live = Ctl({"engines", "--json"});
+  ASSERT_EQ(live.code, 0) << live.err;
+  Value listed = Value::parse(live.out);
+  ASSERT_EQ(listed.size(), 1u) << live.out;
+  EXPECT_EQ(listed[0]["state"], "running");
+  Ran all = Ctl({"engines", "--all", "--json"});
+  Value everything = Value::parse(all.out);
+  ASSERT_EQ(everything.size(), 4u) << all.out;
+  EXPECT_EQ(std::count_if(everything.begin(), everything.end(),
+                          [](const Value& e) { return e["state"] == "stopped"; }),
+            3);
+  Ran table = Ctl({"engines"});
+  EXPECT_EQ(table.Lines().size(), 2u) << "a heading and one engine:\n" << table.out;
+}
+
+}  // namespace
+}  // namespace ztask::testing

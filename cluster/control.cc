@@ -76,7 +76,7 @@ Status LocalCluster::OpenControl() {
   ZTASK_RETURN_IF_ERROR(control_->security->Start());
   auto endpoint = protocol::Bind(control_->socket, "tcp://127.0.0.1:*");
   if (!endpoint.ok()) return endpoint.status();
-  std::ofstream(ControlFile(profile_), std::ios::trunc) << *endpoint << "\n";
+  ZTASK_RETURN_IF_ERROR(protocol::WritePrivateFile(ControlFile(profile_), *endpoint + "\n"));
   return Status::Ok();
 }
 
@@ -156,6 +156,8 @@ std::string LocalCluster::Add(const std::string& launcher, int engines,
     const auto& where = hosts.empty() ? options_.hosts : hosts;
     if (launcher == "ssh") {
       if (where.empty()) return "the ssh launcher needs --hosts";
+      // Hosts may come over the control socket: checked here, as at start.
+      if (auto specs = ParseHostSpecs(where); !specs.ok()) return specs.status().message();
       if (Status copied = CopyConnectionFile(where); !copied.ok()) return copied.message();
     }
     for (int i = 0; i < engines; ++i) {
@@ -206,11 +208,10 @@ Status LocalCluster::AddEngines(const fs::path& profile_dir, const std::string& 
   const int before = RunningEngines(**client);
   int total = engines;
   if (launcher == "ssh" && !hosts.empty()) {
+    auto specs = ParseHostSpecs(hosts);
+    if (!specs.ok()) return specs.status();
     total = 0;
-    for (const auto& h : hosts) {
-      const auto colon = h.rfind(':');
-      total += colon == std::string::npos ? 1 : std::atoi(h.c_str() + colon + 1);
-    }
+    for (const auto& spec : *specs) total += spec.count;
   }
   ZTASK_RETURN_IF_ERROR(Request(profile, {"add", total, launcher, hosts}));
   const bool done = WaitFor([&] { return RunningEngines(**client) >= before + total; },

@@ -12,16 +12,6 @@
 namespace ztask::cluster {
 namespace fs = std::filesystem;
 
-namespace {
-
-std::pair<std::string, int> SplitHost(const std::string& spec) {
-  const auto colon = spec.rfind(':');
-  if (colon == std::string::npos) return {spec, 1};
-  return {spec.substr(0, colon), std::atoi(spec.c_str() + colon + 1)};
-}
-
-}  // namespace
-
 Status LocalCluster::WriteLocation() {
   // Sockets bound to --ip; others dial --location, with the same ports.
   return protocol::UpdateConnectionFile(
@@ -39,15 +29,19 @@ Status LocalCluster::WriteLocation() {
 
 Status LocalCluster::CopyConnectionFile(const std::vector<std::string>& hosts) {
   const std::string remote = (options_.remote_profile_dir / protocol::kConnectionFileName).string();
-  for (const auto& spec : hosts) {
-    const std::string host = SplitHost(spec).first;
+  auto specs = ParseHostSpecs(hosts);
+  if (!specs.ok()) return specs.status();
+  for (const auto& [host, count] : *specs) {
     std::vector<std::string> argv = SplitWords(options_.ssh);
     argv[0] = Which(argv[0]);
-    argv.insert(argv.end(), {host, "umask 077 && mkdir -p '" + options_.remote_profile_dir.string() +
-                                       "' && cat > '" + remote + ".tmp' && mv '" + remote +
-                                       ".tmp' '" + remote + "'"});
-    const std::string sh = "exec \"$0\" \"$@\" < '" +
-                           protocol::ConnectionFilePath(profile_).string() + "'";
+    // The host after "--": ssh takes nothing after it as an option. The
+    // remote command is one line for the remote shell, each path quoted.
+    const std::string dir = ShellQuote(options_.remote_profile_dir.string());
+    const std::string tmp = ShellQuote(remote + ".tmp");
+    argv.insert(argv.end(), {"--", host, "umask 077 && mkdir -p " + dir + " && cat > " + tmp +
+                                             " && mv " + tmp + " " + ShellQuote(remote)});
+    const std::string sh = "exec \"$0\" \"$@\" < " +
+                           ShellQuote(protocol::ConnectionFilePath(profile_).string());
     argv.insert(argv.begin(), {"/bin/sh", "-c", sh});
     ChildProcess copy(argv, logs() / "ssh-copy.log");
     if (copy.Wait(std::chrono::seconds(60)) != 0) {
@@ -65,18 +59,22 @@ std::string LocalCluster::SlurmScript(int engines, const std::string& name_prefi
       "#SBATCH --job-name=ztask-engines\n"
       "#SBATCH --ntasks=" + std::to_string(engines) + "\n"
       "#SBATCH --output=" + (profile_ / "logs" / "slurm-%j.out").string() + "\n";
+  // sbatch reads #SBATCH lines itself, word by word, with no shell: an
+  // option stays on its line (Claim refuses line breaks in them).
   for (const auto& arg : options_.slurm_args) script += "#SBATCH " + arg + "\n";
-  // Each task is one engine, named after its node and SLURM_PROCID.
-  script += "exec srun " + options_.engine_program.string() + " --profile-dir " +
-            profile_.string() + (name_prefix.empty() ? "" : " --name-prefix " + name_prefix);
-  for (const auto& arg : options_.engine_args) script += " " + arg;
+  // Each task is one engine, named after its node and SLURM_PROCID; every
+  // word quoted for bash.
+  script += "exec srun " + ShellQuote(options_.engine_program.string()) + " --profile-dir " +
+            ShellQuote(profile_.string());
+  if (!name_prefix.empty()) script += " --name-prefix " + ShellQuote(name_prefix);
+  for (const auto& arg : options_.engine_args) script += " " + ShellQuote(arg);
   script += "\n";
   return script;
 }
 
 Status LocalCluster::SubmitSlurmJob(int engines, const std::string& prefix) {
   const fs::path script = logs() / ("engines-" + std::to_string(job_groups_) + ".sbatch");
-  std::ofstream(script, std::ios::trunc) << SlurmScript(engines, prefix);
+  ZTASK_RETURN_IF_ERROR(protocol::WritePrivateFile(script, SlurmScript(engines, prefix)));
   const fs::path out = logs() / "sbatch.out";
   ChildProcess submit({"/bin/sh", "-c", "exec \"$0\" --parsable \"$1\" > \"$2\"",
                        Which(options_.sbatch), script.string(), out.string()},
@@ -100,9 +98,10 @@ LocalCluster::Supervised LocalCluster::NewEngine(int index, const std::string& l
   Supervised engine;
   if (launcher == "ssh") {
     // Engines go round the hosts, each host as often as its count says.
+    // REQUIRES: every spec was parsed when it came (Claim, Add).
     std::vector<std::string> slots;
     for (const auto& spec : hosts) {
-      auto [host, count] = SplitHost(spec);
+      auto [host, count] = *ParseHostSpec(spec);
       for (int i = 0; i < count; ++i) slots.push_back(host);
     }
     const std::string& host = slots[static_cast<size_t>(index) % slots.size()];
@@ -110,15 +109,18 @@ LocalCluster::Supervised LocalCluster::NewEngine(int index, const std::string& l
     engine.argv = SplitWords(options_.ssh);
     engine.argv[0] = Which(engine.argv[0]);
     // -tt: when the connection ends, the remote engine gets a hang-up.
-    engine.argv.insert(engine.argv.end(),
-                       {"-tt", host, "exec", options_.remote_engine_program.string(),
-                        "--profile-dir", options_.remote_profile_dir.string(), "--name",
-                        engine.name});
-  } else {
-    engine.name = "engine-" + std::to_string(index);
-    engine.argv = {options_.engine_program.string(), "--profile-dir", profile_.string(),
-                   "--name", engine.name};
+    // ssh joins what follows the host into one line for the remote shell:
+    // each word is quoted.
+    std::string remote = "exec " + ShellQuote(options_.remote_engine_program.string()) +
+                         " --profile-dir " + ShellQuote(options_.remote_profile_dir.string()) +
+                         " --name " + ShellQuote(engine.name);
+    for (const auto& arg : options_.engine_args) remote += " " + ShellQuote(arg);
+    engine.argv.insert(engine.argv.end(), {"-tt", "--", host, remote});
+    return engine;
   }
+  engine.name = "engine-" + std::to_string(index);
+  engine.argv = {options_.engine_program.string(), "--profile-dir", profile_.string(), "--name",
+                 engine.name};
   engine.argv.insert(engine.argv.end(), options_.engine_args.begin(), options_.engine_args.end());
   return engine;
 }

@@ -60,16 +60,16 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
     if (options.hosts.empty()) {
       return Status::InvalidArgument("the ssh launcher needs --hosts HOST[:COUNT],...");
     }
+    auto specs = ParseHostSpecs(options.hosts);
+    if (!specs.ok()) return specs.status();
     int total = 0;
-    for (const auto& h : options.hosts) {
-      const auto colon = h.rfind(':');
-      const int count = colon == std::string::npos ? 1 : std::atoi(h.c_str() + colon + 1);
-      if (count < 1 || h.empty() || colon == 0) {
-        return Status::InvalidArgument("bad host '" + h + "': give HOST or HOST:COUNT");
-      }
-      total += count;
-    }
+    for (const auto& spec : *specs) total += spec.count;
     options.engines = total;
+  }
+  for (const auto& arg : options.slurm_args) {
+    if (arg.find_first_of("\r\n") != std::string::npos) {
+      return Status::InvalidArgument("--slurm-args may not hold a line break");
+    }
   }
   if (options.remote_profile_dir.empty()) options.remote_profile_dir = profile;
   if (options.remote_engine_program.empty()) options.remote_engine_program = options.engine_program;
@@ -129,7 +129,9 @@ Status LocalCluster::Start() {
   } else {
     info.key = protocol::GenerateKey();
   }
-  if (options_.curve) ZTASK_RETURN_IF_ERROR(protocol::EnableCurve(profile_, info));
+  if (protocol::CurveWanted(options_.ip, options_.curve, options_.no_encryption, "taskcluster")) {
+    ZTASK_RETURN_IF_ERROR(protocol::EnableCurve(profile_, info));
+  }
   ZTASK_RETURN_IF_ERROR(protocol::WriteConnectionFile(protocol::ConnectionFilePath(profile_), info));
   ZTASK_RETURN_IF_ERROR(
       protocol::CheckAuthenticated(info, options_.insecure, protocol::ConnectionFilePath(profile_)));

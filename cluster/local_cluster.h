@@ -68,9 +68,11 @@ struct ClusterOptions {
   // that others cannot dial (--ip 0.0.0.0). Default: the --ip address.
   std::string location;
   // No key (anyone reaching the ports may run commands), or CurveZMQ on
-  // every socket (protocol/security.h).
+  // every socket (protocol/security.h). CurveZMQ is also on whenever `ip`
+  // is beyond loopback, unless `no_encryption`.
   bool insecure = false;
   bool curve = false;
+  bool no_encryption = false;
   // Extra flags for the hub, the scheduler (limits) and every engine (limits).
   std::vector<std::string> hub_args;
   std::vector<std::string> scheduler_args;

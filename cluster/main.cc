@@ -66,22 +66,24 @@ int Daemonize(ztask::cluster::LocalCluster& cluster) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   // Its messages (the control socket's drops among them) go to stderr, which
   // a daemonized supervisor points at logs/cluster.log.
   spdlog::set_default_logger(spdlog::stderr_color_st("taskcluster"));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskcluster %l: %v");
   CLI::App app{"taskcluster: start a ztask cluster on this machine, or stop one"};
   app.require_subcommand(1);
+  // Global options are read before or after the subcommand (see taskctl).
+  app.fallthrough();
   ztask::cluster::ClusterOptions options;
+  app.add_option("--profile-dir", options.profile_dir,
+                 "profile directory (default: $ZTASK_PROFILE_DIR or ~/.ztask/profile_default)")
+      ->envname("ZTASK_PROFILE_DIR");
   bool daemonize = false;
   double stop_timeout = 30;
   auto* start = app.add_subcommand("start", "start hub, scheduler and engines");
   start->add_option("-n,--engines", options.engines, "number of engines (default: cores)")
       ->check(CLI::Range(1, 100000));
-  start->add_option("--profile-dir", options.profile_dir, "profile directory");
   start->add_option("--scheme", options.scheme, "leastload, lru, twobin, weighted, random");
   start->add_option("--hwm", options.hwm, "most tasks outstanding per engine; 0: no limit")
       ->check(CLI::NonNegativeNumber);
@@ -138,7 +140,11 @@ int main(int argc, char** argv) {
   start->add_flag("--dry-run", dry_run, "slurm launcher: print the batch script and start nothing");
   start->add_flag("--insecure", options.insecure,
                   "run without a key: anyone who can reach the ports can run commands");
-  start->add_flag("--curve", options.curve, "encrypt every connection with CurveZMQ");
+  start->add_flag("--curve", options.curve,
+                  "encrypt every connection with CurveZMQ (on by default when --ip is not "
+                  "loopback)");
+  start->add_flag("--no-encryption", options.no_encryption,
+                  "no CurveZMQ even when --ip is beyond loopback (warns): signing only");
   std::string max_task_bytes, max_dependencies, max_queued, max_result_bytes, max_output_bytes,
       replay_window, heartbeat_ms, heartbeat_misses, recover_grace, socket_hwm, send_ahead;
   start->add_option("--heartbeat-ms", heartbeat_ms, "engines heartbeat this often (default 1000)")
@@ -183,7 +189,6 @@ int main(int argc, char** argv) {
   start->add_option("--engine-program", options.engine_program,
                     "program to run as each engine (default: taskengine next to taskcluster)");
   auto* stop = app.add_subcommand("stop", "stop the cluster in a profile directory");
-  stop->add_option("--profile-dir", options.profile_dir, "profile directory");
   stop->add_option("--timeout", stop_timeout, "seconds to wait for it to stop");
 
   int scale_to = 0;
@@ -192,7 +197,6 @@ int main(int argc, char** argv) {
   scale->add_option("engines", scale_to, "how many engines")
       ->required()
       ->check(CLI::PositiveNumber);
-  scale->add_option("--profile-dir", options.profile_dir, "profile directory");
   scale->add_option("--timeout", scale_timeout, "seconds to wait for the pool to reach that size");
   auto* engines_cmd = app.add_subcommand("engines", "engines of a running cluster");
   engines_cmd->require_subcommand(1);
@@ -205,11 +209,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   engines_start->add_option("-n,--engines", add_count, "how many")->check(CLI::PositiveNumber);
   engines_start->add_option("--hosts", add_hosts, "ssh: HOST[:COUNT],...")->delimiter(',');
-  engines_start->add_option("--profile-dir", options.profile_dir, "profile directory");
   engines_start->add_option("--timeout", add_timeout, "seconds for them to register");
   auto* status =
       app.add_subcommand("status", "the run report of the cluster in a profile directory");
-  status->add_option("--profile-dir", options.profile_dir, "profile directory");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -279,4 +281,14 @@ int main(int argc, char** argv) {
   ztask::SetStopTarget(nullptr);
   std::printf("cluster stopped\n");
   return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Whatever goes wrong reaches the user as one line, never a trace.
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    return Fail(std::string("internal error: ") + e.what());
+  }
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "protocol/path_search.h"
+#include "ztask/status.h"
 
 namespace ztask::cluster {
 
@@ -19,6 +20,21 @@ inline std::string Which(const std::string& program) {
   return found.empty() ? program : found;
 }
 double SteadySeconds();
+
+// `text` as one word for a POSIX shell: single-quoted, with each ' written
+// as '\''. For command lines a remote shell (ssh) or a batch script runs.
+std::string ShellQuote(const std::string& text);
+
+// An ssh host spec, HOST or HOST:COUNT. A host is a name or address of
+// letters, digits and . _ - @ that does not begin with '-' (ssh would read
+// it as an option); anything else is refused, whoever sent it.
+struct HostSpec {
+  std::string host;
+  int count = 1;
+};
+Result<HostSpec> ParseHostSpec(const std::string& spec);
+// Every spec parsed; the first bad one is the error.
+Result<std::vector<HostSpec>> ParseHostSpecs(const std::vector<std::string>& specs);
 // <profile>/cluster.control: the supervisor's control endpoint.
 inline std::filesystem::path ControlFile(const std::filesystem::path& profile) {
   return profile / "cluster.control";

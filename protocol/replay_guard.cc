@@ -23,25 +23,25 @@ Status ReplayGuard::Admit(const Header& header, int64_t now_us) {
     it->second = header.date_us;
     return Status::Ok();
   }
-  if (sessions_.size() >= options_.max_sessions) Forget(now_us);
+  if (sessions_.size() >= options_.max_sessions) {
+    Forget(now_us);
+    // Every session remembered is still inside the window: forgetting one
+    // would let its messages be replayed, so the newcomer waits instead.
+    if (sessions_.size() >= options_.max_sessions) {
+      return Status::PermissionDenied(
+          "too many sessions within the replay window (" + std::to_string(sessions_.size()) +
+          "); a new one is let in once one has been idle for the window");
+    }
+  }
   sessions_.emplace(header.session, header.date_us);
   return Status::Ok();
 }
 
-// Drops the sessions idle past the window; when that frees too little, the
-// older half.
+// Drops the sessions idle past the window: their messages are refused by
+// date alone. Without a window nothing can be forgotten safely.
 void ReplayGuard::Forget(int64_t now_us) {
-  if (options_.window_us > 0) {
-    std::erase_if(sessions_, [&](const auto& s) { return s.second < now_us - options_.window_us; });
-  }
-  if (sessions_.size() < options_.max_sessions) return;
-  std::vector<int64_t> dates;
-  dates.reserve(sessions_.size());
-  for (const auto& s : sessions_) dates.push_back(s.second);
-  auto middle = dates.begin() + static_cast<std::ptrdiff_t>(dates.size() / 2);
-  std::nth_element(dates.begin(), middle, dates.end());
-  const int64_t cut = *middle;
-  std::erase_if(sessions_, [&](const auto& s) { return s.second <= cut; });
+  if (options_.window_us <= 0) return;
+  std::erase_if(sessions_, [&](const auto& s) { return s.second < now_us - options_.window_us; });
 }
 
 }  // namespace ztask::protocol

@@ -4,9 +4,11 @@
 // within the process (NowMicros), and sends each socket's messages in the
 // order it stamps them. A bound socket therefore sees each session's dates
 // strictly increase; a message whose date is not after the last one of its
-// session is a replay and is refused. A session forgotten (idle past the
-// window, or evicted when too many are remembered) could be replayed, so a
-// message must also be dated within `window_us` of the receiver's clock.
+// session is a replay and is refused. A session is forgotten only once it
+// has been idle past the window, when its messages are refused by date: a
+// message must be dated within `window_us` of the receiver's clock. When
+// `max_sessions` are inside the window, a new session is refused (logged)
+// until one ages out: never is a live session forgotten.
 // Hosts of one cluster must therefore agree on the time within the window
 // (5 minutes by default; NTP gives milliseconds).
 //
@@ -28,8 +30,9 @@ struct ReplayOptions {
   // 0 turns the clock check off (for a socket whose messages may be held back
   // by an outage, such as the scheduler's monitor); ordering is still checked.
   int64_t window_us = int64_t{300} * 1'000'000;
-  // Sessions remembered; beyond it the longest idle are forgotten.
-  size_t max_sessions = 65536;
+  // Sessions remembered; beyond it new sessions are refused until one has
+  // been idle past the window. Each costs about 100 bytes.
+  size_t max_sessions = 262144;
 };
 
 // A window of `seconds` (0: order only).

@@ -1,5 +1,7 @@
 #include "protocol/security.h"
 
+#include <cstdio>
+
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -45,6 +47,23 @@ std::string WhyHandshakeFailed(uint16_t event, uint32_t value) {
 }
 
 }  // namespace
+
+bool IsLoopback(std::string_view ip) {
+  return ip == "localhost" || ip == "::1" || ip == "[::1]" || ip.rfind("127.", 0) == 0;
+}
+
+bool CurveWanted(std::string_view ip, bool curve, bool no_encryption, const char* process) {
+  if (curve) return true;
+  if (IsLoopback(ip)) return false;
+  if (no_encryption) {
+    std::fprintf(stderr,
+                 "%s: warning: binding %.*s without encryption (--no-encryption): anyone on "
+                 "the network can read every task and result\n",
+                 process, static_cast<int>(ip.size()), ip.data());
+    return false;
+  }
+  return true;
+}
 
 Status EnableCurve(const fs::path& profile_dir, ConnectionInfo& info) {
   std::array<char, 41> server_public{}, server_secret{}, client_public{}, client_secret{};

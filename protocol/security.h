@@ -33,6 +33,16 @@ namespace ztask::protocol {
 
 inline constexpr std::string_view kCurveSecretFileName = "curve-server.secret";
 
+// Whether `ip` (an address sockets bind to) is this machine's loopback
+// only: 127.0.0.0/8, ::1 or localhost.
+bool IsLoopback(std::string_view ip);
+
+// Whether a cluster made with sockets bound to `ip` uses CurveZMQ: when
+// asked for, and by default whenever `ip` is beyond loopback (signing alone
+// lets anyone on the network read tasks and results), unless
+// `no_encryption`, which `process` then warns about on stderr.
+bool CurveWanted(std::string_view ip, bool curve, bool no_encryption, const char* process);
+
 // Makes both key pairs, writes the servers' secret into the profile
 // directory and the rest into `info`.
 Status EnableCurve(const std::filesystem::path& profile_dir, ConnectionInfo& info);

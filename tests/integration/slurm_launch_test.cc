@@ -20,7 +20,7 @@ TEST_F(ClusterTest, SlurmDryRunShowsTheBatchScriptAndStartsNothing) {
   EXPECT_EQ(dry.out.rfind("#!/bin/bash\n", 0), 0u) << dry.out;
   const std::vector<std::string> lines = {
       "#SBATCH --ntasks=6\n", "#SBATCH --partition=short\n",
-      "exec srun " + kBin + "/taskengine --profile-dir " + profile() + "\n"};
+      "exec srun '" + kBin + "/taskengine' --profile-dir '" + profile() + "'\n"};
   for (const std::string& line : lines) {
     EXPECT_NE(dry.out.find(line), std::string::npos) << line << " in:\n" << dry.out;
   }
@@ -113,6 +113,47 @@ TEST_F(SlurmLaunch, EnginesRunAsASlurmJobCancelledOnStop) {
   for (pid_t pid : pids) {
     EXPECT_TRUE(WaitFor([&] { return !cluster::ProcessRunning(pid); }, std::chrono::seconds(10)));
   }
+}
+
+}  // namespace
+}  // namespace ztask::testing
+
+namespace ztask::testing {
+namespace {
+
+TEST_F(ClusterTest, TheBatchScriptQuotesEveryWordOfTheEngineCommand) {
+  // An engine program and profile whose paths a shell would split and run.
+  const auto odd = dir_.path() / "odd dir 'q' $HOME; echo PWNED";
+  std::filesystem::create_directories(odd);
+  std::filesystem::create_symlink(kBin + "/taskengine", odd / "taskengine");
+  const std::string profile_dir = (odd / "profile").string();
+  Ran dry = RunProgram({kBin + "/taskcluster", "start", "--launcher", "slurm", "-n", "2",
+                        "--profile-dir", profile_dir, "--engine-program",
+                        (odd / "taskengine").string(), "--max-output-bytes", "100",
+                        "--dry-run"},
+                       dir_);
+  ASSERT_EQ(dry.code, 0) << dry.err;
+  // Run the script with an srun that prints its arguments, one per line.
+  const auto bin = dir_.path() / "fake-bin";
+  std::filesystem::create_directories(bin);
+  std::ofstream(bin / "srun") << "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n";
+  std::filesystem::permissions(bin / "srun", std::filesystem::perms::owner_all);
+  std::ofstream(dir_.path() / "script.sh") << dry.out;
+  Ran ran = RunProgram({"/usr/bin/env", "PATH=" + bin.string() + ":/usr/bin:/bin", "/bin/bash",
+                        (dir_.path() / "script.sh").string()},
+                       dir_);
+  ASSERT_EQ(ran.code, 0) << ran.err;
+  const std::vector<std::string> expected = {(odd / "taskengine").string(), "--profile-dir",
+                                             profile_dir, "--max-output-bytes", "100"};
+  EXPECT_EQ(ran.Lines(), expected) << dry.out;
+}
+
+TEST_F(ClusterTest, ASlurmOptionWithALineBreakIsRefused) {
+  Ran dry = RunProgram({kBin + "/taskcluster", "start", "--launcher", "slurm", "--profile-dir",
+                        profile(), "--slurm-args=--partition=x\nrm -rf /", "--dry-run"},
+                       dir_);
+  EXPECT_EQ(dry.code, 2);
+  EXPECT_NE(dry.err.find("line break"), std::string::npos) << dry.err;
 }
 
 }  // namespace

@@ -94,3 +94,46 @@ TEST_F(SshLaunch, AnUnreachableHostIsAClearError) {
 
 }  // namespace
 }  // namespace ztask::testing
+
+namespace ztask::testing {
+namespace {
+
+// A directory whose name holds what a shell would act on.
+constexpr const char* kOddName = "odd dir 'q' \"d\" $HOME; echo PWNED";
+
+TEST_F(SshLaunch, PathsWithSpacesQuotesDollarsAndSemicolonsReachTheHostIntact) {
+  const auto odd = dir_.path() / kOddName;
+  std::filesystem::create_directories(odd);
+  std::filesystem::create_symlink(kBin + "/taskengine", odd / "taskengine");
+  StartCluster(0, {"--launcher", "ssh", "--hosts", "127.0.0.1:2", "--ssh", ssh_,
+                   "--remote-profile-dir", (odd / "profile").string(),
+                   "--remote-engine-program", (odd / "taskengine").string()});
+  EXPECT_TRUE(std::filesystem::exists(odd / "profile" / "ztask-cluster.json"));
+  auto engines = client_->Engines();
+  ASSERT_TRUE(engines.ok());
+  EXPECT_EQ(engines->size(), 2u);
+  Ran each = Ctl({"submit", "--each-engine", "--", "true"});
+  ASSERT_EQ(each.code, 0) << each.err;
+  for (const auto& r : Wait(each.Lines())) EXPECT_EQ(r["status"], "ok") << r.dump();
+}
+
+TEST_F(SshLaunch, AHostThatLooksLikeAnOptionIsRefusedBeforeSshRuns) {
+  const auto mark = dir_.path() / "PWNED";
+  const std::string evil = "-oProxyCommand=touch " + mark.string();
+  Ran start = RunProgram({kBin + "/taskcluster", "start", "--profile-dir", profile(), "--launcher",
+                          "ssh", "--hosts", evil, "--ssh", ssh_, "--daemonize"},
+                         dir_);
+  EXPECT_EQ(start.code, 2) << start.out;
+  EXPECT_NE(start.err.find("bad host"), std::string::npos) << start.err;
+  // Added to a running cluster: refused too.
+  StartCluster(1);
+  Ran add = RunProgram({kBin + "/taskcluster", "engines", "start", "--profile-dir", profile(),
+                        "--launcher", "ssh", "--hosts", evil},
+                       dir_);
+  EXPECT_EQ(add.code, 2);
+  EXPECT_NE(add.err.find("bad host"), std::string::npos) << add.err;
+  EXPECT_FALSE(std::filesystem::exists(mark)) << "ssh ran the host as an option";
+}
+
+}  // namespace
+}  // namespace ztask::testing

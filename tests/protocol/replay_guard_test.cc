@@ -50,17 +50,47 @@ TEST(ReplayGuard, WithoutAClockCheckOnlyOrderCounts) {
   EXPECT_FALSE(guard.Admit(At("scheduler", kNow - 3600 * kSecond), kNow).ok());
 }
 
-TEST(ReplayGuard, ForgettingSessionsKeepsItBoundedAndStillRefusesOldReplays) {
+TEST(ReplayGuard, ForgetsOnlySessionsIdlePastTheWindowAndOldReplaysStayRefused) {
   ReplayGuard guard({.window_us = 10 * kSecond, .max_sessions = 100});
   const Header early = At("early", kNow);
   ASSERT_TRUE(guard.Admit(early, kNow).ok());
   for (int i = 0; i < 1000; ++i) {
-    ASSERT_TRUE(guard.Admit(At("s" + std::to_string(i), kNow + 20 * kSecond), kNow + 20 * kSecond)
-                    .ok());
+    // 20 s later "early" has been idle past the window; each batch of 99
+    // newcomers ages out before the next comes.
+    const int64_t at = kNow + 20 * kSecond + (i / 99) * 11 * kSecond;
+    ASSERT_TRUE(guard.Admit(At("s" + std::to_string(i), at), at).ok()) << i;
   }
   EXPECT_LE(guard.sessions(), 100u);
   // "early" is forgotten, but its message is now too old to be admitted.
   EXPECT_FALSE(guard.Admit(early, kNow + 20 * kSecond).ok());
+}
+
+TEST(ReplayGuard, NeverForgetsASessionInsideTheWindow) {
+  ReplayGuard guard({.window_us = 10 * kSecond, .max_sessions = 100});
+  std::vector<Header> first;
+  for (int i = 0; i < 100; ++i) {
+    first.push_back(At("s" + std::to_string(i), kNow + i));
+    ASSERT_TRUE(guard.Admit(first.back(), kNow + i).ok());
+  }
+  // Full, every session young: a newcomer is refused, none is evicted.
+  Status newcomer = guard.Admit(At("new", kNow + kSecond), kNow + kSecond);
+  EXPECT_EQ(newcomer.code(), Status::Code::kPermissionDenied);
+  EXPECT_NE(newcomer.message().find("too many sessions"), std::string::npos);
+  EXPECT_EQ(guard.sessions(), 100u);
+  for (const Header& h : first) EXPECT_FALSE(guard.Admit(h, kNow + kSecond).ok());
+  // Known sessions go on.
+  EXPECT_TRUE(guard.Admit(At("s0", kNow + 2 * kSecond), kNow + 2 * kSecond).ok());
+  // Once the others have been idle past the window, the newcomer gets in.
+  EXPECT_TRUE(guard.Admit(At("new", kNow + 11 * kSecond), kNow + 11 * kSecond).ok());
+}
+
+TEST(ReplayGuard, WithoutAWindowNothingIsForgotten) {
+  ReplayGuard guard({.window_us = 0, .max_sessions = 2});
+  const Header a = At("a", kNow), b = At("b", kNow);
+  ASSERT_TRUE(guard.Admit(a, kNow).ok());
+  ASSERT_TRUE(guard.Admit(b, kNow).ok());
+  EXPECT_FALSE(guard.Admit(At("c", kNow), kNow + 3600 * kSecond).ok());
+  EXPECT_FALSE(guard.Admit(a, kNow + 3600 * kSecond).ok());
 }
 
 TEST(NowMicros, StrictlyIncreases) {

@@ -44,6 +44,9 @@ run ztask_hwm1 "$bench" --label ztask_hwm1 --engines "$engines" --hwm 1 \
   --tasks $((ztask_tasks / 4)) --latency 0 --chain 0
 run ztask_memory "$bench" --label ztask_memory --engines "$engines" --hwm "$hwm" --db :memory: \
   --tasks "$ztask_tasks" --latency 0 --chain 0
+# Every connection encrypted (CurveZMQ), as beyond loopback by default.
+run ztask_curve "$bench" --label ztask_curve --engines "$engines" --hwm "$hwm" --curve \
+  --tasks "$ztask_tasks" --latency 2000 --chain 0
 # Alone, so that no earlier workload's freed memory hides what it needs.
 run ztask_waiting "$bench" --label ztask_waiting --engines "$engines" --hwm "$hwm" \
   --tasks 0 --latency 0 --chain 0 --waiting 300000

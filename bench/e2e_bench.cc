@@ -3,7 +3,10 @@
 // usage: e2e_bench [--engines N | --simulated N] [--hwm H] [--scheme S]
 //                  [--db PATH|:memory:] [--tasks N] [--latency N] [--chain N]
 //                  [--fan-in N] [--dag N] [--relay] [--label TEXT]
-//                  [--send-ahead true|false] [--waiting N]
+//                  [--send-ahead true|false] [--waiting N] [--curve]
+//
+// --curve: the hub makes the connection file with CurveZMQ on, as a cluster
+// bound beyond loopback has by default: every connection encrypted.
 //
 // Starts a hub, a scheduler and N engines (real taskengine processes, or
 // simulated ones: processes holding many engine connections) in a temporary
@@ -62,6 +65,7 @@ struct Options {
   std::string scheme = "leastload", db, label = "ztask";
   int tasks = 20000, latency = 2000, chain = 2000, fan_in = 0, dag = 0, waiting = 0;
   bool relay = false;
+  bool curve = false;  // the hub's --curve: every connection encrypted
   std::string send_ahead = "true";  // the scheduler's --send-ahead
 };
 
@@ -124,6 +128,7 @@ class Cluster {
     std::vector<std::string> hub = {bin + "taskhub", "--profile-dir", profile_, "--log-level",
                                     "warn"};
     if (!o.db.empty()) hub.insert(hub.end(), {"--db", o.db});
+    if (o.curve) hub.push_back("--curve");
     hub_ = std::make_unique<ChildProcess>(hub, dir + "/hub.log");
     ZTASK_RETURN_IF_ERROR(
         WaitForFile([](const protocol::ConnectionInfo& i) { return !i.hub.query.empty(); }));
@@ -399,8 +404,8 @@ int main(int argc, char** argv) {
   int serve = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--relay") {
-      o.relay = true;
+    if (flag == "--relay" || flag == "--curve") {
+      (flag == "--relay" ? o.relay : o.curve) = true;
       continue;
     }
     if (i + 1 >= argc) {

@@ -37,6 +37,7 @@ def main():
     z1 = load(directory, "ztask_hwm1")
     zm = load(directory, "ztask_memory")
     zw = load(directory, "ztask_waiting")
+    zc = load(directory, "ztask_curve")
     s2 = load(directory, "ztask_sim2")
     s1000 = load(directory, "ztask_sim1000")
     i1 = load(directory, "ipyparallel_hwm1")
@@ -80,6 +81,8 @@ def main():
           f"({s1000.get('tasks_per_s', 0):.0f} vs {s2.get('tasks_per_s', 0):.0f} tasks/s)")
     print(f"hub SQLite / :memory:            {ratio(z.get('tasks_per_s'), zm.get('tasks_per_s')):.2f} "
           f"({zm.get('tasks_per_s', 0):.0f} tasks/s in memory)")
+    print(f"CURVE / signed only:             {ratio(zc.get('tasks_per_s'), z.get('tasks_per_s')):.2f} "
+          f"({zc.get('tasks_per_s', 0):.0f} tasks/s, round trip p50 {zc.get('p50_us', 0):.0f} us)")
     print(f"hub memory per recorded task:    {z.get('hub_bytes_per_record', 0):.0f} bytes")
     print(f"scheduler memory per waiting task: {zw.get('scheduler_bytes_per_waiting', 0):.0f} bytes "
           f"each more, {zw.get('scheduler_bytes_per_waiting_all', 0):.0f} in all "
@@ -108,6 +111,8 @@ def main():
         "ztask_fan_in_tasks_per_s": z.get("fan_in_tasks_per_s", 0),
         "ztask_dag_tasks_per_s": z.get("dag_tasks_per_s", 0),
         "ztask_memory_db_tasks_per_s": zm.get("tasks_per_s", 0),
+        "ztask_curve_tasks_per_s": zc.get("tasks_per_s", 0),
+        "ztask_curve_p50_us": zc.get("p50_us", 0),
         "ztask_sim2_tasks_per_s": s2.get("tasks_per_s", 0),
         "ztask_sim1000_tasks_per_s": s1000.get("tasks_per_s", 0),
         "hub_bytes_per_record": z.get("hub_bytes_per_record", 0),

@@ -150,6 +150,9 @@ TEST_F(ClusterTest, AHubAndSchedulerStartedAloneKeepTheirFilesPrivate) {
 }
 
 TEST_F(ClusterTest, SubscribersThatNeverReadCannotGrowTheHub) {
+#ifdef ZTASK_THREAD_SANITIZED
+  GTEST_SKIP() << "too slow under ThreadSanitizer: every message costs it a report in libzmq";
+#endif
 #ifdef ZTASK_SANITIZED
   constexpr size_t kTasks = 5000;
 #else
@@ -203,7 +206,9 @@ TEST_F(ClusterTest, SubscribersThatNeverReadCannotGrowTheHub) {
   // Each subscriber may hold kSubscriberHwm (2,000) events of about 300
   // bytes queued in the hub; unbounded, 20 would hold every event of every
   // task (three each: over a gigabyte here).
+#ifndef ZTASK_SANITIZED  // the sanitizer's own memory is most of it there
   EXPECT_LT(watched, alone + (int64_t{64} << 20));
+#endif
 }
 
 }  // namespace

@@ -2,12 +2,16 @@
 
 namespace ztask::scheduler {
 
-Status Outbox::SendTo(std::string_view session, protocol::Frames& message) {
-  const std::string* route = routes_.RouteOf(session);
+Status Outbox::SendTo(protocol::Frames& message) {
+  const std::string* route = routes_.RouteOf(protocol::View(message[0]));
   if (!route) return Status::Unavailable("no connection proved this peer");
+  zmq::message_t session = std::move(message[0]);
   message[0] = protocol::Frame(*route);
   Status sent = protocol::SendFrames(socket_, message);
-  if (!sent.ok() && !protocol::IsQueueFull(sent)) routes_.Forget(session);
+  if (!sent.ok()) {
+    if (!protocol::IsQueueFull(sent)) routes_.Forget(protocol::View(session));
+    message[0] = std::move(session);
+  }
   return sent;
 }
 
@@ -17,7 +21,7 @@ std::vector<std::string> Outbox::Flush() {
   for (auto it = by_peer_.begin(); it != by_peer_.end();) {
     auto& queue = it->second;
     while (!queue.empty()) {
-      Status sent = SendTo(it->first, queue.front());
+      Status sent = SendTo(queue.front());
       if (protocol::IsQueueFull(sent)) break;
       --waiting_;
       queue.pop_front();
@@ -31,20 +35,20 @@ std::vector<std::string> Outbox::Flush() {
   }
   // Then this turn's, behind anything still waiting for the same peer.
   for (protocol::Frames& message : fresh_) {
-    const std::string_view peer = protocol::View(message[0]);
-    auto kept = by_peer_.find(std::string(peer));
-    if (kept != by_peer_.end()) {
-      kept->second.push_back(std::move(message));
-      ++waiting_;
-      continue;
+    if (!by_peer_.empty()) {
+      auto kept = by_peer_.find(std::string(protocol::View(message[0])));
+      if (kept != by_peer_.end()) {
+        kept->second.push_back(std::move(message));
+        ++waiting_;
+        continue;
+      }
     }
-    std::string session(peer);  // message[0] becomes the route
-    Status sent = SendTo(session, message);
+    Status sent = SendTo(message);  // frames[0] names the peer again if not sent
     if (protocol::IsQueueFull(sent)) {
-      by_peer_[session].push_back(std::move(message));
+      by_peer_[std::string(protocol::View(message[0]))].push_back(std::move(message));
       ++waiting_;
     } else if (!sent.ok()) {
-      gone.push_back(std::move(session));
+      gone.emplace_back(protocol::View(message[0]));
     }
   }
   fresh_.clear();

@@ -43,8 +43,9 @@ class Outbox {
   bool blocked() const { return waiting_ > 0; }
 
  private:
-  // Sends `message` to the route of `session`.
-  Status SendTo(std::string_view session, protocol::Frames& message);
+  // Sends `message` (frames[0] names its session) on that session's route;
+  // when it is not sent, frames[0] names the session again.
+  Status SendTo(protocol::Frames& message);
 
   zmq::socket_t& socket_;
   protocol::PeerRoutes& routes_;

@@ -148,7 +148,14 @@ TEST_F(Flood, AMessageWhoseFramesNeverEndCostsOnlyWhileItsConnectionLives) {
 }
 
 TEST_F(Flood, FramesOfTheLargestSizeAreDroppedAndServiceGoesOn) {
+#ifdef ZTASK_THREAD_SANITIZED
+  GTEST_SKIP() << "too slow under ThreadSanitizer: it follows every byte of 512 MiB through libzmq";
+#endif
+#ifdef ZTASK_SANITIZED
+  constexpr size_t kMessages = 2;
+#else
   constexpr size_t kMessages = 8;
+#endif
   const size_t size = protocol::Limits{}.max_message_bytes - 4096;
   auto peer = Dealer(info_.scheduler.client);
   const std::string bytes(size, 'x');

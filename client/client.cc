@@ -124,6 +124,11 @@ class Client::Impl {
     if (!o.args.is_null()) {
       std::vector<uint8_t> packed = Value::to_msgpack(o.args);
       spec.args.bytes.assign(packed.begin(), packed.end());
+      // What the engine and the hub could not read is refused here, at once.
+      if (Status s = protocol::CheckValue(spec.args.bytes); !s.ok()) {
+        return Status::InvalidArgument("the task's arguments break the limits on values: " +
+                                       s.message());
+      }
     }
     spec.cwd = o.cwd;
     spec.env = o.env;

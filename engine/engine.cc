@@ -43,6 +43,8 @@ struct Job {
   protocol::RoutingMeta meta;
   protocol::TaskSpec spec;
   protocol::DispatchInfo dispatch;
+  // Why the task cannot be read, or "": such a job is answered BadTask.
+  std::string unreadable;
 };
 
 struct Done {
@@ -289,25 +291,55 @@ class EngineLoop final : public Stoppable {
         continue;
       }
       if (frames.size() < 1 + protocol::kMinFrames) continue;
-      auto dispatch = protocol::DecodeBody<protocol::DispatchInfo>(protocol::View(frames[0]));
-      auto task =
-          protocol::DecodeMessage<MsgType::kTaskRequest>(signer_, {}, protocol::Views(frames, 1));
-      if (!dispatch.ok() || !task.ok()) {
-        spdlog::warn("dropped a task the engine cannot read: {}",
-                     task.ok() ? dispatch.status().ToString() : task.status().ToString());
+      auto job = ReadJob(frames);
+      if (!job.ok()) {
+        spdlog::warn("dropped a message the engine cannot take as a task: {}",
+                     job.status().ToString());
         continue;
       }
-      const TaskId id = task->header.id;
+      const TaskId id = job->header.id;
       if (queued_.count(id)) continue;  // sent again: it is queued here already
-      if (const Sent* sent = SentFor(id); sent && sent->attempt >= dispatch->attempt) {
+      if (const Sent* sent = SentFor(id); sent && sent->attempt >= job->dispatch.attempt) {
         // Ran here already (a restarted scheduler did not hear): its reply
         // again, not a second run.
         Resend(*sent);
         continue;
       }
       queued_.insert(id);
-      queue_.push_back({task->header, task->meta, task->content, *dispatch});
+      queue_.push_back(std::move(*job));
     }
+  }
+
+  // A task from the scheduler. Once its signature and header are read it is
+  // a job, answered like any other: a body that cannot be read (beyond the
+  // limits on values, say) makes a job that fails with BadTask when its turn
+  // comes. Only what cannot be answered (no valid signature or header) is
+  // an error here.
+  Result<Job> ReadJob(const Frames& frames) const {
+    const std::vector<std::string_view> views = protocol::Views(frames, 1);
+    ZTASK_RETURN_IF_ERROR(protocol::CheckFrames(signer_, {}, views));
+    auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
+    if (!header.ok()) return header.status();
+    if (header->type != MsgType::kTaskRequest) {
+      return Status::Malformed("a " + std::string(protocol::MsgTypeName(header->type)) +
+                               " where a task_request was expected");
+    }
+    Job job{*header, {}, {}, {}, {}};
+    auto dispatch = protocol::DecodeBody<protocol::DispatchInfo>(protocol::View(frames[0]));
+    auto meta = protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]);
+    auto spec = protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]);
+    if (dispatch.ok()) job.dispatch = *dispatch;
+    if (!dispatch.ok()) {
+      job.unreadable = "its dispatch frame: " + dispatch.status().message();
+    } else if (!meta.ok()) {
+      job.unreadable = "its metadata: " + meta.status().message();
+    } else if (!spec.ok()) {
+      job.unreadable = "its body: " + spec.status().message();
+    } else {
+      job.meta = std::move(*meta);
+      job.spec = std::move(*spec);
+    }
+    return job;
   }
 
   // The connection to the scheduler was made again (the scheduler may have
@@ -388,7 +420,10 @@ class EngineLoop final : public Stoppable {
       done.meta.error_type = type;
       done.result.error_message = std::move(message);
     };
-    if (job.spec.kind == "command") {
+    if (!job.unreadable.empty()) {
+      fail(ErrorType::kBadTask, "engine " + std::to_string(engine_id_) +
+                                    " cannot read the task: " + job.unreadable);
+    } else if (job.spec.kind == "command") {
       engine::CommandRequest request{job.spec.argv,
                                      job.spec.cwd,
                                      job.spec.env,
@@ -454,6 +489,12 @@ class EngineLoop final : public Stoppable {
                                                 " (taskengine --max-result-bytes)");
       }
       done->result.result.bytes.assign(packed.begin(), packed.end());
+      // What no process could read is not sent: the task fails, recorded.
+      if (Status s = protocol::CheckValue(done->result.result.bytes); !s.ok()) {
+        done->result.result.bytes.clear();
+        return fail(ErrorType::kBadTask,
+                    "its result breaks the limits on values: " + s.message());
+      }
     } catch (const TimeLimitReached&) {
       fail(ErrorType::kTimeLimitExceeded,
            "stopped at its time limit of " + SecondsText(job.meta.time_limit_s));

@@ -355,16 +355,26 @@ class HubServer::Impl {
     event.task_id = id;
     switch (header.type) {
       case MsgType::kTaskSubmitted: {
+        // A task whose body cannot be read is recorded all the same (its
+        // engine will answer BadTask): every task accepted has a record.
         auto meta = protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]);
         auto spec = protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]);
-        if (!meta.ok() || !spec.ok()) return Drop(peer, "bad task_submitted");
+        if (!meta.ok() || !spec.ok()) {
+          spdlog::warn("task {}: its {} cannot be read ({}): recorded without it", id.ToHex(),
+                       meta.ok() ? "body" : "metadata",
+                       (meta.ok() ? spec.status() : meta.status()).message());
+        }
         std::vector<std::string> request;
         for (size_t i = protocol::kFrameParent; i < views.size(); ++i) {
           request.emplace_back(views[i]);
         }
-        if (!store_->Submitted(**parent, *meta, *spec, std::move(request))) return;
+        const protocol::TaskSpec& taken = spec.ok() ? *spec : protocol::TaskSpec{};
+        if (!store_->Submitted(**parent, meta.ok() ? *meta : protocol::RoutingMeta{}, taken,
+                               std::move(request))) {
+          return;
+        }
         event.kind = "task_submitted";
-        event.text = spec->label;
+        event.text = taken.label;
         break;
       }
       case MsgType::kTaskAssigned: {
@@ -379,7 +389,18 @@ class HubServer::Impl {
       case MsgType::kTaskOutcome: {
         auto meta = protocol::DecodeBody<protocol::OutcomeMeta>(views[protocol::kFrameMeta]);
         auto result = protocol::DecodeBody<protocol::TaskResult>(views[protocol::kFrameContent]);
-        if (!meta.ok() || !result.ok()) return Drop(peer, "bad task_outcome");
+        if (!meta.ok()) return Drop(peer, "task_outcome metadata: " + meta.status().message());
+        if (!result.ok()) {
+          // An outcome is never lost for its body: what cannot be read is
+          // recorded as the task's error.
+          const std::string why = result.status().message();
+          spdlog::warn("task {}: its result cannot be read ({}): recorded as BadTask", id.ToHex(),
+                       why);
+          meta->ok = false;
+          meta->error_type = ErrorType::kBadTask;
+          result = protocol::TaskResult{};
+          result->error_message = "the hub cannot read its result: " + why;
+        }
         if (!store_->Outcome(id, *meta, *result, protocol::NowMicros())) return;
         // Not final and not failed: sent ahead and not run, waiting again.
         event.kind = meta->final ? "task_finished" : meta->ok ? "task_returned" : "task_retried";

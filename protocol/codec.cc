@@ -128,6 +128,34 @@ Status WrongType(const char* expected) {
 std::string_view AsStringView(const msgpack::object& o) { return {o.via.str.ptr, o.via.str.size}; }
 
 // Reads one msgpack object into a typed value; every mismatch is an error.
+// The deepest level of `o` (a scalar is level 1), or more than `limit`:
+// counting stops there.
+size_t DepthWithin(const msgpack::object& o, size_t limit) {
+  if (limit == 0) return 1;
+  size_t deepest = 0;
+  if (o.type == msgpack::type::ARRAY) {
+    for (uint32_t i = 0; i < o.via.array.size && deepest < limit; ++i) {
+      deepest = std::max(deepest, DepthWithin(o.via.array.ptr[i], limit - 1));
+    }
+  } else if (o.type == msgpack::type::MAP) {
+    for (uint32_t i = 0; i < o.via.map.size && deepest < limit; ++i) {
+      deepest = std::max({deepest, DepthWithin(o.via.map.ptr[i].key, limit - 1),
+                          DepthWithin(o.via.map.ptr[i].val, limit - 1)});
+    }
+  }
+  return deepest + 1;
+}
+
+Status TooDeepForAValue() {
+  return Status::TooLarge("the value nests deeper than " + std::to_string(kMaxValueDepth) +
+                          " levels");
+}
+
+// The limits on values beyond what the unpacker bounds for every message.
+Status CheckValueObject(const msgpack::object& o) {
+  return DepthWithin(o, kMaxValueDepth) > kMaxValueDepth ? TooDeepForAValue() : Status::Ok();
+}
+
 class Reader {
  public:
   explicit Reader(const msgpack::object_map& map) : map_(map) {}
@@ -248,6 +276,7 @@ class Reader {
   static Status Read(const msgpack::object& o, RawValue& out) {
     out.bytes.clear();
     if (o.type == msgpack::type::NIL) return Status::Ok();
+    ZTASK_RETURN_IF_ERROR(CheckValueObject(o));
     msgpack::sbuffer buffer;
     msgpack::pack(buffer, o);
     out.bytes.assign(buffer.data(), buffer.size());
@@ -343,6 +372,23 @@ Status Unpack(std::string_view frame, F&& on_object) {
     return on_object(object);
   } catch (const msgpack::insufficient_bytes&) {
     return Status::Malformed("truncated msgpack");
+  } catch (const msgpack::array_size_overflow&) {
+    return Status::TooLarge("an array has more than " + std::to_string(kUnpackLimit.array()) +
+                            " items");
+  } catch (const msgpack::map_size_overflow&) {
+    return Status::TooLarge("a map has more than " + std::to_string(kUnpackLimit.map()) +
+                            " pairs");
+  } catch (const msgpack::str_size_overflow&) {
+    return Status::TooLarge("a string is longer than " + std::to_string(kUnpackLimit.str()) +
+                            " bytes");
+  } catch (const msgpack::bin_size_overflow&) {
+    return Status::TooLarge("a binary is longer than " + std::to_string(kUnpackLimit.bin()) +
+                            " bytes");
+  } catch (const msgpack::ext_size_overflow&) {
+    return Status::Malformed("extension types are not taken");
+  } catch (const msgpack::depth_size_overflow&) {
+    return Status::TooLarge("it nests deeper than " + std::to_string(kUnpackLimit.depth()) +
+                            " levels");
   } catch (const std::exception& e) {
     return Status::Malformed(std::string("bad msgpack: ") + e.what());
   }
@@ -470,6 +516,14 @@ std::string EncodeBody(const T& body) {
   Writer writer(sink);
   writer.Write(body);
   return out;
+}
+
+Status CheckValue(std::string_view packed) {
+  if (packed.empty()) return Status::Ok();
+  Status s = Unpack(packed, [](const msgpack::object& o) { return CheckValueObject(o); });
+  // Deeper than even a message may nest: said with the value's own limit.
+  if (s.message().find("nests deeper") != std::string::npos) return TooDeepForAValue();
+  return s;
 }
 
 template <class T>

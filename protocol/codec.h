@@ -49,6 +49,18 @@ struct Limits {
   size_t max_frames = 64;
 };
 
+// The limits on a value a task carries (its arguments, its result): at most
+// kMaxValueDepth levels of nesting (a scalar is level 1), and the unpacker's
+// bounds on every message (arrays of 2^20 items, maps of 2^16 pairs, strings
+// and binaries of 64 MiB, no extension types). Every process reads values
+// through this codec, so every process holds the same limits; a message nests
+// at most 32 levels, which leaves room for the records that carry a value.
+inline constexpr size_t kMaxValueDepth = 24;
+
+// OK when `packed` is one msgpack value within the limits on values (or
+// empty: no value); otherwise what is wrong, in words.
+Status CheckValue(std::string_view packed);
+
 // Signs and verifies with the cluster's key: HMAC-SHA256 (RFC 2104) over
 // OpenSSL's SHA-256, which uses the CPU's SHA instructions where there are
 // any. The key's inner and outer pads are hashed once, here, not per message.

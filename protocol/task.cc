@@ -14,7 +14,7 @@
 namespace ztask {
 namespace {
 
-constexpr std::array<std::string_view, 9> kErrorNames = {"",
+constexpr std::array<std::string_view, 10> kErrorNames = {"",
                                                          "TaskFailed",
                                                          "ImpossibleDependency",
                                                          "InvalidDependency",
@@ -22,7 +22,8 @@ constexpr std::array<std::string_view, 9> kErrorNames = {"",
                                                          "TimeLimitExceeded",
                                                          "EngineError",
                                                          "TaskAborted",
-                                                         "TaskRejected"};
+                                                         "TaskRejected",
+                                                         "BadTask"};
 
 uint64_t LoadBigEndian(const char* p) {
   uint64_t v = 0;

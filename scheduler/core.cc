@@ -304,7 +304,8 @@ SchedulerCore::Finish SchedulerCore::TaskNotRun(EngineSlot slot, const TaskId& i
 void SchedulerCore::AttemptFailed(Task& task, EngineSlot slot, ErrorType error, std::string message,
                                   bool from_reply) {
   const int32_t engine_id = engines_[slot].id;
-  if (task.retries_left > 0) {
+  // A task that cannot be read fails the same way on every engine.
+  if (task.retries_left > 0 && error != ErrorType::kBadTask) {
     --task.retries_left;
     ++counters_.retried;
     if (!Contains(task.blacklist, engine_id)) task.blacklist.push_back(engine_id);

@@ -40,6 +40,8 @@ enum class ErrorType : uint8_t {
   kEngineError,           // its engine was lost while it ran
   kTaskAborted,           // aborted before it started
   kTaskRejected,          // over a limit of the cluster (size, dependencies, queue)
+  kBadTask,               // its body or its result breaks the limits on values, or
+                          // cannot be read: never retried
 };
 
 std::string_view ErrorTypeName(ErrorType type);

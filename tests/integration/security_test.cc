@@ -11,50 +11,12 @@
 #include "protocol/connection_file.h"
 #include "protocol/wire.h"
 #include "tests/support/cluster_fixture.h"
+#include "tests/support/raw_peer.h"
 
 namespace ztask::testing {
 namespace {
 
 using protocol::MsgType;
-
-// A DEALER that speaks the wire protocol by hand, as an attacker would.
-class RawPeer {
- public:
-  explicit RawPeer(const std::string& endpoint, const protocol::CurveKeys* curve = nullptr) {
-    socket_.set(zmq::sockopt::linger, 0);
-    if (curve) {
-      socket_.set(zmq::sockopt::curve_serverkey, curve->server_public);
-      socket_.set(zmq::sockopt::curve_publickey, curve->client_public);
-      socket_.set(zmq::sockopt::curve_secretkey, curve->client_secret);
-    }
-    socket_.connect(endpoint);
-  }
-  void Send(const std::vector<std::string>& frames) {
-    protocol::Frames out;
-    for (const auto& f : frames) out.push_back(protocol::Frame(f));
-    ASSERT_TRUE(protocol::SendFrames(socket_, out).ok());
-  }
-  // One message within `ms`, or nothing.
-  bool Receive(protocol::Frames& frames, int ms) {
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    (void)protocol::Poll(&item, 1, std::chrono::milliseconds(ms));
-    return protocol::TryReceive(socket_, frames);
-  }
-
- private:
-  zmq::context_t context_{1};
-  zmq::socket_t socket_{context_, zmq::socket_type::dealer};
-};
-
-std::vector<std::string> CommandRequest(const protocol::Signer& signer, const std::string& session,
-                                        const TaskId& id, std::vector<std::string> argv) {
-  protocol::TaskSpec spec;
-  spec.kind = "command";
-  spec.argv = std::move(argv);
-  return protocol::EncodeMessage(signer,
-                                 {id, MsgType::kTaskRequest, session, protocol::NowMicros()},
-                                 std::nullopt, protocol::RoutingMeta{}, spec);
-}
 
 TEST_F(ClusterTest, EveryClusterGetsAFreshKeyInAPrivateFile) {
   StartCluster(1);

@@ -321,5 +321,39 @@ TEST(Signer, SignsTheSameFromManyThreadsAtOnce) {
   EXPECT_EQ(mismatches.load(), 0);
 }
 
+// The limits on values, the same wherever a value is read: the check a
+// client makes before sending and the decoder every process uses.
+TEST(ValueLimits, TheCheckAndTheDecoderAgreeOnEveryLimit) {
+  auto nested = [](size_t depth) { return std::string(depth - 1, '\x91') + '\x01'; };
+  auto decoded = [](const std::string& args) {
+    TaskSpec spec;
+    spec.kind = "function";
+    spec.args.bytes = args;
+    return DecodeBody<TaskSpec>(EncodeBody(spec)).status();
+  };
+  EXPECT_TRUE(CheckValue("").ok());
+  EXPECT_TRUE(CheckValue(nested(kMaxValueDepth)).ok());
+  EXPECT_TRUE(decoded(nested(kMaxValueDepth)).ok());
+  // A map counts as a level too: {"a": [[...]]}.
+  EXPECT_FALSE(CheckValue("\x81\xa1" "a" + nested(kMaxValueDepth)).ok());
+  for (const size_t depth : {kMaxValueDepth + 1, size_t{31}, size_t{40}, size_t{5000}}) {
+    const Status checked = CheckValue(nested(depth));
+    EXPECT_EQ(checked.code(), Status::Code::kTooLarge) << depth;
+    EXPECT_NE(checked.message().find("nests deeper than 24 levels"), std::string::npos)
+        << checked.message();
+    EXPECT_FALSE(decoded(nested(depth)).ok()) << depth;
+  }
+  std::string big = "\xdd\x00\x11\x00\x00";  // an array of 0x110000 items
+  big.append(0x110000, '\x01');
+  EXPECT_NE(CheckValue(big).message().find("more than 1048576 items"), std::string::npos)
+      << CheckValue(big).message();
+  EXPECT_FALSE(decoded(big).ok());
+  const std::string ext = "\xd4\x01\x00";  // fixext 1
+  EXPECT_FALSE(CheckValue(ext).ok());
+  EXPECT_FALSE(decoded(ext).ok());
+  EXPECT_FALSE(CheckValue("\xc1").ok());
+  EXPECT_FALSE(CheckValue("\x01\x01").ok()) << "one value, nothing after it";
+}
+
 }  // namespace
 }  // namespace ztask::protocol

@@ -1,0 +1,67 @@
+// A DEALER that speaks the wire protocol by hand, as an attacker (or a
+// client of another make) would: it sends whatever frames it is given.
+#ifndef ZTASK_TESTS_SUPPORT_RAW_PEER_H_
+#define ZTASK_TESTS_SUPPORT_RAW_PEER_H_
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "protocol/codec.h"
+#include "protocol/connection_file.h"
+#include "protocol/wire.h"
+
+namespace ztask::testing {
+
+class RawPeer {
+ public:
+  explicit RawPeer(const std::string& endpoint, const protocol::CurveKeys* curve = nullptr) {
+    socket_.set(zmq::sockopt::linger, 0);
+    if (curve) {
+      socket_.set(zmq::sockopt::curve_serverkey, curve->server_public);
+      socket_.set(zmq::sockopt::curve_publickey, curve->client_public);
+      socket_.set(zmq::sockopt::curve_secretkey, curve->client_secret);
+    }
+    socket_.connect(endpoint);
+  }
+  void Send(const std::vector<std::string>& frames) {
+    protocol::Frames out;
+    for (const auto& f : frames) out.push_back(protocol::Frame(f));
+    ASSERT_TRUE(protocol::SendFrames(socket_, out).ok());
+  }
+  // One message within `ms`, or nothing.
+  bool Receive(protocol::Frames& frames, int ms) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    (void)protocol::Poll(&item, 1, std::chrono::milliseconds(ms));
+    return protocol::TryReceive(socket_, frames);
+  }
+
+ private:
+  zmq::context_t context_{1};
+  zmq::socket_t socket_{context_, zmq::socket_type::dealer};
+};
+
+// A signed task_request of `spec`, as a client would send it.
+inline std::vector<std::string> TaskRequest(const protocol::Signer& signer,
+                                            const std::string& session, const TaskId& id,
+                                            const protocol::TaskSpec& spec) {
+  return protocol::EncodeMessage(
+      signer, {id, protocol::MsgType::kTaskRequest, session, protocol::NowMicros()},
+      std::nullopt, protocol::RoutingMeta{}, spec);
+}
+
+inline std::vector<std::string> CommandRequest(const protocol::Signer& signer,
+                                               const std::string& session, const TaskId& id,
+                                               std::vector<std::string> argv) {
+  protocol::TaskSpec spec;
+  spec.kind = "command";
+  spec.argv = std::move(argv);
+  return TaskRequest(signer, session, id, spec);
+}
+
+}  // namespace ztask::testing
+
+#endif  // ZTASK_TESTS_SUPPORT_RAW_PEER_H_

@@ -412,6 +412,8 @@ class Client::Impl {
   void Answered(const TaskId& id) {
     replied_.emplace(id, 1);
     unanswered_.erase(id);
+    // Nothing is left that a reconnection could have lost a reply of.
+    if (unanswered_.empty()) reconnected_ = false;
   }
 
   void DrainReplies() {

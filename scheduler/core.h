@@ -137,6 +137,8 @@ class SchedulerCore {
     auto it = slot_of_id_.find(engine_id);
     return it == slot_of_id_.end() ? kNoSlot : it->second;
   }
+  // Whether the task finished here (and is still remembered).
+  bool HasFinished(const TaskId& id) const { return finished_.contains(id); }
   // Whether the task is waiting or running here.
   bool Knows(const TaskId& id) const { return tasks_.count(id) > 0; }
   // The latest attempt of a task waiting or running here, or -1.
@@ -151,9 +153,10 @@ class SchedulerCore {
   // hub's last record. Returns false (nothing changes) unless the task
   // waits and `attempt` is later than its last known attempt.
   bool Adopt(EngineSlot slot, const TaskId& id, int32_t attempt);
-  // After a restart, the engine no longer holds a task restored as running
-  // on it: that attempt is lost, as if the engine were (EngineError, retried
-  // when it may be).
+  // After a restart, the engine neither holds a task restored as running on
+  // it nor sent its reply again: the dispatch was lost with the old
+  // scheduler and the task never ran there. It waits again (no retry spent)
+  // and goes to an engine like any waiting task.
   void AttemptLost(EngineSlot slot, const TaskId& id);
 
   // Until the clock reaches `deadline_us`, a dependency never seen makes a

@@ -292,18 +292,11 @@ bool SchedulerCore::Adopt(EngineSlot slot, const TaskId& id, int32_t attempt) {
 void SchedulerCore::AttemptLost(EngineSlot slot, const TaskId& id) {
   auto it = tasks_.find(id);
   if (it == tasks_.end() || it->second.state != State::kRunning || it->second.slot != slot) return;
-  Task& task = it->second;
-  Release(task);
-  if (task.ahead && !Met(task)) {  // it could not have started
-    Return(task, slot);
-    Pump();
-    return;
-  }
-  AttemptFailed(task, slot, ErrorType::kEngineError,
-                "engine " + std::to_string(engines_[slot].id) + " no longer held task " +
-                    id.ToHex() + " (attempt " + std::to_string(task.attempt) +
-                    ") when the scheduler restarted",
-                /*from_reply=*/false);
+  // The engine neither holds it nor sent its reply again (it sends the
+  // replies it keeps before it says what it holds): the dispatch died with
+  // the old scheduler, the task never ran. It waits again, no retry spent.
+  Release(it->second);
+  Return(it->second, slot);
   Pump();
 }
 

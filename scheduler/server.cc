@@ -160,20 +160,28 @@ void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header,
   const std::string_view peer = View(frames[0]);
   auto meta = protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]);
   if (!meta.ok()) return Drop(peer, "task_request metadata: " + meta.status().message());
-  if (std::string why = OverLimit(*meta, views, peer); !why.empty()) {
-    return Reject(header, frames, why);
-  }
-  auto [pending, inserted] = pending_.try_emplace(header.id);
-  if (!inserted) {
+  // Duplicates first: a task sent again is not a new task, and must not be
+  // rejected for a limit it already counts towards.
+  if (const Pending* known = pending_.find(header.id)) {
     // A client sends again what it has no reply for after it reconnects:
     // the task is here already, and its reply will come.
-    if (pending->request[0] == peer) {
+    if (known->request[0] == peer) {
       ++counters_.resubmitted;
       return;
     }
     ++counters_.duplicate_tasks;
     return Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
   }
+  if (core_.HasFinished(header.id)) {
+    // Finished here already (a client sending again what it had no reply
+    // for finds its outcome in the hub).
+    ++counters_.duplicate_tasks;
+    return Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
+  }
+  if (std::string why = OverLimit(*meta, views, peer); !why.empty()) {
+    return Reject(header, frames, why);
+  }
+  auto pending = pending_.try_emplace(header.id).first;
   // Monitor first, so the hub hears of the task before of its outcome.
   MonitorCopy(MsgType::kTaskSubmitted, frames);
   pending->request = PackedRequest(frames);

@@ -3,6 +3,7 @@
 // exactly one final outcome, in the hub and at the client that waits.
 #include <signal.h>
 
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <set>
@@ -11,6 +12,7 @@
 #include "protocol/connection_file.h"
 #include "tests/support/cluster_fixture.h"
 #include "tests/support/partition.h"
+#include "tests/support/raw_peer.h"
 
 namespace ztask::testing {
 namespace {
@@ -374,6 +376,91 @@ TEST_F(Faults, AClientFarFasterThanTheEnginesIsSlowedNotRefused) {
   size_t ok = 0;
   for (const TaskInfo& r : records) ok += r.status == "ok";
   EXPECT_EQ(ok, ids.size()) << "none refused (TaskRejected), none dropped";
+}
+
+TEST_F(Faults, AClientWhoseLinkFlapsAtItsLimitLosesNothingAndIsNotRejected) {
+  // The client may have 100 tasks in the scheduler, and has 100 in flight:
+  // after its link breaks, what it sends again is at the limit already.
+  StartCluster(2, {"--max-queued-per-client", "100"});
+  auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile()));
+  ASSERT_TRUE(info.ok());
+  Partition link(info->scheduler.client);
+  info->scheduler.client = link.endpoint();
+  const auto own = dir_.path() / "flapping";
+  std::filesystem::create_directories(own);
+  ASSERT_TRUE(protocol::WriteConnectionFile(protocol::ConnectionFilePath(own), *info).ok());
+  auto client = Client::Connect(own);
+  ASSERT_TRUE(client.ok());
+  (*client)->set_max_in_flight(100);
+
+  std::atomic<int> submitted{0};
+  std::thread flapper([&] {
+    for (const int at : {1000, 2000}) {
+      while (submitted.load() < at) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      link.Cut();
+      link.Break();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the outage itself
+      link.Heal();
+    }
+  });
+  std::vector<TaskId> ids;
+  for (int i = 0; i < 3000; ++i) {
+    TaskOptions o;
+    o.function = "sleep";
+    o.args = 0.0005;
+    auto id = (*client)->Submit(o);
+    if (!id.ok()) break;
+    ids.push_back(*id);
+    submitted.store(i + 1);
+  }
+  submitted.store(3000);
+  flapper.join();
+  ASSERT_EQ(ids.size(), 3000u);
+  ASSERT_TRUE((*client)->WaitReplies(ids, 120).ok());
+  const std::vector<TaskInfo> records = FinalRecords(ids);
+  ASSERT_EQ(records.size(), ids.size());
+  size_t rejected = 0, not_ok = 0;
+  for (const TaskInfo& r : records) {
+    rejected += r.error_type == ErrorType::kTaskRejected;
+    not_ok += r.status != "ok";
+    EXPECT_EQ(r.attempts, 1) << r.id.ToHex();
+  }
+  EXPECT_EQ(rejected, 0u) << "a task sent again is not a new task over the limit";
+  EXPECT_EQ(not_ok, 0u);
+  // The client's view and the hub's agree: its own answers are the records.
+  auto mine = (*client)->Fetch(ids);
+  ASSERT_TRUE(mine.ok());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ((*mine)[i].status, records[i].status);
+}
+
+TEST_F(Faults, ATaskSentAgainAtTheClientsLimitIsNotRejected) {
+  // The client may have one task in the scheduler; it sends its one task
+  // again, as a client does after a reconnection when the hub has no record
+  // of it yet. That is the same task, not a second one over the limit.
+  StartCluster(1, {"--max-queued-per-client", "1"});
+  auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile()));
+  ASSERT_TRUE(info.ok());
+  const protocol::Signer signer(info->key);
+  RawPeer peer(info->scheduler.client);
+  const TaskId id = TaskId::Random();
+  const std::string marks = (dir_.path() / "runs").string();
+  const std::vector<std::string> argv = {"/bin/sh", "-c", "echo run >> " + marks + "; sleep 1"};
+  peer.Send(CommandRequest(signer, "limited", id, argv));
+  ASSERT_TRUE(WaitFor([&] { return !ReadFile(marks).empty(); })) << "it runs";
+  peer.Send(CommandRequest(signer, "limited", id, argv));  // a later date: not a replay
+  const std::vector<TaskInfo> records = FinalRecords({id});
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, "ok") << ErrorTypeName(records[0].error_type) << ": "
+                                     << records[0].error_message;
+  EXPECT_EQ(ReadFile(marks), "run\n");
+  // The first reply the client gets is the real one (a rejection would
+  // have come at once, before it).
+  protocol::Frames reply;
+  ASSERT_TRUE(peer.Receive(reply, 10000));
+  auto decoded = protocol::DecodeMessage<protocol::MsgType::kTaskReply>(signer, {},
+                                                                        protocol::Views(reply));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_TRUE(decoded->meta.ok) << ErrorTypeName(decoded->meta.error_type);
 }
 
 TEST(HubDisk, AnUnwritableDatabaseIsLoggedAndTheClusterGoesOn) {

@@ -96,17 +96,22 @@ TEST_F(Restore, AnAdoptionOfAnOlderAttemptChangesNothing) {
   EXPECT_FALSE(core().Adopt(slots_.at(1), Id(1), 2));
 }
 
-TEST_F(Restore, ATaskTheEngineNoLongerHoldsIsALostAttempt) {
+TEST_F(Restore, ATaskTheEngineNeverGotIsSentAgainWithoutSpendingARetry) {
   AddHeldEngine(1);
   AddEngine(2);
   Restored(TaskSpec(1).Retries(1), 1, 1);
-  Restored(TaskSpec(2), 1, 1);
+  Restored(TaskSpec(2), 1, 1);  // no retries: it must not fail for a dispatch lost
   core().AttemptLost(slots_.at(1), Id(1));
   core().AttemptLost(slots_.at(1), Id(2));
   Collect();
-  EXPECT_EQ(DispatchesOf(1), (std::vector<int32_t>{2})) << "retried elsewhere";
-  EXPECT_EQ(ErrorOf(2), ErrorType::kEngineError) << "no retry left";
-  EXPECT_EQ(RetriesOf(1).size(), 1u);
+  EXPECT_EQ(DispatchesOf(1), (std::vector<int32_t>{2}));
+  EXPECT_FALSE(FinalOf(2).has_value()) << "it never ran: it waits to run";
+  Finish(1, true);
+  EXPECT_EQ(DispatchesOf(2), (std::vector<int32_t>{2}));
+  EXPECT_TRUE(RetriesOf(1).empty());
+  EXPECT_TRUE(RetriesOf(2).empty());
+  Finish(2, true);
+  EXPECT_EQ(FinalCount(2), 1);
 }
 
 TEST_F(Restore, AHeldEngineThatNeverComesBackLosesItsTasks) {

@@ -3,7 +3,8 @@
 // instead of the server's. Cut() holds every byte both ways without closing
 // anything, as a cut cable or a dead switch does (the process goes on
 // running and sending; nothing reaches the other side); Heal() lets what was
-// held flow again, as TCP does once the network is back.
+// held flow again, as TCP does once the network is back. Break() closes the
+// connections, as a reset does.
 #ifndef ZTASK_TESTS_SUPPORT_PARTITION_H_
 #define ZTASK_TESTS_SUPPORT_PARTITION_H_
 
@@ -52,6 +53,10 @@ class Partition {
   std::string endpoint() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
   void Cut() { cut_.store(true); }
   void Heal() { cut_.store(false); }
+  // Closes every connection through here, as a peer's reset does; the
+  // process sees its connection break and makes a new one (refused while
+  // cut).
+  void Break() { break_.store(true); }
 
  private:
   struct Link {
@@ -82,6 +87,13 @@ class Partition {
 
   void Run() {
     while (!stop_.load()) {
+      if (break_.exchange(false)) {
+        for (const Link& l : links_) {
+          ::close(l.inside);
+          ::close(l.outside);
+        }
+        links_.clear();
+      }
       std::vector<pollfd> fds = {{listener_, POLLIN, 0}};
       const bool cut = cut_.load();
       for (const Link& l : links_) {
@@ -133,7 +145,7 @@ class Partition {
   uint16_t port_ = 0;
   int listener_ = -1;
   std::vector<Link> links_;  // the forwarding thread's
-  std::atomic<bool> cut_{false}, stop_{false};
+  std::atomic<bool> cut_{false}, break_{false}, stop_{false};
   std::thread thread_;
 };
 

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,11 +106,33 @@ CommandOutcome RunCommand(const CommandRequest& request) {
   const bool limited = request.time_limit_s > 0;
   const auto deadline = Clock::now() + std::chrono::microseconds(
                                            static_cast<int64_t>(request.time_limit_s * 1e6));
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  int open_fds = 2;
+  // The task ends when its process ends, not when the last holder of its
+  // output lets go (a child it left in the background may hold it for
+  // ever): the process's end is watched with a pidfd, or, where the kernel
+  // has none, by asking every 50 ms.
+  const int exited_fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {exited_fd, POLLIN, 0}};
+  bool reaped = false;
+  int wstatus = 0;
   char buffer[65536];
-  while (open_fds > 0) {
-    int wait_ms = -1;
+  auto read_from = [&](int i) {
+    const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+    if (n > 0) {
+      if (i == 0) {
+        Append(outcome.stdout_text, outcome.stdout_truncated, buffer, static_cast<size_t>(n),
+               request.max_output_bytes);
+      } else {
+        Append(outcome.stderr_text, outcome.stderr_truncated, buffer, static_cast<size_t>(n),
+               request.max_output_bytes);
+      }
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      ::close(fds[i].fd);
+      fds[i].fd = -1;
+    }
+    return n > 0;
+  };
+  while (!reaped) {
+    int wait_ms = exited_fd >= 0 ? -1 : 50;
     if (limited) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) {
@@ -117,36 +140,48 @@ CommandOutcome RunCommand(const CommandRequest& request) {
         ::kill(-pid, SIGKILL);
         break;
       }
-      wait_ms = static_cast<int>(std::min<int64_t>(left.count() + 1, 1000));
+      const int until_limit = static_cast<int>(std::min<int64_t>(left.count() + 1, 1000));
+      wait_ms = wait_ms < 0 ? until_limit : std::min(wait_ms, until_limit);
     }
-    if (::poll(fds, 2, wait_ms) < 0 && errno != EINTR) break;
+    if (::poll(fds, exited_fd >= 0 ? 3 : 2, wait_ms) < 0 && errno != EINTR) break;
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
-      if (n > 0) {
-        if (i == 0) {
-          Append(outcome.stdout_text, outcome.stdout_truncated, buffer, static_cast<size_t>(n),
-                 request.max_output_bytes);
-        } else {
-          Append(outcome.stderr_text, outcome.stderr_truncated, buffer, static_cast<size_t>(n),
-                 request.max_output_bytes);
-        }
-      } else if (n == 0 || errno != EINTR) {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
+      read_from(i);
+    }
+    // The process's end ends the task (its time limit goes on counting
+    // after it closed its output).
+    if (exited_fd < 0 || (fds[2].revents & POLLIN)) {
+      while (true) {
+        const pid_t done = ::waitpid(pid, &wstatus, WNOHANG);
+        if (done < 0 && errno == EINTR) continue;
+        reaped = done == pid;
+        break;
       }
     }
   }
-  for (auto& f : fds) {
-    if (f.fd >= 0) ::close(f.fd);
+  // What it left running in its process group (children in the background
+  // that held its output, or anything after a time limit) goes with it: the
+  // engine's next task starts on a clean slate.
+  ::kill(-pid, SIGKILL);
+  if (reaped) {
+    // What it wrote before it ended is in the pipes: take it, without
+    // waiting for whatever may still hold them (a process that left the
+    // group), and no more than a few buffers' worth.
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0) continue;
+      ::fcntl(fds[i].fd, F_SETFL, O_NONBLOCK);
+      for (int reads = 0; reads < 64 && fds[i].fd >= 0 && read_from(i); ++reads) {
+      }
+    }
   }
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  for (int i = 0; i < 3; ++i) {
+    if (fds[i].fd >= 0) ::close(fds[i].fd);
+  }
+  if (!reaped) {
+    while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
   }
   if (request.running_group) request.running_group->store(0);
-  // Grandchildren that kept the pipes open are gone with the group.
-  if (outcome.timed_out) ::kill(-pid, SIGKILL);
   outcome.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
   return outcome;
 }

@@ -1,6 +1,10 @@
-// Tasks whose bodies or results no process can read: each ends with one
-// final record (BadTask, saying what was wrong), never retried, and the
-// engine that met it goes on with the next task.
+// Tasks that once could hold an engine for ever. Bodies or results no
+// process can read: each ends with one final record (BadTask, saying what
+// was wrong), never retried, and the engine that met it goes on with the
+// next task. Commands whose children keep their output open: the task ends
+// with its own process.
+#include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -131,6 +135,45 @@ TEST_F(ClusterTest, AResultBeyondTheLimitsOnValuesIsRecordedAsBadTask) {
   EXPECT_EQ(r.attempts, 1) << "not retried: it would fail the same way";
   EXPECT_TRUE(r.result.is_null());
   EXPECT_EQ(FetchOne(*client_, *third).status, "ok");
+}
+
+// True while a process whose command line contains `marker` lives.
+bool Alive(const std::string& marker) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string cmdline = ReadFile(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(marker) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST_F(ClusterTest, ACommandEndsWithItsProcessThoughAChildStillHoldsItsOutput) {
+  StartCluster(1, {"--hwm", "1"});
+  // A unique duration marks the child left in the background.
+  TaskOptions left_behind;
+  left_behind.command = {"/bin/sh", "-c", "sleep 600.4711 & echo started; echo also >&2"};
+  auto first = client_->Submit(left_behind);
+  ASSERT_TRUE(first.ok());
+  // One that closes its output and outlives its time limit.
+  TaskOptions closed;
+  closed.command = {"/bin/sh", "-c", "exec >&- 2>&-; sleep 600.4712"};
+  closed.time_limit = 1;
+  auto second = client_->Submit(closed);
+  ASSERT_TRUE(second.ok());
+  TaskOptions next;
+  next.command = {"true"};
+  auto third = client_->Submit(next);
+  ASSERT_TRUE(third.ok());
+  ASSERT_TRUE(client_->Wait({*first, *second, *third}, 60).ok()) << "the engine is not held";
+  const TaskInfo a = FetchOne(*client_, *first);
+  EXPECT_EQ(a.status, "ok") << a.error_message;
+  EXPECT_EQ(a.stdout_text, "started\n");
+  EXPECT_EQ(a.stderr_text, "also\n");
+  const TaskInfo b = FetchOne(*client_, *second);
+  EXPECT_EQ(b.error_type, ErrorType::kTimeLimitExceeded) << b.error_message;
+  EXPECT_EQ(FetchOne(*client_, *third).status, "ok");
+  // What the tasks left behind went with them.
+  EXPECT_TRUE(WaitFor([] { return !Alive("600.4711") && !Alive("600.4712"); }));
 }
 
 }  // namespace

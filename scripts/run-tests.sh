@@ -1,19 +1,35 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds everything with
-# warnings as errors and runs every test under CTest (each with a timeout);
-# then builds and runs the suite again under AddressSanitizer+UBSan and under
-# ThreadSanitizer. Any sanitizer report, from the tests or from any process
-# they start, fails the run. ZTASK_SANITIZERS=0 skips the sanitizer runs.
+# The test suite: installs what is missing, builds everything with warnings
+# as errors and runs every test under CTest (each with a timeout).
+#
+#   scripts/run-tests.sh                 the plain build, the whole suite
+#   scripts/run-tests.sh --sanitizers    then builds and runs the suite again
+#                                        under AddressSanitizer+UBSan and
+#                                        under ThreadSanitizer (what CI runs)
+#   scripts/run-tests.sh -L unit         any other argument goes to ctest:
+#                                        labels are unit, integration, long
+#
+# Under a sanitizer any report, from the tests or from any process they
+# start, fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+sanitizers=0
+ctest_args=()
+for arg in "$@"; do
+  case "$arg" in
+    --sanitizers) sanitizers=1 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) ctest_args+=("$arg") ;;
+  esac
+done
 scripts/install-deps.sh
 # ccache hits across clones of the repository.
 export CCACHE_BASEDIR="$PWD"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZTASK_WERROR=ON >/dev/null
 cmake --build build -j2
-ctest --test-dir build --output-on-failure -j2 "$@"
+ctest --test-dir build --output-on-failure -j2 ${ctest_args[@]+"${ctest_args[@]}"}
 
-[ "${ZTASK_SANITIZERS:-1}" = 0 ] && exit 0
+[ "$sanitizers" = 1 ] || exit 0
 for kind in address thread; do
   echo "== the test suite under the ${kind} sanitizer"
   # Without -Werror: GCC warns falsely (maybe-uninitialized) under sanitizers;
@@ -25,7 +41,7 @@ for kind in address thread; do
   ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1" \
   UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1" \
   TSAN_OPTIONS="log_path=$reports/tsan suppressions=$PWD/scripts/tsan.supp history_size=7" \
-    ctest --test-dir "build-$kind" --output-on-failure -j2 "$@"
+    ctest --test-dir "build-$kind" --output-on-failure -j2 ${ctest_args[@]+"${ctest_args[@]}"}
   if compgen -G "$reports/*" >/dev/null; then
     echo "the ${kind} sanitizer reported:" >&2
     cat "$reports"/* >&2

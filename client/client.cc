@@ -154,6 +154,13 @@ class Client::Impl {
     return replied_.contains(id);
   }
 
+  std::optional<ErrorType> ReplyOf(const TaskId& id) {
+    DrainReplies();
+    const uint8_t* replied = replied_.find(id);
+    if (!replied) return std::nullopt;
+    return static_cast<ErrorType>(*replied - 1);
+  }
+
   Status WaitReplies(const std::vector<TaskId>& ids, double timeout_s) {
     const double deadline = Now() + timeout_s;
     double next_check = Now() + kRecheckS;
@@ -404,13 +411,15 @@ class Client::Impl {
 
   void NoteReply(const std::vector<std::string_view>& views) {
     auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
-    if (parent.ok() && *parent) Answered((*parent)->id);
+    auto meta = protocol::DecodeBody<protocol::ReplyMeta>(views[protocol::kFrameMeta]);
+    if (!parent.ok() || !*parent || !meta.ok()) return;
+    Answered((*parent)->id, meta->ok ? ErrorType::kNone : meta->error_type);
   }
 
   // A reply may come twice (from the scheduler and from the hub after a
   // reconnection): it counts once.
-  void Answered(const TaskId& id) {
-    replied_.emplace(id, 1);
+  void Answered(const TaskId& id, ErrorType error) {
+    replied_.try_emplace(id, static_cast<uint8_t>(static_cast<uint8_t>(error) + 1));
     unanswered_.erase(id);
     // Nothing is left that a reconnection could have lost a reply of.
     if (unanswered_.empty()) reconnected_ = false;
@@ -448,7 +457,7 @@ class Client::Impl {
       auto records = Fetch(ids, true, &unknown);
       if (!records.ok()) return;  // the hub is away too: the next check asks again
       for (const TaskInfo& r : *records) {
-        if (r.finished()) Answered(r.id);
+        if (r.finished()) Answered(r.id, r.status == "ok" ? ErrorType::kNone : r.error_type);
       }
     }
     // In the order they were first sent: a task comes after those it
@@ -481,7 +490,8 @@ class Client::Impl {
   zmq::context_t context_{1};
   zmq::socket_t scheduler_, hub_;
   std::unique_ptr<protocol::ReconnectWatch> scheduler_watch_;
-  // Sets, by id: every task submitted, every one with its reply.
+  // By id: every task submitted; every one with its reply, and the reply's
+  // outcome (1 + its ErrorType).
   FlatIdMap<uint8_t> submitted_, replied_;
   // The requests of tasks with no reply yet, encoded, to send again.
   // (submission number, frames) by id.
@@ -526,6 +536,7 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 Result<TaskId> Client::Submit(const TaskOptions& options) { return impl_->Submit(options); }
 bool Client::Ready(const TaskId& id) { return impl_->Ready(id); }
+std::optional<ErrorType> Client::ReplyOf(const TaskId& id) { return impl_->ReplyOf(id); }
 void Client::set_max_in_flight(size_t n) { impl_->set_max_in_flight(n); }
 Status Client::WaitReplies(const std::vector<TaskId>& ids, double timeout_s) {
   return impl_->WaitReplies(ids, timeout_s);

@@ -153,6 +153,9 @@ class Client {
   Status Wait(const std::vector<TaskId>& ids, double timeout_s = -1);
   // True once the scheduler replied to this client for the task.
   bool Ready(const TaskId& id);
+  // The final outcome the reply said (ErrorType::kNone: it succeeded), or
+  // nullopt before the reply. A reply always agrees with the hub's record.
+  std::optional<ErrorType> ReplyOf(const TaskId& id);
   // Blocks until the scheduler has replied to this client for every listed
   // task (kTimedOut when timeout_s passes first). Faster than Wait(), which
   // reads the hub's records, but only for tasks this client submitted.

@@ -28,4 +28,6 @@ void SetStopTarget(Stoppable* target) {
   if (target && g_requested.load()) target->RequestStop();
 }
 
+bool StopRequested() { return g_requested.load(); }
+
 }  // namespace ztask

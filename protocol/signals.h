@@ -19,6 +19,8 @@ void InstallStopSignals();
 // From now on a signal stops `target` (nullptr: forget it). A signal that
 // came earlier stops it at once.
 void SetStopTarget(Stoppable* target);
+// Whether a stop signal came (for waits before there is a target).
+bool StopRequested();
 
 }  // namespace ztask
 

@@ -4,9 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "protocol/codec.h"
+#include "protocol/signals.h"
 
 namespace ztask::protocol {
 
@@ -188,26 +192,65 @@ zmq::context_t OwnBuffersContext() {
   return context;
 }
 
-Result<std::string> Bind(zmq::socket_t& socket, const std::string& endpoint) {
+namespace {
+
+// bind(), and errno when it fails.
+Result<std::string> BindOnce(zmq::socket_t& socket, const std::string& endpoint, int* error) {
   try {
     socket.bind(endpoint);
     return socket.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
+    *error = e.num();
     return Status::Unavailable("cannot bind " + endpoint + ": " + e.what());
   }
+}
+
+}  // namespace
+
+Result<std::string> Bind(zmq::socket_t& socket, const std::string& endpoint) {
+  int error = 0;
+  return BindOnce(socket, endpoint, &error);
 }
 
 Result<std::string> BindPreferring(zmq::socket_t& socket, const std::string& endpoint,
                                    const std::string& previous) {
   const auto host = [](const std::string& e) { return e.substr(0, e.rfind(':')); };
   const bool any_port = endpoint.size() > 2 && endpoint.ends_with(":*");
-  if (any_port && !previous.empty() && host(previous) == host(endpoint)) {
-    auto bound = Bind(socket, previous);
-    if (bound.ok()) return bound;
-    spdlog::warn("cannot bind {} again ({}); peers must reconnect to a new port", previous,
-                 bound.status().message());
+  if (!any_port || previous.empty() || host(previous) != host(endpoint)) {
+    return Bind(socket, endpoint);
   }
-  return Bind(socket, endpoint);
+  // Every peer knows only `previous`: a new port would be one no engine or
+  // client ever finds. While another process holds it, wait for it.
+  using Clock = std::chrono::steady_clock;
+  const auto started = Clock::now();
+  auto next_word = started;
+  while (true) {
+    int error = 0;
+    auto bound = BindOnce(socket, previous, &error);
+    if (bound.ok()) {
+      if (next_word != started) spdlog::info("bound {} again", previous);
+      return bound;
+    }
+    if (error != EADDRINUSE) {
+      // The address itself is gone (another network): nothing to wait for.
+      spdlog::warn("cannot bind {} again ({}); peers must reconnect to a new port", previous,
+                   bound.status().message());
+      return Bind(socket, endpoint);
+    }
+    if (StopRequested()) {
+      return Status::Unavailable("stopped while waiting for " + previous + " to be free");
+    }
+    if (Clock::now() >= next_word) {
+      spdlog::warn(
+          "{} is taken by another process; waiting for it, since every engine and client of "
+          "this cluster knows only that port ({} s so far; free it, or start a new cluster "
+          "with taskcluster start)",
+          previous,
+          std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count());
+      next_word = Clock::now() + std::chrono::seconds(10);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 ReconnectWatch::ReconnectWatch(zmq::context_t& context, zmq::socket_t& socket)

@@ -74,7 +74,10 @@ zmq::context_t OwnBuffersContext();
 Result<std::string> Bind(zmq::socket_t& socket, const std::string& endpoint);
 // A process that restarts binds where it was before, so that its peers'
 // sockets reconnect on their own: `previous` (from the connection file) is
-// tried first when `endpoint` asks for any port on the same host.
+// taken when `endpoint` asks for any port on the same host. While another
+// process holds that port, this waits for it (saying so in the log every
+// 10 s) until a stop signal; only when the address itself is gone does it
+// bind a new port.
 Result<std::string> BindPreferring(zmq::socket_t& socket, const std::string& endpoint,
                                    const std::string& previous);
 Status Connect(zmq::socket_t& socket, const std::string& endpoint);

@@ -1,7 +1,11 @@
 // Nothing lost: the cluster's processes killed, stopped and restarted while
 // tasks run. Every test checks the invariant: each task gets
 // exactly one final outcome, in the hub and at the client that waits.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -500,6 +504,95 @@ TEST_F(Faults, ATaskSentAgainAtTheClientsLimitIsNotRejected) {
                                                                         protocol::Views(reply));
   ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
   EXPECT_TRUE(decoded->meta.ok) << ErrorTypeName(decoded->meta.error_type);
+}
+
+// A listening TCP socket on a loopback port, as another program's would be.
+class PortSquatter {
+ public:
+  explicit PortSquatter(const std::string& endpoint) {
+    const auto colon = endpoint.rfind(':');
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    bound_ = ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+             ::listen(fd_, 4) == 0;
+  }
+  ~PortSquatter() { Leave(); }
+  bool bound() const { return bound_; }
+  void Leave() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  bool bound_ = false;
+};
+
+TEST(PortTaken, ARestartedServerWhosePortIsTakenWaitsForItAndTheClusterCarriesOn) {
+  // Each process started by hand, so that the test can take a port between
+  // a kill and the restart.
+  TempDir dir;
+  const std::string profile = (dir.path() / "p").string();
+  const auto connection = protocol::ConnectionFilePath(profile);
+  auto start = [&](const std::string& program, const std::string& log) {
+    return std::make_unique<ChildProcess>(
+        std::vector<std::string>{kBin + "/" + program, "--profile-dir", profile},
+        dir.path() / log);
+  };
+  std::unique_ptr<ChildProcess> servers[2];
+  servers[0] = start("taskhub", "hub-0.log");
+  ASSERT_TRUE(WaitFor([&] {
+    auto info = protocol::ReadConnectionFile(connection);
+    return info.ok() && !info->hub.query.empty();
+  }));
+  servers[1] = start("taskscheduler", "scheduler-0.log");
+  ASSERT_TRUE(WaitFor([&] { return Client::Connect(profile).ok(); })) << servers[1]->Log();
+  ChildProcess engine({kBin + "/taskengine", "--profile-dir", profile}, dir.path() / "engine.log");
+  auto client = Client::Connect(profile);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->WaitForEngines(1, 30).ok());
+  const auto info = protocol::ReadConnectionFile(connection);
+  ASSERT_TRUE(info.ok());
+
+  struct Victim {
+    size_t index;
+    std::string program, endpoint;
+  };
+  int restart = 0;
+  for (const Victim& victim : {Victim{1, "taskscheduler", info->scheduler.client},
+                               Victim{0, "taskhub", info->hub.query}}) {
+    SCOPED_TRACE(victim.program);
+    ++restart;
+    servers[victim.index]->Kill(SIGKILL);
+    ASSERT_TRUE(servers[victim.index]->Wait(std::chrono::seconds(10)).has_value());
+    PortSquatter squatter(victim.endpoint);
+    ASSERT_TRUE(squatter.bound()) << "the port was free to take: " << victim.endpoint;
+    servers[victim.index] = start(victim.program, victim.program + "-" + std::to_string(restart));
+    // Submitted while the port is taken: it waits in the client.
+    TaskOptions during;
+    during.command = {"true"};
+    auto id = (*client)->Submit(during);
+    ASSERT_TRUE(id.ok());
+    ASSERT_TRUE(WaitFor([&] {
+      return servers[victim.index]->Log().find(victim.endpoint + " is taken") != std::string::npos;
+    }, std::chrono::seconds(30))) << servers[victim.index]->Log();
+    squatter.Leave();
+    ASSERT_TRUE((*client)->Wait({*id}, 60).ok()) << servers[victim.index]->Log();
+    auto records = (*client)->Fetch({*id});
+    ASSERT_TRUE(records.ok());
+    EXPECT_EQ((*records)[0].status, "ok");
+    EXPECT_NE(servers[victim.index]->Log().find("bound " + victim.endpoint + " again"),
+              std::string::npos);
+    auto now = protocol::ReadConnectionFile(connection);
+    ASSERT_TRUE(now.ok());
+    EXPECT_EQ(now->scheduler.client, info->scheduler.client) << "the same port, known to all";
+    EXPECT_EQ(now->hub.query, info->hub.query);
+  }
 }
 
 TEST(HubDisk, AnUnwritableDatabaseIsLoggedAndTheClusterGoesOn) {

@@ -329,9 +329,11 @@ class HubServer::Impl {
   // the hub could lose.
   void NoteAck(std::string_view peer, int64_t seq) {
     acks_[std::string(peer)].push_back(seq);
-    // Nothing more to wait for: no database, or one that cannot be written
-    // (the records then live in memory only; the log says so).
-    if (!store_->durable() || flush_failing_) SendAcks();
+    // Nothing more to wait for without a database. One that cannot be
+    // written (disk full) gets no acknowledgement: the scheduler keeps the
+    // batches (and slows down once it holds too many) until a write
+    // succeeds, here or in the next hub.
+    if (!store_->durable()) SendAcks();
   }
 
   void SendAcks() {

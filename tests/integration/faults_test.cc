@@ -595,7 +595,7 @@ TEST(PortTaken, ARestartedServerWhosePortIsTakenWaitsForItAndTheClusterCarriesOn
   }
 }
 
-TEST(HubDisk, AnUnwritableDatabaseIsLoggedAndTheClusterGoesOn) {
+TEST(HubDisk, AnUnwritableDatabaseIsLoggedAndLosesNothingWhenTheHubDies) {
   // A file size limit makes the database's writes fail (EFBIG), as a full
   // disk or a quota would.
   TempDir dir;
@@ -638,6 +638,27 @@ TEST(HubDisk, AnUnwritableDatabaseIsLoggedAndTheClusterGoesOn) {
     EXPECT_EQ(r.status, "ok");
     EXPECT_EQ(r.stdout_text.size(), 20000u);
   }
+
+  // Those records were never written, so never acknowledged: the scheduler
+  // still holds them. The hub dies; one that can write takes its place.
+  hub.Kill(SIGKILL);
+  ASSERT_TRUE(hub.Wait(std::chrono::seconds(10)).has_value());
+  ChildProcess writable({kBin + "/taskhub", "--profile-dir", profile}, dir.path() / "hub2.log");
+  records.clear();
+  ASSERT_TRUE(WaitForFinalRecords(**client, ids, &records, std::chrono::seconds(30)))
+      << writable.Log() << scheduler.Log();
+  for (const TaskInfo& r : records) {
+    EXPECT_EQ(r.status, "ok");
+    EXPECT_EQ(r.stdout_text.size(), 20000u);
+  }
+  // And they are on disk now: a third hub reads them from the database.
+  ASSERT_EQ(writable.Stop(), 0);
+  scheduler.Kill(SIGKILL);
+  ChildProcess reader({kBin + "/taskhub", "--profile-dir", profile}, dir.path() / "hub3.log");
+  records.clear();
+  ASSERT_TRUE(WaitForFinalRecords(**client, ids, &records, std::chrono::seconds(30)))
+      << reader.Log();
+  EXPECT_EQ(records.size(), ids.size());
 }
 
 }  // namespace

@@ -55,11 +55,18 @@ std::optional<protocol::Frames> Decode(std::string_view body) {
   return frames;
 }
 
+// Where a rewrite writes before it renames.
+std::filesystem::path NewPath(const std::filesystem::path& path) {
+  return path.string() + ".new";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Journal>> Journal::Open(const std::filesystem::path& path) {
   std::error_code ec;
   const bool existed = std::filesystem::exists(path, ec);
+  // A rewrite cut short by a crash: the journal itself is whole.
+  std::filesystem::remove(NewPath(path), ec);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     return Status::IoError("cannot open the journal " + path.string() + ": " +
@@ -119,12 +126,46 @@ Status Journal::Append(const protocol::Frames& batch) {
 }
 
 Status Journal::Rewrite(const std::vector<const protocol::Frames*>& batches) {
-  if (::ftruncate(fd_, 0) != 0 || ::lseek(fd_, 0, SEEK_SET) != 0) {
-    return Status::IoError("cannot empty the journal " + path_.string() + ": " +
+  if (batches.empty()) {
+    // Nothing to keep: emptied in place (a crash leaves it empty or whole,
+    // and whole only repeats what the hub has).
+    if (::ftruncate(fd_, 0) != 0 || ::lseek(fd_, 0, SEEK_SET) != 0) {
+      return Status::IoError("cannot empty the journal " + path_.string() + ": " +
+                             std::strerror(errno));
+    }
+    bytes_ = 0;
+    return Status::Ok();
+  }
+  // A new file, renamed over the old one once whole: a crash at any moment
+  // leaves the old journal (everything it held) or the new one.
+  const std::filesystem::path fresh = NewPath(path_);
+  const int fd = ::open(fresh.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Status::IoError("cannot rewrite the journal " + fresh.string() + ": " +
                            std::strerror(errno));
   }
+  const int old_fd = fd_;
+  const size_t old_bytes = bytes_;
+  fd_ = fd;
   bytes_ = 0;
-  for (const protocol::Frames* batch : batches) ZTASK_RETURN_IF_ERROR(Append(*batch));
+  Status written = Status::Ok();
+  for (const protocol::Frames* batch : batches) {
+    written = Append(*batch);
+    if (!written.ok()) break;
+  }
+  if (written.ok() && ::rename(fresh.c_str(), path_.c_str()) != 0) {
+    written = Status::IoError("cannot replace the journal " + path_.string() + ": " +
+                              std::strerror(errno));
+  }
+  if (!written.ok()) {
+    // The old file still holds every batch given (and more): kept.
+    ::close(fd);
+    ::unlink(fresh.c_str());
+    fd_ = old_fd;
+    bytes_ = old_bytes;
+    return written;
+  }
+  ::close(old_fd);
   return Status::Ok();
 }
 

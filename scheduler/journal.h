@@ -8,7 +8,9 @@
 // Writes go to the kernel, not to the disk (no fsync): they survive the
 // process, not the machine. The file is emptied whenever every batch is
 // acknowledged, and rewritten with only the unacknowledged ones when it
-// grows past kCompactBytes and holds more than twice what they take.
+// grows past kCompactBytes and holds more than twice what they take. A
+// rewrite writes a new file and renames it over the old one, so a crash
+// mid-way leaves the old journal whole.
 //
 // Record: the 4-byte length of the rest, the 4-byte number of frames, then
 // each frame as its 4-byte length and its bytes (lengths little-endian; the
@@ -43,7 +45,8 @@ class Journal {
   // The batches an earlier scheduler left unacknowledged.
   std::vector<protocol::Frames> TakeFound() { return std::move(found_); }
   Status Append(const protocol::Frames& batch);
-  // Replaces the file's content with these batches (none: empties it).
+  // Replaces the file's content with these batches (none: empties it). On
+  // an error the journal is as it was.
   Status Rewrite(const std::vector<const protocol::Frames*>& batches);
   size_t bytes() const { return bytes_; }
 

@@ -1,10 +1,16 @@
 // The scheduler's journal (journal.h): what one scheduler appends, the next
 // finds; a record cut short by a crash ends the file; a rewrite keeps only
-// what it is given.
+// what it is given, and a rewrite cut short keeps the old journal whole.
 #include "scheduler/journal.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "tests/support/temp_dir.h"
@@ -94,6 +100,56 @@ TEST_F(JournalTest, AnUnwritableDirectoryIsAClearError) {
   ASSERT_FALSE(journal.ok());
   EXPECT_NE(journal.status().message().find("cannot open the journal"), std::string::npos)
       << journal.status().message();
+}
+
+TEST_F(JournalTest, ACrashMidRewriteLeavesTheOldJournalWhole) {
+  const std::string payload(4096, 'p');
+  std::vector<protocol::Frames> batches;
+  for (int i = 0; i < 64; ++i) batches.push_back(Batch({std::to_string(i), payload}));
+  // A child appends every batch, then rewrites the journal with the last
+  // 48 and is killed by the kernel part way (SIGXFSZ: its file size limit
+  // is a third of the journal), as a crash would.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto journal = Journal::Open(dir_.path() / "scheduler.journal");
+    if (!journal.ok()) ::_exit(3);
+    for (const auto& batch : batches) {
+      if (!(*journal)->Append(batch).ok()) ::_exit(4);
+    }
+    const rlimit limit{(*journal)->bytes() / 3, (*journal)->bytes() / 3};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    std::vector<const protocol::Frames*> live;
+    for (size_t i = 16; i < batches.size(); ++i) live.push_back(&batches[i]);
+    (void)(*journal)->Rewrite(live);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the rewrite was cut short by the kernel: " << status;
+  EXPECT_EQ(WTERMSIG(status), SIGXFSZ);
+  auto next = Open();
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(Texts(next->TakeFound()), Texts(batches)) << "every batch, none cut";
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "scheduler.journal.new"));
+}
+
+TEST_F(JournalTest, ARewriteThatFailsKeepsTheJournalAsItWas) {
+  auto journal = Open();
+  ASSERT_NE(journal, nullptr);
+  std::vector<protocol::Frames> batches;
+  batches.push_back(Batch({"a"}));
+  batches.push_back(Batch({"b"}));
+  for (const auto& batch : batches) ASSERT_TRUE(journal->Append(batch).ok());
+  // The new file cannot be made where a directory stands.
+  std::filesystem::create_directory(dir_.path() / "scheduler.journal.new");
+  std::vector<const protocol::Frames*> live = {&batches[1]};
+  EXPECT_FALSE(journal->Rewrite(live).ok());
+  ASSERT_TRUE(journal->Append(Batch({"c"})).ok()) << "appends go on to the old file";
+  std::filesystem::remove(dir_.path() / "scheduler.journal.new");
+  journal.reset();
+  EXPECT_EQ(Texts(Open()->TakeFound()),
+            (std::vector<std::vector<std::string>>{{"a"}, {"b"}, {"c"}}));
 }
 
 }  // namespace

@@ -123,7 +123,14 @@ TEST_F(Flood, ThousandsOfConnectionsCostLittleAndServiceGoesOn) {
   std::printf("%d idle connections (half to the scheduler): scheduler grew %.1f MiB, %lld bytes "
               "each\n",
               kConnections, MiB(grown), static_cast<long long>(grown / (kConnections / 2)));
-  EXPECT_LT(grown, int64_t{256} << 20);
+#ifdef ZTASK_SANITIZED
+  // A sanitizer's shadow memory and bookkeeping grow with every allocation
+  // (ThreadSanitizer's several times over): only a gross leak shows.
+  constexpr int64_t kBound = int64_t{1} << 30;
+#else
+  constexpr int64_t kBound = int64_t{64} << 20;  // measured: under 4 MiB
+#endif
+  EXPECT_LT(grown, kBound);
 }
 
 TEST_F(Flood, AMessageWhoseFramesNeverEndCostsOnlyWhileItsConnectionLives) {

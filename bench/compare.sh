@@ -47,6 +47,10 @@ run ztask_memory "$bench" --label ztask_memory --engines "$engines" --hwm "$hwm"
 # Every connection encrypted (CurveZMQ), as beyond loopback by default.
 run ztask_curve "$bench" --label ztask_curve --engines "$engines" --hwm "$hwm" --curve \
   --tasks "$ztask_tasks" --latency 2000 --chain 0
+# Durable through a power loss: the hub's commits and the scheduler's journal
+# synced to disk, group-committed.
+run ztask_power "$bench" --label ztask_power --engines "$engines" --hwm "$hwm" \
+  --durability power --tasks "$ztask_tasks" --latency 2000 --chain 0
 # Alone, so that no earlier workload's freed memory hides what it needs.
 run ztask_waiting "$bench" --label ztask_waiting --engines "$engines" --hwm "$hwm" \
   --tasks 0 --latency 0 --chain 0 --waiting 300000

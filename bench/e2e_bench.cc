@@ -4,9 +4,12 @@
 //                  [--db PATH|:memory:] [--tasks N] [--latency N] [--chain N]
 //                  [--fan-in N] [--dag N] [--relay] [--label TEXT]
 //                  [--send-ahead true|false] [--waiting N] [--curve]
+//                  [--durability process|power]
 //
 // --curve: the hub makes the connection file with CurveZMQ on, as a cluster
 // bound beyond loopback has by default: every connection encrypted.
+// --durability power: the hub's commits and the scheduler's journal synced
+// to disk (group-committed), as `taskcluster start --durability power`.
 //
 // Starts a hub, a scheduler and N engines (real taskengine processes, or
 // simulated ones: processes holding many engine connections) in a temporary
@@ -67,6 +70,7 @@ struct Options {
   bool relay = false;
   bool curve = false;  // the hub's --curve: every connection encrypted
   std::string send_ahead = "true";  // the scheduler's --send-ahead
+  std::string durability = "process";  // the hub's and the scheduler's --durability
 };
 
 std::string BinDir() {
@@ -129,13 +133,15 @@ class Cluster {
                                     "warn"};
     if (!o.db.empty()) hub.insert(hub.end(), {"--db", o.db});
     if (o.curve) hub.push_back("--curve");
+    hub.insert(hub.end(), {"--durability", o.durability});
     hub_ = std::make_unique<ChildProcess>(hub, dir + "/hub.log");
     ZTASK_RETURN_IF_ERROR(
         WaitForFile([](const protocol::ConnectionInfo& i) { return !i.hub.query.empty(); }));
     scheduler_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{bin + "taskscheduler", "--profile-dir", profile_, "--hwm",
                                  std::to_string(o.hwm), "--scheme", o.scheme, "--send-ahead",
-                                 o.send_ahead, "--log-level", "warn"},
+                                 o.send_ahead, "--durability", o.durability, "--log-level",
+                                 "warn"},
         dir + "/scheduler.log");
     ZTASK_RETURN_IF_ERROR(
         WaitForFile([](const protocol::ConnectionInfo& i) { return !i.scheduler.client.empty(); }));
@@ -427,6 +433,7 @@ int main(int argc, char** argv) {
       else if (flag == "--waiting") o.waiting = std::stoi(v);
       else if (flag == "--label") o.label = v;
       else if (flag == "--send-ahead") o.send_ahead = v;
+      else if (flag == "--durability") o.durability = v;
       else if (flag == "--serve-simulated") serve = std::stoi(v);
       else if (flag == "--profile") serve_profile = v;
       else return Fail("unknown flag " + flag + " (see the usage at the top of e2e_bench.cc)");
@@ -434,6 +441,9 @@ int main(int argc, char** argv) {
     } catch (const std::exception&) {
       return Fail(flag + " needs a number, not '" + v + "'");
     }
+  }
+  if (o.durability != "process" && o.durability != "power") {
+    return Fail("--durability takes process or power, not '" + o.durability + "'");
   }
   if (o.send_ahead != "true" && o.send_ahead != "false") {
     return Fail("--send-ahead takes true or false, not '" + o.send_ahead + "'");

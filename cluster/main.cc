@@ -146,7 +146,14 @@ int Run(int argc, char** argv) {
   start->add_flag("--no-encryption", options.no_encryption,
                   "no CurveZMQ even when --ip is beyond loopback (warns): signing only");
   std::string max_task_bytes, max_dependencies, max_queued, max_result_bytes, max_output_bytes,
-      replay_window, heartbeat_ms, heartbeat_misses, recover_grace, socket_hwm, send_ahead;
+      replay_window, heartbeat_ms, heartbeat_misses, recover_grace, socket_hwm, send_ahead,
+      durability;
+  start
+      ->add_option("--durability", durability,
+                   "what the hub's records and the scheduler's journal survive: a process "
+                   "crash (process, the default) or a power loss too (power: synced to disk, "
+                   "once per turn)")
+      ->check(CLI::IsMember({"process", "power"}));
   start->add_option("--heartbeat-ms", heartbeat_ms, "engines heartbeat this often (default 1000)")
       ->check(CLI::PositiveNumber);
   start
@@ -260,9 +267,11 @@ int Run(int argc, char** argv) {
         {&send_ahead, "--send-ahead", &options.scheduler_args}}) {
     if (!value->empty()) args->insert(args->end(), {flag, *value});
   }
-  if (!replay_window.empty()) {
-    options.hub_args.insert(options.hub_args.end(), {"--replay-window", replay_window});
-    options.scheduler_args.insert(options.scheduler_args.end(), {"--replay-window", replay_window});
+  for (auto [flag, value] : {std::pair{"--replay-window", &replay_window},
+                             std::pair{"--durability", &durability}}) {
+    if (value->empty()) continue;
+    options.hub_args.insert(options.hub_args.end(), {flag, *value});
+    options.scheduler_args.insert(options.scheduler_args.end(), {flag, *value});
   }
   ztask::InstallStopSignals();
   auto cluster = ztask::cluster::LocalCluster::Claim(options);

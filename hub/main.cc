@@ -20,6 +20,11 @@ int main(int argc, char** argv) {
                  "profile directory holding the connection file (default ~/.ztask/profile_default)");
   app.add_option("--db", options.db, "task records: a SQLite file, or :memory: (default PROFILE/tasks.db)");
   app.add_option("--ip", options.ip, "address to bind every socket to")->capture_default_str();
+  app.add_option("--durability", options.durability,
+                 "what acknowledged records survive: a process crash (process) or a power loss "
+                 "too (power: every commit synced to disk)")
+      ->check(CLI::IsMember({"process", "power"}))
+      ->capture_default_str();
   app.add_option("--heartbeat-ms", options.heartbeat_ms, "engines heartbeat this often")
       ->capture_default_str()->check(CLI::Range(10, 600000));
   app.add_option("--heartbeat-misses", options.heartbeat_misses,

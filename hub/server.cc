@@ -101,6 +101,8 @@ class HubServer::Impl {
     return endpoints;
   }
 
+  int synchronous_level() const { return store_->synchronous_level(); }
+
   void Run() {
     int64_t next_tick = 0;
     while (!stop_.load()) {
@@ -623,15 +625,17 @@ Result<std::unique_ptr<HubServer>> HubServer::Create(const HubOptions& options) 
   ZTASK_RETURN_IF_ERROR(protocol::CheckAuthenticated(info, options.insecure, path));
   const std::string db = options.db.empty() ? (profile / "tasks.db").string() : options.db;
   if (options.db.empty()) ZTASK_RETURN_IF_ERROR(protocol::MakePrivateDirectory(profile));
-  auto store = TaskStore::Open(db);
+  auto store = TaskStore::Open(db, options.durability == "power");
   if (!store.ok()) return store.status();
   auto impl = std::make_unique<Impl>(options, info, std::move(*store));
   auto endpoints = impl->Start(profile);
   if (!endpoints.ok()) return endpoints.status();
   ZTASK_RETURN_IF_ERROR(protocol::UpdateConnectionFile(
       path, info, [&](protocol::ConnectionInfo& c) { c.hub = *endpoints; }));
-  spdlog::info("hub ready: engines register at {}, clients query at {}, records in {}",
-               endpoints->registration, endpoints->query, db);
+  spdlog::info("hub ready: engines register at {}, clients query at {}, records in {} ({})",
+               endpoints->registration, endpoints->query, db,
+               impl->synchronous_level() == 2 ? "every commit synced to disk: durability power"
+                                              : "durability process");
   return std::unique_ptr<HubServer>(new HubServer(std::move(impl)));
 }
 

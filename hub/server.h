@@ -31,6 +31,9 @@ struct HubOptions {
   // periods of silence. Defaults: 1000 ms, 3 (a dead engine is found
   // within 3-4 s).
   int heartbeat_ms = 1000;
+  // "process": what the hub acknowledged survives a crash of any process;
+  // "power": it survives a power loss too (every commit synced to disk).
+  std::string durability = "process";
   int heartbeat_misses = 3;
   // A message dated further than this from our clock is refused as a
   // possible replay (replay_guard.h); 0 turns the check off. Default: 300 s.

@@ -45,7 +45,7 @@ struct Key {
 
 }  // namespace
 
-Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path) {
+Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path, bool power) {
   std::unique_ptr<TaskStore> store(new TaskStore());
   if (path == ":memory:") return store;
   // Records hold every task's command, environment and output: 0600,
@@ -60,16 +60,22 @@ Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path) {
     return SqlError(store->db_, "cannot open the task database " + path);
   }
   sqlite3_busy_timeout(store->db_, 5000);
-  if (sqlite3_exec(store->db_,
-                   "PRAGMA journal_mode=WAL;"
-                   "PRAGMA synchronous=NORMAL;"
-                   "PRAGMA cache_size=-65536;",
-                   nullptr, nullptr, nullptr) != SQLITE_OK) {
+  const std::string setup = std::string("PRAGMA journal_mode=WAL;") +
+                            (power ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;") +
+                            "PRAGMA cache_size=-65536;";
+  if (sqlite3_exec(store->db_, setup.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqlError(store->db_, "cannot set up the task database " + path);
   }
   ZTASK_RETURN_IF_ERROR(store->Migrate(path));
   ZTASK_RETURN_IF_ERROR(store->Load());
   return store;
+}
+
+int TaskStore::synchronous_level() const {
+  if (!db_) return 0;
+  Statement query(db_, "PRAGMA synchronous");
+  if (!query.ok() || sqlite3_step(query.get()) != SQLITE_ROW) return -1;
+  return sqlite3_column_int(query.get(), 0);
 }
 
 TaskStore::~TaskStore() {

@@ -40,7 +40,11 @@ class TaskStore {
  public:
   // ":memory:" keeps records in memory only; any other path is a SQLite file,
   // created when missing.
-  static Result<std::unique_ptr<TaskStore>> Open(const std::string& path);
+  // `power`: every commit reaches the disk before it returns
+  // (synchronous=FULL), so what was acknowledged survives a power loss;
+  // otherwise (synchronous=NORMAL in WAL mode) it survives a crash of the
+  // process, and a power loss may take the latest commits.
+  static Result<std::unique_ptr<TaskStore>> Open(const std::string& path, bool power = false);
   ~TaskStore();
 
   // Each returns false when the record was already final: nothing changed.
@@ -59,6 +63,9 @@ class TaskStore {
   // how many went.
   size_t Purge(const std::vector<TaskId>& ids, bool all);
   size_t size() const { return entries_.size(); }
+  // SQLite's synchronous level on this connection: 2 (FULL) when opened for
+  // power loss, 1 (NORMAL) otherwise, 0 without a database.
+  int synchronous_level() const;
   // Calls f(id, record) for every record, in no order.
   template <class F>
   void ForEachRecord(F&& f) const {

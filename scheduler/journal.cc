@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 namespace ztask::scheduler {
 namespace {
@@ -62,7 +63,7 @@ std::filesystem::path NewPath(const std::filesystem::path& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<Journal>> Journal::Open(const std::filesystem::path& path) {
+Result<std::unique_ptr<Journal>> Journal::Open(const std::filesystem::path& path, bool sync) {
   std::error_code ec;
   const bool existed = std::filesystem::exists(path, ec);
   // A rewrite cut short by a crash: the journal itself is whole.
@@ -75,6 +76,7 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::filesystem::path& path
   ::fchmod(fd, 0600);  // made by an older version, or by hand
   std::unique_ptr<Journal> journal(new Journal(path, fd));
   journal->existed_ = existed;
+  journal->sync_ = sync;
   std::string content;
   char buffer[1 << 16];
   for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) != 0;) {
@@ -119,6 +121,10 @@ void Journal::Record(const protocol::Frames& batch) {
 Status Journal::Append(const protocol::Frames& batch) {
   Record(batch);
   ZTASK_RETURN_IF_ERROR(WriteAll(fd_, buffer_, path_));
+  if (sync_ && ::fdatasync(fd_) != 0) {
+    return Status::IoError("cannot sync the journal " + path_.string() + ": " +
+                           std::strerror(errno));
+  }
   bytes_ += buffer_.size();
   // A burst of large batches leaves a large buffer: not kept for ever.
   if (buffer_.capacity() > (size_t{16} << 20)) std::string().swap(buffer_);
@@ -149,13 +155,27 @@ Status Journal::Rewrite(const std::vector<const protocol::Frames*>& batches) {
   fd_ = fd;
   bytes_ = 0;
   Status written = Status::Ok();
+  const bool sync = std::exchange(sync_, false);  // one sync for the whole file
   for (const protocol::Frames* batch : batches) {
     written = Append(*batch);
     if (!written.ok()) break;
   }
+  sync_ = sync;
+  if (written.ok() && sync_ && ::fdatasync(fd) != 0) {
+    written = Status::IoError("cannot sync the journal " + fresh.string() + ": " +
+                              std::strerror(errno));
+  }
   if (written.ok() && ::rename(fresh.c_str(), path_.c_str()) != 0) {
     written = Status::IoError("cannot replace the journal " + path_.string() + ": " +
                               std::strerror(errno));
+  }
+  if (written.ok() && sync_) {
+    // The new name too must reach the disk.
+    const int dir = ::open(path_.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+      (void)::fsync(dir);
+      ::close(dir);
+    }
   }
   if (!written.ok()) {
     // The old file still holds every batch given (and more): kept.

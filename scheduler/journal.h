@@ -6,7 +6,9 @@
 // hub before it asks the hub what was in flight.
 //
 // Writes go to the kernel, not to the disk (no fsync): they survive the
-// process, not the machine. The file is emptied whenever every batch is
+// process, not the machine; opened with `sync`, each append (one per turn
+// of the scheduler's loop: a group commit) and each rewrite is synced to
+// the disk before it returns, and survives a power loss. The file is emptied whenever every batch is
 // acknowledged, and rewritten with only the unacknowledged ones when it
 // grows past kCompactBytes and holds more than twice what they take. A
 // rewrite writes a new file and renames it over the old one, so a crash
@@ -36,7 +38,8 @@ class Journal {
 
   // Opens (creating) the file. The batches already in it stay there until
   // a Rewrite, and are given once by TakeFound().
-  static Result<std::unique_ptr<Journal>> Open(const std::filesystem::path& path);
+  static Result<std::unique_ptr<Journal>> Open(const std::filesystem::path& path,
+                                               bool sync = false);
   ~Journal();
 
   // Whether the file was there before Open: an earlier scheduler of this
@@ -59,6 +62,7 @@ class Journal {
   int fd_;
   size_t bytes_ = 0;
   bool existed_ = false;
+  bool sync_ = false;
   std::string buffer_;
   std::vector<protocol::Frames> found_;
 };

@@ -69,6 +69,11 @@ int main(int argc, char** argv) {
                  "peer will not take waits in the scheduler)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000000));
+  app.add_option("--durability", options.durability,
+                 "what the journal survives: a process crash (process) or a power loss too "
+                 "(power: synced to disk once per turn)")
+      ->check(CLI::IsMember({"process", "power"}))
+      ->capture_default_str();
   app.add_option("--seed", options.seed, "seed of the sampling schemes; 0: random");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();

@@ -53,10 +53,14 @@ Status SchedulerServer::Impl::Start() {
     ZTASK_RETURN_IF_ERROR(protocol::Connect(monitor_, info_.hub.monitor));
     monitor_link_.set_enabled(true);
     monitor_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, monitor_);
-    auto journal = Journal::Open(profile_ / "scheduler.journal");
+    auto journal =
+        Journal::Open(profile_ / "scheduler.journal", options_.durability == "power");
     if (journal.ok()) {
       journal_ = std::move(*journal);
       monitor_link_.set_journal(journal_.get());
+      spdlog::info("journal {}: {}", (profile_ / "scheduler.journal").string(),
+                   options_.durability == "power" ? "synced to disk once per turn (durability power)"
+                                                  : "written to the kernel (durability process)");
       ReplayJournal();
     } else {
       spdlog::error("{}: running without a journal, a crash may lose the latest records",

@@ -42,6 +42,10 @@ struct SchedulerOptions {
   // Send a task waiting for one last dependency to the engine running it
   // (CoreOptions::send_ahead). Default: on.
   bool send_ahead = true;
+  // "process": the journal survives a crash of the scheduler (written to
+  // the kernel); "power": it survives a power loss too (synced to disk once
+  // per turn of the loop, before what the turn decided leaves).
+  std::string durability = "process";
   // Where the connection file is. Default: ~/.ztask/profile_default.
   std::filesystem::path profile_dir;
   // Where clients and engines connect. Default: loopback, any free port.

@@ -38,6 +38,7 @@ def main():
     zm = load(directory, "ztask_memory")
     zw = load(directory, "ztask_waiting")
     zc = load(directory, "ztask_curve")
+    zp = load(directory, "ztask_power")
     s2 = load(directory, "ztask_sim2")
     s1000 = load(directory, "ztask_sim1000")
     i1 = load(directory, "ipyparallel_hwm1")
@@ -83,6 +84,8 @@ def main():
           f"({zm.get('tasks_per_s', 0):.0f} tasks/s in memory)")
     print(f"CURVE / signed only:             {ratio(zc.get('tasks_per_s'), z.get('tasks_per_s')):.2f} "
           f"({zc.get('tasks_per_s', 0):.0f} tasks/s, round trip p50 {zc.get('p50_us', 0):.0f} us)")
+    print(f"durability power / process:      {ratio(zp.get('tasks_per_s'), z.get('tasks_per_s')):.2f} "
+          f"({zp.get('tasks_per_s', 0):.0f} tasks/s, round trip p50 {zp.get('p50_us', 0):.0f} us)")
     print(f"hub memory per recorded task:    {z.get('hub_bytes_per_record', 0):.0f} bytes")
     print(f"scheduler memory per waiting task: {zw.get('scheduler_bytes_per_waiting', 0):.0f} bytes "
           f"each more, {zw.get('scheduler_bytes_per_waiting_all', 0):.0f} in all "
@@ -113,6 +116,8 @@ def main():
         "ztask_memory_db_tasks_per_s": zm.get("tasks_per_s", 0),
         "ztask_curve_tasks_per_s": zc.get("tasks_per_s", 0),
         "ztask_curve_p50_us": zc.get("p50_us", 0),
+        "ztask_power_tasks_per_s": zp.get("tasks_per_s", 0),
+        "ztask_power_p50_us": zp.get("p50_us", 0),
         "ztask_sim2_tasks_per_s": s2.get("tasks_per_s", 0),
         "ztask_sim1000_tasks_per_s": s1000.get("tasks_per_s", 0),
         "hub_bytes_per_record": z.get("hub_bytes_per_record", 0),

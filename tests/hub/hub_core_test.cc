@@ -356,4 +356,17 @@ TEST(Registry, ListingShowsWhatSupervisorsReport) {
 }
 
 }  // namespace
+TEST(Store, PowerDurabilitySyncsEveryCommitAndProcessDurabilityDoesNot) {
+  ztask::testing::TempDir dir;
+  auto power = TaskStore::Open((dir.path() / "power.db").string(), true);
+  ASSERT_TRUE(power.ok()) << power.status().ToString();
+  EXPECT_EQ((*power)->synchronous_level(), 2) << "FULL";
+  auto process = TaskStore::Open((dir.path() / "process.db").string(), false);
+  ASSERT_TRUE(process.ok());
+  EXPECT_EQ((*process)->synchronous_level(), 1) << "NORMAL";
+  auto memory = TaskStore::Open(":memory:", true);
+  ASSERT_TRUE(memory.ok());
+  EXPECT_EQ((*memory)->synchronous_level(), 0) << "no database";
+}
+
 }  // namespace ztask::hub

@@ -151,5 +151,27 @@ TEST_F(CommandLine, EnginesListsTheLiveOnesAndAllAddsTheStopped) {
   EXPECT_EQ(table.Lines().size(), 2u) << "a heading and one engine:\n" << table.out;
 }
 
+TEST_F(ClusterTest, DurabilityPowerReachesTheHubAndTheSchedulerAndTasksRun) {
+  Ran wrong = RunProgram({kBin + "/taskcluster", "start", "--profile-dir", profile(),
+                          "--durability", "disk"},
+                         dir_);
+  EXPECT_EQ(wrong.code, 2) << wrong.err;
+  EXPECT_EQ(wrong.err.find('\n'), wrong.err.size() - 1) << "one line: " << wrong.err;
+  EXPECT_NE(wrong.err.find("--durability"), std::string::npos) << wrong.err;
+
+  StartCluster(1, {"--durability", "power"});
+  const std::string id = Submit({"--", "echo", "kept"});
+  const std::vector<Value> records = Wait({id});
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["status"], "ok");
+  const auto logs = std::filesystem::path(profile()) / "logs";
+  EXPECT_NE(ReadFile(logs / "hub.log").find("every commit synced to disk: durability power"),
+            std::string::npos)
+      << ReadFile(logs / "hub.log");
+  EXPECT_NE(ReadFile(logs / "scheduler.log").find("synced to disk once per turn"),
+            std::string::npos)
+      << ReadFile(logs / "scheduler.log");
+}
+
 }  // namespace
 }  // namespace ztask::testing

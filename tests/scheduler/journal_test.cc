@@ -102,7 +102,10 @@ TEST_F(JournalTest, AnUnwritableDirectoryIsAClearError) {
       << journal.status().message();
 }
 
-TEST_F(JournalTest, ACrashMidRewriteLeavesTheOldJournalWhole) {
+class JournalCrash : public JournalTest, public ::testing::WithParamInterface<bool> {};
+
+// With and without syncing to disk (durability power or process).
+TEST_P(JournalCrash, ACrashMidRewriteLeavesTheOldJournalWhole) {
   const std::string payload(4096, 'p');
   std::vector<protocol::Frames> batches;
   for (int i = 0; i < 64; ++i) batches.push_back(Batch({std::to_string(i), payload}));
@@ -112,7 +115,7 @@ TEST_F(JournalTest, ACrashMidRewriteLeavesTheOldJournalWhole) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    auto journal = Journal::Open(dir_.path() / "scheduler.journal");
+    auto journal = Journal::Open(dir_.path() / "scheduler.journal", GetParam());
     if (!journal.ok()) ::_exit(3);
     for (const auto& batch : batches) {
       if (!(*journal)->Append(batch).ok()) ::_exit(4);
@@ -133,6 +136,8 @@ TEST_F(JournalTest, ACrashMidRewriteLeavesTheOldJournalWhole) {
   EXPECT_EQ(Texts(next->TakeFound()), Texts(batches)) << "every batch, none cut";
   EXPECT_FALSE(std::filesystem::exists(dir_.path() / "scheduler.journal.new"));
 }
+
+INSTANTIATE_TEST_SUITE_P(SyncedOrNot, JournalCrash, ::testing::Bool());
 
 TEST_F(JournalTest, ARewriteThatFailsKeepsTheJournalAsItWas) {
   auto journal = Open();

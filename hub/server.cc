@@ -507,8 +507,12 @@ class HubServer::Impl {
   }
 
   // One page of the unfinished tasks, in id order, with the outcomes of the
-  // finished tasks they depend on (and, on the first page, of all others).
+  // finished tasks they depend on; or (finished_only) one page of the
+  // finished tasks, in id order, for the scheduler to know every outcome a
+  // later task may name. Pages keep each reply within the codec's limits
+  // whatever the history's length.
   protocol::RecoverReply Recover(const protocol::RecoverRequest& request) const {
+    if (request.finished_only.value_or(false)) return RecoverFinished(request);
     constexpr size_t kPageBytes = size_t{8} << 20;
     std::vector<TaskId> ids;
     store_->ForEachRecord([&](const TaskId& id, const protocol::TaskRecord& r) {
@@ -541,17 +545,33 @@ class HubServer::Impl {
       for (const auto& f : *frames) bytes += f.size();
       reply.tasks.push_back({r.id, r.client, r.state, r.engine_id, r.attempts, *frames});
     }
-    // The first page also names every other finished task: a task submitted
-    // after the restart may depend on any of them.
-    if (!request.after) {
-      store_->ForEachRecord([&](const TaskId& id, const protocol::TaskRecord& r) {
-        if ((r.state != "ok" && r.state != "error") || named.count(id)) return;
-        reply.finished.push_back({id, r.state == "ok", r.engine_id});
-      });
-    }
     reply.done = taken == ids.size();
     return reply;
   }
+
+  protocol::RecoverReply RecoverFinished(const protocol::RecoverRequest& request) const {
+    std::vector<TaskId> ids;
+    store_->ForEachRecord([&](const TaskId& id, const protocol::TaskRecord& r) {
+      if (r.state != "ok" && r.state != "error") return;
+      if (request.after && !(*request.after < id)) return;
+      ids.push_back(id);
+    });
+    const size_t asked = request.limit > 0 ? static_cast<size_t>(request.limit) : kFinishedPage;
+    const size_t limit = std::min({ids.size(), asked, kFinishedPage});
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(limit), ids.end());
+    protocol::RecoverReply reply;
+    reply.finished.reserve(limit);
+    for (size_t i = 0; i < limit; ++i) {
+      const protocol::TaskRecord& r = *store_->Find(ids[i]);
+      reply.finished.push_back({r.id, r.state == "ok", r.engine_id});
+    }
+    reply.done = limit == ids.size();
+    return reply;
+  }
+
+  // Finished tasks per recovery page, at most: well within the codec's
+  // array limit (2^20), a few MiB.
+  static constexpr size_t kFinishedPage = 100000;
 
   protocol::QueueReply QueueStatus() const {
     std::map<int32_t, protocol::EngineQueue> by_engine;

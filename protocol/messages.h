@@ -489,10 +489,14 @@ struct MonitorAck {
 struct RecoverRequest {
   std::optional<TaskId> after;  // the last id of the previous page
   int32_t limit = 0;            // most tasks in the reply
+  // Set: a page of the finished tasks only (after `after`, in id order),
+  // asked for once the unfinished ones are all read.
+  std::optional<bool> finished_only;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("after", s.after);
     v("limit", s.limit);
+    v("finished_only", s.finished_only);
   }
   friend bool operator==(const RecoverRequest&, const RecoverRequest&) = default;
 };

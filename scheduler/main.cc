@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--recover-timeout", options.recover_timeout_s,
-                 "seconds to wait at start for the hub to say which tasks were in flight")
+                 "at start, seconds without a word from the hub (which says which tasks were "
+                 "in flight) before each error in the log; the scheduler keeps asking")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--recover-grace", options.recover_grace_s,

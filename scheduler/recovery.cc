@@ -34,8 +34,10 @@ Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::Co
   ZTASK_RETURN_IF_ERROR(protocol::Connect(hub, info.hub.query));
   const std::string session = TaskId::Random().ToHex();
   RecoveredState state;
-  protocol::RecoverRequest request{std::nullopt, kPageTasks};
+  // First the unfinished tasks, page by page; then the finished ones.
+  protocol::RecoverRequest request{std::nullopt, kPageTasks, std::nullopt};
   int64_t deadline = SteadyMillis() + timeout_ms;
+  size_t finished_pages = 0;
   while (!stop.load()) {
     const protocol::Header header{TaskId::Random(), MsgType::kRecoverRequest, session,
                                   protocol::NowMicros()};
@@ -51,24 +53,46 @@ Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::Co
       while (protocol::TryReceive(hub, frames)) {
         auto reply = protocol::DecodeMessage<MsgType::kRecoverReply>(signer, {},
                                                                      protocol::Views(frames));
-        if (reply.ok() && reply->parent && reply->parent->id == header.id) {
+        if (!reply.ok()) {
+          spdlog::warn("a recovery page from the hub cannot be read: {}",
+                       reply.status().message());
+        } else if (reply->parent && reply->parent->id == header.id) {
           page = std::move(reply->content);
         }
       }
     }
     if (!page) {
+      // Without the hub's word the scheduler would run without the tasks in
+      // flight, and their clients would wait for ever: it keeps asking.
       if (SteadyMillis() >= deadline) {
-        return Status::TimedOut("the hub at " + info.hub.query + " did not answer within " +
-                                std::to_string(timeout_ms) + " ms");
+        spdlog::error(
+            "the hub at {} has not answered for {} s: the tasks an earlier scheduler had "
+            "cannot be restored without it; still asking",
+            info.hub.query, timeout_ms / 1000);
+        deadline = SteadyMillis() + timeout_ms;
+      } else {
+        spdlog::info("waiting for the hub to tell which tasks were in flight");
       }
-      spdlog::info("waiting for the hub to tell which tasks were in flight");
       continue;
     }
     deadline = SteadyMillis() + timeout_ms;  // it answers: each page gets the full time
-    for (auto& t : page->tasks) state.tasks.push_back(std::move(t));
     for (auto& f : page->finished) state.finished.push_back(f);
-    if (page->done || state.tasks.empty()) return state;
-    request.after = state.tasks.back().id;
+    if (!request.finished_only) {
+      for (auto& t : page->tasks) state.tasks.push_back(std::move(t));
+      if (page->done || page->tasks.empty()) {
+        request = {std::nullopt, 0, true};  // now the finished tasks
+      } else {
+        request.after = state.tasks.back().id;
+      }
+      continue;
+    }
+    ++finished_pages;
+    if (page->done || page->finished.empty()) return state;
+    request.after = page->finished.back().id;
+    if (finished_pages % 10 == 0) {
+      spdlog::info("recovering: {} outcomes of finished tasks read so far",
+                   state.finished.size());
+    }
   }
   return Status::Unavailable("stopped while recovering");
 }

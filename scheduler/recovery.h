@@ -22,8 +22,11 @@ struct RecoveredState {
   std::vector<protocol::FinishedTask> finished;
 };
 
-// Asks the hub at info.hub.query; gives up after `timeout_ms` without an
-// answer, or when `stop` is set.
+// Asks the hub at info.hub.query for the unfinished tasks, then for every
+// finished task's outcome, page by page. A hub that does not answer is
+// asked again, with an error in the log every `timeout_ms`, until it does
+// or `stop` is set: a scheduler never runs without the state it could not
+// read.
 Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::ConnectionInfo& info,
                                      const protocol::Signer& signer, int64_t timeout_ms,
                                      const std::atomic<bool>& stop);

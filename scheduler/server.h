@@ -63,8 +63,9 @@ struct SchedulerOptions {
   // A message dated further than this from our clock is refused as a
   // possible replay (replay_guard.h); 0 turns the check off. Default: 300 s.
   double replay_window_s = 300;
-  // At start, how long to wait for the hub to say which tasks were in
-  // flight when an earlier scheduler of this cluster stopped. Default: 30 s.
+  // At start, the hub says which tasks were in flight when an earlier
+  // scheduler of this cluster stopped; the scheduler asks until it does,
+  // with an error in the log each time this long passes. Default: 30 s.
   double recover_timeout_s = 30;
   // After a restart, how long engines that held tasks have to come back
   // before those tasks count as lost with them. Default: 10 s.

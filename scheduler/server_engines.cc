@@ -254,11 +254,7 @@ void SchedulerServer::Impl::Recover() {
   // while no scheduler ran can come out of order, a task before a
   // dependency its client sends again (core.h, AwaitUnknownUntil).
   if (found || (journal_ && journal_->existed())) core_.AwaitUnknownUntil(grace_end);
-  if (!state.ok()) {
-    spdlog::error("starting without the tasks of an earlier scheduler: {}",
-                  state.status().message());
-    return;
-  }
+  if (!state.ok()) return;  // stopped while asking
   if (!found) return;
   // Engines where the outcomes restored tasks depend on ran get slots (a
   // `follow` needs them); other outcomes keep the engine only if it has one.

@@ -90,7 +90,7 @@ template <> inline Assignment Sample<Assignment>() { return {2, 3}; }
 template <> inline MonitorBatch Sample<MonitorBatch>() { return {{}}; }
 template <> inline BatchMeta Sample<BatchMeta>() { return {12}; }
 template <> inline MonitorAck Sample<MonitorAck>() { return {{12, 14}}; }
-template <> inline RecoverRequest Sample<RecoverRequest>() { return {SampleId(7), 2000}; }
+template <> inline RecoverRequest Sample<RecoverRequest>() { return {SampleId(7), 2000, true}; }
 template <> inline RecoverReply Sample<RecoverReply>() {
   RecoverReply reply;
   reply.tasks.push_back({SampleId(8), "client-1", "running", 2, 1, {"header", "meta", "content"}});

@@ -103,21 +103,43 @@ LocalCluster::~LocalCluster() {
   ::close(lock_fd_);  // releases the lock
 }
 
+// Waits while the process makes progress: a large history takes the hub
+// long to load and the scheduler long to recover, and each says how far it
+// got in its log. 20 s without an endpoint or a new line is an error.
 Status LocalCluster::WaitForEndpoint(ChildProcess& process, const char* what, bool scheduler) {
   const auto path = protocol::ConnectionFilePath(profile_);
-  bool ready = WaitFor(
-      [&] {
-        if (process.Poll()) return true;
-        auto info = protocol::ReadConnectionFile(path);
-        return info.ok() && !(scheduler ? info->scheduler.client : info->hub.query).empty();
-      },
-      std::chrono::seconds(20));
+  const auto log = logs() / (std::string(what) + ".log");
+  constexpr auto kStill = std::chrono::seconds(20);
+  std::error_code ec;
+  auto logged = fs::file_size(log, ec);
+  auto last_progress = std::chrono::steady_clock::now();
+  bool ready = false;
+  while (!ready) {
+    ready = WaitFor(
+        [&] {
+          if (process.Poll()) return true;
+          auto info = protocol::ReadConnectionFile(path);
+          return info.ok() && !(scheduler ? info->scheduler.client : info->hub.query).empty();
+        },
+        std::chrono::seconds(1));
+    if (ready) break;
+    const auto size = fs::file_size(log, ec);
+    if (!ec && size != logged) {
+      logged = size;
+      last_progress = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - last_progress >= kStill) {
+      break;
+    }
+  }
   if (auto code = process.Poll()) {
     return Status::Unavailable(std::string("the ") + what + " exited with code " +
-                               std::to_string(*code) + " while starting; see " +
-                               (logs() / (std::string(what) + ".log")).string());
+                               std::to_string(*code) + " while starting; see " + log.string());
   }
-  if (!ready) return Status::TimedOut(std::string("the ") + what + " did not start within 20 s");
+  if (!ready) {
+    return Status::TimedOut(std::string("the ") + what +
+                            " has neither started nor logged anything for 20 s; see " +
+                            log.string());
+  }
   return Status::Ok();
 }
 

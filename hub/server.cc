@@ -645,7 +645,9 @@ Result<std::unique_ptr<HubServer>> HubServer::Create(const HubOptions& options) 
   ZTASK_RETURN_IF_ERROR(protocol::CheckAuthenticated(info, options.insecure, path));
   const std::string db = options.db.empty() ? (profile / "tasks.db").string() : options.db;
   if (options.db.empty()) ZTASK_RETURN_IF_ERROR(protocol::MakePrivateDirectory(profile));
-  auto store = TaskStore::Open(db, options.durability == "power");
+  auto store = TaskStore::Open(db, options.durability == "power", [](size_t loaded) {
+    spdlog::info("loading the task database: {} records so far", loaded);
+  });
   if (!store.ok()) return store.status();
   auto impl = std::make_unique<Impl>(options, info, std::move(*store));
   auto endpoints = impl->Start(profile);

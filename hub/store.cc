@@ -45,7 +45,8 @@ struct Key {
 
 }  // namespace
 
-Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path, bool power) {
+Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path, bool power,
+                                                   const std::function<void(size_t)>& progress) {
   std::unique_ptr<TaskStore> store(new TaskStore());
   if (path == ":memory:") return store;
   // Records hold every task's command, environment and output: 0600,
@@ -67,7 +68,7 @@ Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path, bool
     return SqlError(store->db_, "cannot set up the task database " + path);
   }
   ZTASK_RETURN_IF_ERROR(store->Migrate(path));
-  ZTASK_RETURN_IF_ERROR(store->Load());
+  ZTASK_RETURN_IF_ERROR(store->Load(progress));
   return store;
 }
 
@@ -122,7 +123,7 @@ Status TaskStore::Migrate(const std::string& path) {
   return Status::Ok();
 }
 
-Status TaskStore::Load() {
+Status TaskStore::Load(const std::function<void(size_t)>& progress) {
   Statement select(db_, "SELECT seq, record, request FROM tasks ORDER BY seq");
   if (!select.ok()) return SqlError(db_, "cannot read the task database");
   while (sqlite3_step(select.get()) == SQLITE_ROW) {
@@ -133,6 +134,7 @@ Status TaskStore::Load() {
     };
     auto record = protocol::DecodeBody<protocol::TaskRecord>(column(1));
     if (!record.ok()) continue;
+    if (progress && (entries_.size() + 1) % 1000000 == 0) progress(entries_.size() + 1);
     bool made;
     Entry& e = EntryOf(record->id, &made);
     e.row = sqlite3_column_int64(select.get(), 0);

@@ -21,6 +21,7 @@
 #ifndef ZTASK_HUB_STORE_H_
 #define ZTASK_HUB_STORE_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -44,7 +45,11 @@ class TaskStore {
   // (synchronous=FULL), so what was acknowledged survives a power loss;
   // otherwise (synchronous=NORMAL in WAL mode) it survives a crash of the
   // process, and a power loss may take the latest commits.
-  static Result<std::unique_ptr<TaskStore>> Open(const std::string& path, bool power = false);
+  // `progress`, if given, is called with the count of records loaded after
+  // each million of them.
+  static Result<std::unique_ptr<TaskStore>> Open(
+      const std::string& path, bool power = false,
+      const std::function<void(size_t)>& progress = {});
   ~TaskStore();
 
   // Each returns false when the record was already final: nothing changed.
@@ -90,7 +95,7 @@ class TaskStore {
  private:
   TaskStore() = default;
   Status Migrate(const std::string& path);
-  Status Load();
+  Status Load(const std::function<void(size_t)>& progress);
   // Everything kept of one task, found with one lookup.
   struct Entry {
     protocol::TaskRecord record;

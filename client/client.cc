@@ -185,7 +185,9 @@ class Client::Impl {
 
   Result<std::vector<TaskInfo>> Fetch(const std::vector<TaskId>& ids, bool tolerate_unknown,
                                       std::vector<TaskId>* unknown) {
-    auto reply = Ask<MsgType::kResultRequest, MsgType::kResultReply>(protocol::TaskIdList{ids});
+    if (ids.empty()) return FetchEvery();
+    auto reply = Ask<MsgType::kResultRequest, MsgType::kResultReply>(
+        protocol::TaskIdList{ids, std::nullopt, std::nullopt});
     if (!reply.ok()) return reply.status();
     std::unordered_map<TaskId, const protocol::TaskRecord*, TaskIdHash> by_id;
     for (const auto& r : reply->records) by_id[r.id] = &r;
@@ -200,11 +202,23 @@ class Client::Impl {
         return Status::NotFound("unknown task id " + id.ToHex());
       }
     }
-    if (ids.empty()) {
-      for (const auto& r : reply->records) out.push_back(FromRecord(r));
-    }
     return out;
   }
+
+  // Every record, page by page (in id order): one reply could not hold a
+  // long history.
+  Result<std::vector<TaskInfo>> FetchEvery() {
+    std::vector<TaskInfo> out;
+    protocol::TaskIdList request{{}, std::nullopt, kRecordsPerPage};
+    while (true) {
+      auto page = Ask<MsgType::kResultRequest, MsgType::kResultReply>(request);
+      if (!page.ok()) return page.status();
+      for (const auto& r : page->records) out.push_back(FromRecord(r));
+      if (!page->more.value_or(false) || page->records.empty()) return out;
+      request.after = page->records.back().id;
+    }
+  }
+  static constexpr int32_t kRecordsPerPage = 20000;
 
   Status Wait(const std::vector<TaskId>& ids, double timeout_s) {
     const double start = Now();

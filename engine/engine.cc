@@ -539,7 +539,7 @@ class EngineLoop final : public Stoppable {
     (void)protocol::SendEncoded(
         *query_, {},
         protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{},
-                                protocol::TaskIdList{ids}));
+                                protocol::TaskIdList{ids, std::nullopt, std::nullopt}));
     Frames frames;
     while (SteadyMicros() < deadline) {
       zmq::pollitem_t item{query_->handle(), 0, ZMQ_POLLIN, 0};

@@ -433,6 +433,9 @@ class HubServer::Impl {
         auto request = protocol::DecodeBody<protocol::TaskIdList>(content);
         if (!request.ok()) return Drop(View(frames[0]), request.status());
         protocol::ResultReply reply;
+        if (request->task_ids.empty() && request->limit) {
+          return Reply(query_, frames[0], MsgType::kResultReply, *header, PageOfRecords(*request));
+        }
         if (request->task_ids.empty()) {  // an empty list asks for every record
           store_->ForEachRecord(
               [&](const TaskId&, const protocol::TaskRecord& r) { reply.records.push_back(r); });
@@ -546,6 +549,31 @@ class HubServer::Impl {
       reply.tasks.push_back({r.id, r.client, r.state, r.engine_id, r.attempts, *frames});
     }
     reply.done = taken == ids.size();
+    return reply;
+  }
+
+  // Records in id order after request.after: at most request.limit (and
+  // kMaxPage), and no more than about kPageBytes of them.
+  protocol::ResultReply PageOfRecords(const protocol::TaskIdList& request) const {
+    constexpr size_t kMaxPage = 100000;
+    constexpr size_t kPageBytes = size_t{16} << 20;
+    std::vector<TaskId> ids;
+    store_->ForEachRecord([&](const TaskId& id, const protocol::TaskRecord&) {
+      if (!request.after || *request.after < id) ids.push_back(id);
+    });
+    const size_t limit = std::min(
+        {ids.size(), static_cast<size_t>(std::max<int32_t>(1, *request.limit)), kMaxPage});
+    std::nth_element(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(limit), ids.end());
+    std::sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(limit));
+    protocol::ResultReply reply;
+    size_t bytes = 0, taken = 0;
+    for (; taken < limit && (taken == 0 || bytes < kPageBytes); ++taken) {
+      const protocol::TaskRecord& r = *store_->Find(ids[taken]);
+      bytes += 256 + r.label.size() + r.error_message.size() + r.stdout_text.size() +
+               r.stderr_text.size() + r.result.bytes.size();
+      reply.records.push_back(r);
+    }
+    reply.more = taken < ids.size();
     return reply;
   }
 

@@ -305,9 +305,15 @@ struct ClusterRequest {
 
 struct TaskIdList {
   std::vector<TaskId> task_ids;
+  // In a result_request with no ids (every record): one page, in id order,
+  // of records after `after`, at most `limit` of them (and some MiB).
+  std::optional<TaskId> after;
+  std::optional<int32_t> limit;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("task_ids", s.task_ids);
+    v("after", s.after);
+    v("limit", s.limit);
   }
   friend bool operator==(const TaskIdList&, const TaskIdList&) = default;
 };
@@ -359,10 +365,12 @@ struct TaskRecord {
 struct ResultReply {
   std::vector<TaskRecord> records;
   std::vector<TaskId> unknown;
+  std::optional<bool> more;  // a page with records after it
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("records", s.records);
     v("unknown", s.unknown);
+    v("more", s.more);
   }
   friend bool operator==(const ResultReply&, const ResultReply&) = default;
 };

@@ -1,7 +1,8 @@
 // A long history: a hub holding 1.1 million finished records (more than one
 // reply may list) when the scheduler is killed with tasks running. The
 // restarted scheduler reads every outcome page by page, and the tasks that
-// ran finish; taskcluster then starts a cluster on that history.
+// ran finish; every record comes page by page; taskcluster then starts a
+// cluster on that history and reports on it.
 #include <signal.h>
 
 #include <chrono>
@@ -98,6 +99,11 @@ TEST(LongHistory, ASchedulerKilledOverAMillionRecordsRecoversAndItsTasksFinish) 
               std::chrono::duration<double>(std::chrono::steady_clock::now() - restarted).count());
   EXPECT_EQ(scheduler->Log().find("still asking"), std::string::npos) << scheduler->Log();
 
+  // Every record, which no single reply could hold, comes page by page.
+  auto every = (*client)->FetchAll();
+  ASSERT_TRUE(every.ok()) << every.status().ToString();
+  EXPECT_EQ(every->size(), kFinished + ids.size());
+
   // The same history through taskcluster: it waits while the hub loads and
   // the scheduler recovers, however long each takes while it makes progress.
   client->reset();
@@ -112,9 +118,14 @@ TEST(LongHistory, ASchedulerKilledOverAMillionRecordsRecoversAndItsTasksFinish) 
   auto all = (*again)->Fetch(ids);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   EXPECT_EQ((*all)[9].status, "ok");
-  EXPECT_EQ(RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile.string()}, dir)
-                .code,
-            0);
+  Ran status = RunProgram({kBin + "/taskcluster", "status", "--profile-dir", profile.string()},
+                          dir, 120);
+  EXPECT_EQ(status.code, 0) << status.out << status.err;
+  EXPECT_NE(status.out.find(std::to_string(kFinished + ids.size())), std::string::npos)
+      << status.out;
+  Ran stopped =
+      RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile.string()}, dir, 120);
+  EXPECT_EQ(stopped.code, 0) << stopped.out << stopped.err;
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ template <> inline ClusterRequest Sample<ClusterRequest>() {
 template <> inline EngineState Sample<EngineState>() {
   return {"node7-0", "restarting", 2, "exited with code 137"};
 }
-template <> inline TaskIdList Sample<TaskIdList>() { return {{SampleId(7)}}; }
+template <> inline TaskIdList Sample<TaskIdList>() { return {{SampleId(7)}, SampleId(8), 500}; }
 template <> inline ResultReply Sample<ResultReply>() {
   TaskRecord r;
   r.id = SampleId(7);
@@ -76,7 +76,7 @@ template <> inline ResultReply Sample<ResultReply>() {
   r.result = SampleRaw();
   r.stdout_truncated = true;
   r.routing = Sample<RoutingMeta>();
-  return {{r}, {SampleId(8)}};
+  return {{r}, {SampleId(8)}, true};
 }
 template <> inline QueueReply Sample<QueueReply>() { return {{{0, 1, 2, 3}, {1, 0, 0, 9}}, 12}; }
 template <> inline EngineInfo Sample<EngineInfo>() {

@@ -19,6 +19,7 @@
 #include "protocol/connection_file.h"
 #include "protocol/wire.h"
 #include "tests/support/cluster_fixture.h"
+#include "tests/support/ports.h"
 
 namespace ztask::testing {
 namespace {
@@ -49,11 +50,7 @@ void SendAll(zmq::socket_t& socket, const std::vector<std::string>& frames) {
 
 // Raw bytes on a TCP connection: not even ZeroMQ's greeting.
 void SendRawTcp(const std::string& endpoint) {
-  const auto colon = endpoint.rfind(':');
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
-  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  sockaddr_in addr = LoopbackAddressOf(endpoint);
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {

@@ -18,6 +18,7 @@
 #include "protocol/connection_file.h"
 #include "tests/support/cluster_fixture.h"
 #include "tests/support/partition.h"
+#include "tests/support/ports.h"
 #include "tests/support/raw_peer.h"
 
 namespace ztask::testing {
@@ -510,11 +511,7 @@ TEST_F(Faults, ATaskSentAgainAtTheClientsLimitIsNotRejected) {
 class PortSquatter {
  public:
   explicit PortSquatter(const std::string& endpoint) {
-    const auto colon = endpoint.rfind(':');
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_in address = LoopbackAddressOf(endpoint);
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const int one = 1;
     ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);

@@ -12,6 +12,7 @@
 #include "protocol/connection_file.h"
 #include "protocol/wire.h"
 #include "tests/support/cluster_fixture.h"
+#include "tests/support/ports.h"
 
 namespace ztask::testing {
 namespace {
@@ -21,11 +22,7 @@ namespace {
 class RawZmtpPeer {
  public:
   explicit RawZmtpPeer(const std::string& endpoint) {
-    const auto colon = endpoint.rfind(':');
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_in address = LoopbackAddressOf(endpoint);
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) return;
     std::string greeting(64, '\0');

@@ -124,18 +124,25 @@ int RunSimulatedEngines(const std::string& profile, int count) {
     for (size_t i = 0; i < sims.size(); ++i) {
       if (!(items[i].revents & ZMQ_POLLIN)) continue;
       while (protocol::TryReceive(*sims[i].socket, frames)) {
-        // [dispatch, ZTASK1, hmac, header, parent, meta, content, ...]
-        if (frames.size() < 1 + protocol::kMinFrames) continue;
-        // Verified like a real engine does, so that the work is the same.
-        if (!protocol::CheckFrames(signer, {}, protocol::Views(frames, 1)).ok()) continue;
-        auto dispatch = protocol::DecodeBody<protocol::DispatchInfo>(protocol::View(frames[0]));
-        auto request = protocol::DecodeHeader(protocol::View(frames[1 + protocol::kFrameHeader]));
-        if (!dispatch.ok() || !request.ok()) continue;
-        protocol::ReplyMeta meta{true, ErrorType::kNone, sims[i].id, dispatch->attempt};
+        // A task_batch, verified like a real engine does, so that the
+        // work is the same; its replies go back as one batch.
+        auto views = protocol::Views(frames);
+        if (!protocol::CheckFrames(signer, protocol::WithBatches({}), views).ok()) continue;
+        protocol::TaskBatch batch;
+        auto tasks = protocol::UnpackBatch(views, &batch);
+        if (!tasks.ok() || !batch.dispatch) continue;
+        std::vector<std::vector<std::string>> replies;
+        for (size_t t = 0; t < tasks->size(); ++t) {
+          auto request = protocol::DecodeHeader((*tasks)[t][protocol::kFrameHeader]);
+          if (!request.ok()) continue;
+          protocol::ReplyMeta meta{true, ErrorType::kNone, sims[i].id, (*batch.dispatch)[t].attempt};
+          replies.push_back(protocol::EncodeInner(header(MsgType::kTaskReply, sims[i].uuid),
+                                                  *request, meta, protocol::TaskResult{}));
+        }
+        if (replies.empty()) continue;
         (void)protocol::SendEncoded(
             *sims[i].socket, {},
-            protocol::EncodeMessage(signer, header(MsgType::kTaskReply, sims[i].uuid), *request, meta,
-                                    protocol::TaskResult{}));
+            protocol::EncodeBatch(signer, header(MsgType::kTaskBatch, sims[i].uuid), replies));
       }
     }
   }

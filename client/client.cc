@@ -111,40 +111,50 @@ class Client::Impl {
   }
 
   Result<TaskId> Submit(const TaskOptions& o) {
-    protocol::TaskSpec spec;
-    if (!o.command.empty() && !o.function.empty()) {
-      return Status::InvalidArgument("a task is a command or a function, not both");
+    auto ids = SubmitMany({o}, nullptr);
+    if (!ids.ok()) return ids.status();
+    return ids->front();
+  }
+
+  // Sends the tasks in order, in task_batch messages of up to
+  // kMaxBatchTasks, under `ids` when given (else new ones). Every task is
+  // checked first: one that is wrong fails the call and nothing is sent.
+  Result<std::vector<TaskId>> SubmitMany(const std::vector<TaskOptions>& tasks,
+                                         const std::vector<TaskId>* ids) {
+    std::vector<std::vector<std::string>> requests;
+    requests.reserve(tasks.size());
+    std::vector<TaskId> out;
+    out.reserve(tasks.size());
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      const TaskId id = ids ? (*ids)[i] : TaskId::Random();
+      auto request = EncodeRequest(tasks[i], id);
+      if (!request.ok()) {
+        if (tasks.size() == 1) return request.status();
+        return Status::InvalidArgument("task " + std::to_string(i + 1) + " of " +
+                                       std::to_string(tasks.size()) + ": " +
+                                       request.status().message());
+      }
+      requests.push_back(std::move(*request));
+      out.push_back(id);
     }
-    if (o.command.empty() && o.function.empty()) {
-      return Status::InvalidArgument("a task needs a command or a function");
-    }
-    spec.kind = o.command.empty() ? "function" : "command";
-    spec.function = o.function;
-    spec.argv = o.command;
-    if (!o.args.is_null()) {
-      std::vector<uint8_t> packed = Value::to_msgpack(o.args);
-      spec.args.bytes.assign(packed.begin(), packed.end());
-      // What the engine and the hub could not read is refused here, at once.
-      if (Status s = protocol::CheckValue(spec.args.bytes); !s.ok()) {
-        return Status::InvalidArgument("the task's arguments break the limits on values: " +
-                                       s.message());
+    size_t first = 0, bytes = 0;  // the batch being gathered: requests[first..i)
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (unanswered_.size() + (i - first) >= max_in_flight_) {
+        // No room for more without replies: what is gathered goes first.
+        ZTASK_RETURN_IF_ERROR(SendRequests(requests, out, first, i));
+        first = i;
+        bytes = 0;
+        ZTASK_RETURN_IF_ERROR(WaitForRoom());
+      }
+      for (const auto& f : requests[i]) bytes += f.size();
+      if (i + 1 - first >= protocol::kMaxBatchTasks || bytes >= protocol::kMaxBatchBytes) {
+        ZTASK_RETURN_IF_ERROR(SendRequests(requests, out, first, i + 1));
+        first = i + 1;
+        bytes = 0;
       }
     }
-    spec.cwd = o.cwd;
-    spec.env = o.env;
-    spec.label = o.label;
-    if (o.pass_results) spec.pass_results = true;
-    protocol::RoutingMeta meta{ToWire(o.after), ToWire(o.follow), o.targets, o.timeout,
-                               o.time_limit,    o.retries,        o.priority};
-    ZTASK_RETURN_IF_ERROR(WaitForRoom());
-    protocol::Header header{TaskId::Random(), MsgType::kTaskRequest, session_,
-                            protocol::NowMicros()};
-    std::vector<std::string> request =
-        protocol::EncodeMessage(signer_, header, std::nullopt, meta, spec);
-    ZTASK_RETURN_IF_ERROR(SendToScheduler(request));
-    submitted_.emplace(header.id, 1);
-    unanswered_.emplace(header.id, std::pair{next_submission_++, std::move(request)});
-    return header.id;
+    ZTASK_RETURN_IF_ERROR(SendRequests(requests, out, first, requests.size()));
+    return out;
   }
 
   void set_max_in_flight(size_t n) { max_in_flight_ = std::max<size_t>(1, n); }
@@ -268,11 +278,11 @@ class Client::Impl {
       Frames frames;
       while (protocol::TryReceive(scheduler_, frames)) {
         auto views = protocol::Views(frames);
-        if (!protocol::CheckFrames(signer_, {}, views).ok()) continue;
+        if (!protocol::CheckFrames(signer_, protocol::WithBatches({}), views).ok()) continue;
         auto h = protocol::DecodeHeader(views[protocol::kFrameHeader]);
         if (!h.ok()) continue;
-        if (h->type == MsgType::kTaskReply) {
-          NoteReply(views);
+        if (h->type == MsgType::kTaskReply || h->type == MsgType::kTaskBatch) {
+          NoteReplies(*h, views);
           continue;
         }
         auto reply = protocol::DecodeMessage<MsgType::kAbortReply>(signer_, {}, views);
@@ -356,6 +366,69 @@ class Client::Impl {
   }
 
  private:
+  // A task_request's frames (signature, an empty HMAC, header, parent,
+  // metadata, content), or what is wrong with the task.
+  Result<std::vector<std::string>> EncodeRequest(const TaskOptions& o, const TaskId& id) {
+    protocol::TaskSpec spec;
+    if (!o.command.empty() && !o.function.empty()) {
+      return Status::InvalidArgument("a task is a command or a function, not both");
+    }
+    if (o.command.empty() && o.function.empty()) {
+      return Status::InvalidArgument("a task needs a command or a function");
+    }
+    spec.kind = o.command.empty() ? "function" : "command";
+    spec.function = o.function;
+    spec.argv = o.command;
+    if (!o.args.is_null()) {
+      std::vector<uint8_t> packed = Value::to_msgpack(o.args);
+      spec.args.bytes.assign(packed.begin(), packed.end());
+      // What the engine and the hub could not read is refused here, at once.
+      if (Status s = protocol::CheckValue(spec.args.bytes); !s.ok()) {
+        return Status::InvalidArgument("the task's arguments break the limits on values: " +
+                                       s.message());
+      }
+    }
+    spec.cwd = o.cwd;
+    spec.env = o.env;
+    spec.label = o.label;
+    if (o.pass_results) spec.pass_results = true;
+    protocol::RoutingMeta meta{ToWire(o.after), ToWire(o.follow), o.targets, o.timeout,
+                               o.time_limit,    o.retries,        o.priority};
+    const protocol::Header header{id, MsgType::kTaskRequest, session_, protocol::NowMicros()};
+    std::vector<std::string> frames{std::string(protocol::kProtocolSignature), std::string()};
+    for (auto& f : protocol::EncodeInner(header, std::nullopt, meta, spec)) {
+      frames.push_back(std::move(f));
+    }
+    return frames;
+  }
+
+  // Sends requests[first..end): one alone as a task_request, more as one
+  // task_batch; they count as unanswered from then on.
+  Status SendRequests(std::vector<std::vector<std::string>>& requests,
+                      const std::vector<TaskId>& ids, size_t first, size_t end) {
+    if (first == end) return Status::Ok();
+    if (end - first == 1) {
+      std::vector<std::string>& request = requests[first];
+      std::vector<std::string_view> views(request.begin(), request.end());
+      request[protocol::kFrameHmac] = signer_.Sign(views);
+      ZTASK_RETURN_IF_ERROR(SendToScheduler(request));
+    } else {
+      std::vector<std::vector<std::string>> inner;
+      inner.reserve(end - first);
+      for (size_t i = first; i < end; ++i) {
+        inner.emplace_back(requests[i].begin() + protocol::kFrameHeader, requests[i].end());
+      }
+      const protocol::Header header{TaskId::Random(), MsgType::kTaskBatch, session_,
+                                    protocol::NowMicros()};
+      ZTASK_RETURN_IF_ERROR(SendToScheduler(protocol::EncodeBatch(signer_, header, inner)));
+    }
+    for (size_t i = first; i < end; ++i) {
+      submitted_.emplace(ids[i], 1);
+      unanswered_.emplace(ids[i], std::pair{next_submission_++, std::move(requests[i])});
+    }
+    return Status::Ok();
+  }
+
   // Flow control: at most max_in_flight_ tasks without a reply.
   Status WaitForRoom() {
     double next_check = Now() + kRecheckS;
@@ -423,6 +496,15 @@ class Client::Impl {
     return Unreachable("hub", info_.hub.query);
   }
 
+  // A verified task_reply, or a task_batch of them.
+  void NoteReplies(const protocol::Header& header, const std::vector<std::string_view>& views) {
+    if (header.type == MsgType::kTaskReply) return NoteReply(views);
+    if (header.type != MsgType::kTaskBatch) return;
+    auto replies = protocol::UnpackBatch(views);
+    if (!replies.ok()) return;
+    for (const auto& reply : *replies) NoteReply(reply);
+  }
+
   void NoteReply(const std::vector<std::string_view>& views) {
     auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
     auto meta = protocol::DecodeBody<protocol::ReplyMeta>(views[protocol::kFrameMeta]);
@@ -447,7 +529,9 @@ class Client::Impl {
     Frames frames;
     while (protocol::TryReceive(scheduler_, frames)) {
       auto views = protocol::Views(frames);
-      if (protocol::CheckFrames(signer_, {}, views).ok()) NoteReply(views);
+      if (!protocol::CheckFrames(signer_, protocol::WithBatches({}), views).ok()) continue;
+      auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
+      if (header.ok()) NoteReplies(*header, views);
     }
   }
 
@@ -549,6 +633,16 @@ Result<std::unique_ptr<Client>> Client::Connect(const std::filesystem::path& pro
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 Result<TaskId> Client::Submit(const TaskOptions& options) { return impl_->Submit(options); }
+Result<std::vector<TaskId>> Client::SubmitMany(const std::vector<TaskOptions>& tasks) {
+  return impl_->SubmitMany(tasks, nullptr);
+}
+Result<std::vector<TaskId>> Client::SubmitMany(const std::vector<TaskOptions>& tasks,
+                                               const std::vector<TaskId>& ids) {
+  if (ids.size() != tasks.size()) {
+    return Status::InvalidArgument("SubmitMany needs one id for each task");
+  }
+  return impl_->SubmitMany(tasks, &ids);
+}
 bool Client::Ready(const TaskId& id) { return impl_->Ready(id); }
 std::optional<ErrorType> Client::ReplyOf(const TaskId& id) { return impl_->ReplyOf(id); }
 void Client::set_max_in_flight(size_t n) { impl_->set_max_in_flight(n); }

@@ -134,17 +134,22 @@ Result<std::vector<std::pair<std::string, TaskId>>> Client::SubmitGraph(
     const std::vector<GraphNode>& nodes) {
   auto order = TopologicalOrder(nodes);
   if (!order.ok()) return order.status();
+  // Ids are chosen here, so the whole graph goes in batches.
   std::unordered_map<std::string, TaskId> ids;
+  for (const GraphNode& node : nodes) ids[node.name] = TaskId::Random();
+  std::vector<TaskOptions> tasks;
+  std::vector<TaskId> task_ids;
   std::vector<std::pair<std::string, TaskId>> out;
   for (size_t i : *order) {
     TaskOptions options = nodes[i].options;
     for (const auto& dep : nodes[i].after) options.after.ids.push_back(ids.at(dep));
     for (const auto& dep : nodes[i].follow) options.follow.ids.push_back(ids.at(dep));
-    auto id = Submit(options);
-    if (!id.ok()) return id.status();
-    ids[nodes[i].name] = *id;
-    out.emplace_back(nodes[i].name, *id);
+    tasks.push_back(std::move(options));
+    task_ids.push_back(ids.at(nodes[i].name));
+    out.emplace_back(nodes[i].name, task_ids.back());
   }
+  auto sent = SubmitMany(tasks, task_ids);
+  if (!sent.ok()) return sent.status();
   return out;
 }
 
@@ -152,33 +157,34 @@ Result<std::vector<std::pair<int32_t, TaskId>>> Client::SubmitEachEngine(
     const TaskOptions& options) {
   auto engines = Engines();
   if (!engines.ok()) return engines.status();
-  std::vector<std::pair<int32_t, TaskId>> out;
+  std::vector<int32_t> running;
+  std::vector<TaskOptions> tasks;
   for (const auto& engine : *engines) {
     if (engine.state != "running") continue;
-    TaskOptions targeted = options;
-    targeted.targets = {engine.id};
-    auto id = Submit(targeted);
-    if (!id.ok()) return id.status();
-    out.emplace_back(engine.id, *id);
+    running.push_back(engine.id);
+    tasks.push_back(options);
+    tasks.back().targets = {engine.id};
   }
-  if (out.empty()) return Status::Unavailable("no engine is running");
+  if (tasks.empty()) return Status::Unavailable("no engine is running");
+  auto ids = SubmitMany(tasks);
+  if (!ids.ok()) return ids.status();
+  std::vector<std::pair<int32_t, TaskId>> out;
+  for (size_t i = 0; i < running.size(); ++i) out.emplace_back(running[i], (*ids)[i]);
   return out;
 }
 
 Result<std::vector<TaskId>> Client::Map(const std::string& function,
                                         const std::vector<Value>& inputs,
                                         const TaskOptions& base) {
-  std::vector<TaskId> ids;
+  std::vector<TaskOptions> tasks;
+  tasks.reserve(inputs.size());
   for (const Value& input : inputs) {
-    TaskOptions options = base;
+    TaskOptions& options = tasks.emplace_back(base);
     options.command.clear();
     options.function = function;
     options.args = input;
-    auto id = Submit(options);
-    if (!id.ok()) return id.status();
-    ids.push_back(*id);
   }
-  return ids;
+  return SubmitMany(tasks);
 }
 
 Result<TaskId> Client::MapReduce(const std::string& map_function,
@@ -193,7 +199,7 @@ Result<TaskId> Client::MapReduce(const std::string& map_function,
   // Reduce in a tree until one task is left; a single input still gets one
   // reduce, so the root always holds the reduced value.
   do {
-    std::vector<TaskId> next;
+    std::vector<TaskOptions> reduces;
     for (size_t at = 0; at < current.size(); at += static_cast<size_t>(fan_in)) {
       TaskOptions options = base;
       options.command.clear();
@@ -203,11 +209,11 @@ Result<TaskId> Client::MapReduce(const std::string& map_function,
       const size_t end = std::min(current.size(), at + static_cast<size_t>(fan_in));
       options.after = {{current.begin() + static_cast<long>(at), current.begin() + static_cast<long>(end)},
                        DependencyMode::kAll, AcceptedOutcome::kSuccess};
-      auto id = Submit(options);
-      if (!id.ok()) return id.status();
-      next.push_back(*id);
+      reduces.push_back(std::move(options));
     }
-    current = std::move(next);
+    auto next = SubmitMany(reduces);
+    if (!next.ok()) return next.status();
+    current = std::move(*next);
   } while (current.size() > 1);
   return current[0];
 }

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -119,18 +120,21 @@ class EngineLoop final : public Stoppable {
              protocol::EngineRef{engine_id_, uuid_});
         next_heartbeat = now + int64_t{heartbeat_ms_} * 1000;
       }
+      // While the worker runs a task with replies not sent yet, they are
+      // looked at every millisecond (FlushForWorker).
+      const int64_t wait_us = flush_asked_.load() ? std::min<int64_t>(next_heartbeat - now, 1000)
+                                                  : next_heartbeat - now;
       zmq::pollitem_t items[] = {{hub_.handle(), 0, ZMQ_POLLIN, 0},
                                  {wake_loop_.handle(), 0, ZMQ_POLLIN, 0}};
-      if (!protocol::Poll(items, 2, std::chrono::milliseconds((next_heartbeat - now) / 1000 + 1))
-               .ok()) {
-        break;
-      }
+      if (!protocol::Poll(items, 2, std::chrono::milliseconds(wait_us / 1000 + 1)).ok()) break;
       if (items[0].revents & ZMQ_POLLIN) OnHub();
       if (items[1].revents & ZMQ_POLLIN) {
+        // "flush" (replies wait while a task runs), or "retire" (stop_ is set).
         Frames frames;
         while (protocol::TryReceive(wake_loop_, frames)) {
-        }  // the worker was told to retire: stop_ is set
+        }
       }
+      if (flush_asked_.load()) FlushForWorker();
     }
     Send(hub_, MsgType::kUnregistration, std::nullopt, protocol::Empty{},
          protocol::EngineRef{engine_id_, uuid_});
@@ -214,7 +218,13 @@ class EngineLoop final : public Stoppable {
   // hand-off between threads. The loop thread keeps heartbeating the hub
   // meanwhile. Between tasks it reads what else came, and notices when the
   // connection to the scheduler was made again (Resume).
+  //
+  // The worker holds io_mutex_ (the scheduler socket and the replies not
+  // sent yet) at all times but while a task runs: then the loop thread may
+  // send the replies that wait (FlushForWorker), so that a reply never
+  // waits for the task after it.
   void WorkerMain() {
+    std::unique_lock<std::mutex> io(io_mutex_);
     zmq::pollitem_t items[] = {{scheduler_.handle(), 0, ZMQ_POLLIN, 0},
                                {wake_worker_.handle(), 0, ZMQ_POLLIN, 0},
                                {scheduler_watch_->handle(), 0, ZMQ_POLLIN, 0}};
@@ -226,10 +236,12 @@ class EngineLoop final : public Stoppable {
       const int64_t now = SteadyMicros();
       if (!queue_.empty() && now - looked_us < kLookEveryUs) {
         TakeTasks();
-        RunNext();
+        RunNext(io);
         continue;
       }
       looked_us = now;
+      // Nothing left to run: what is answered goes before this waits.
+      if (queue_.empty()) FlushReplies();
       const auto wait = std::chrono::milliseconds(queue_.empty() ? -1 : 0);
       if (!protocol::Poll(items, 3, wait).ok()) break;
       bool ready_again = false;
@@ -246,20 +258,81 @@ class EngineLoop final : public Stoppable {
         Resume(/*resend_replies=*/false);
       }
       TakeTasks();
-      RunNext();
+      RunNext(io);
     }
+    FlushReplies();
     query_.reset();
   }
 
   static constexpr int64_t kLookEveryUs = 1000;
+  // Replies wait to go together at most this many, or this long, while the
+  // worker has more tasks to run.
+  static constexpr size_t kFlushReplies = 32;
+  static constexpr int64_t kFlushAfterUs = 200;
+  // The loop thread sends replies that waited this long while a task runs.
+  static constexpr int64_t kLoopFlushAfterUs = 1000;
 
-  // Runs the first queued task, if any, and replies.
-  void RunNext() {
+  // Runs the first queued task, if any, and queues its reply. `io` is
+  // released while the task runs.
+  void RunNext(std::unique_lock<std::mutex>& io) {
     if (queue_.empty() || stop_.load()) return;
     Job job = std::move(queue_.front());
     queue_.pop_front();
     queued_.erase(job.header.id);
-    Reply(MayRun(job) ? Execute(job) : NotRun(job));
+    if (!MayRun(job)) return Reply(NotRun(job));
+    if (!unsent_.empty()) {
+      if (job.spec.kind == "command" || unsent_.size() >= kFlushReplies ||
+          SteadyMicros() - unsent_since_us_ >= kFlushAfterUs) {
+        FlushReplies();
+      } else if (!flush_asked_.exchange(true)) {
+        // If this task runs long, the loop thread sends what waits.
+        wake_worker_.send(zmq::str_buffer("flush"), zmq::send_flags::dontwait);
+      }
+    }
+    io.unlock();
+    Done done = Execute(job);
+    io.lock();
+    Reply(done);
+  }
+
+  // On the loop thread: the replies that waited kLoopFlushAfterUs go, when
+  // the worker is running a task (it holds io_mutex_ otherwise, and sends
+  // them itself).
+  void FlushForWorker() {
+    std::unique_lock<std::mutex> io(io_mutex_, std::try_to_lock);
+    if (!io.owns_lock()) return;
+    if (unsent_.empty()) {
+      flush_asked_.store(false);
+      return;
+    }
+    if (SteadyMicros() - unsent_since_us_ >= kLoopFlushAfterUs) FlushReplies();
+  }
+
+  // Sends the replies not sent yet, in one task_batch. REQUIRES: io_mutex_.
+  void FlushReplies() {
+    if (unsent_.empty()) return;
+    protocol::Header header{TaskId::Random(), MsgType::kTaskBatch, uuid_, protocol::NowMicros()};
+    const std::vector<std::string> frames = protocol::EncodeBatch(signer_, header, unsent_);
+    unsent_.clear();
+    unsent_bytes_ = 0;
+    // A full queue (the scheduler reads slower than engines answer) is
+    // waited out: a reply is never dropped here.
+    while (!stop_.load()) {
+      if (!protocol::IsQueueFull(protocol::SendEncoded(scheduler_, {}, frames))) break;
+      zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLOUT, 0};
+      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
+    }
+    if (stop_.load()) (void)protocol::SendEncoded(scheduler_, {}, frames);
+  }
+
+  // Queues a reply (its frames, header first) to go in the next batch.
+  void QueueReply(const std::vector<std::string>& frames) {
+    if (unsent_.empty()) unsent_since_us_ = SteadyMicros();
+    for (const auto& f : frames) unsent_bytes_ += f.size();
+    unsent_.push_back(frames);
+    if (unsent_.size() >= protocol::kMaxBatchTasks || unsent_bytes_ >= protocol::kMaxBatchBytes) {
+      FlushReplies();
+    }
   }
 
   // A task sent ahead runs only once the task it was sent behind succeeded
@@ -280,58 +353,68 @@ class EngineLoop final : public Stoppable {
   void TakeTasks() {
     Frames frames;
     while (!stop_.load() && protocol::TryReceive(scheduler_, frames)) {
-      if (frames.size() == protocol::kMinFrames) {  // no dispatch frame: not a task
-        auto retire =
-            protocol::DecodeMessage<MsgType::kEngineRetire>(signer_, {}, protocol::Views(frames));
-        if (retire.ok()) {
-          spdlog::info("drained: the scheduler retires this engine");
-          RequestStop();
-          wake_worker_.send(zmq::str_buffer("retire"), zmq::send_flags::dontwait);
+      const std::vector<std::string_view> views = protocol::Views(frames);
+      Status checked = protocol::CheckFrames(signer_, protocol::WithBatches({}), views);
+      auto header = checked.ok() ? protocol::DecodeHeader(views[protocol::kFrameHeader])
+                                 : Result<protocol::Header>(checked);
+      if (header.ok() && header->type == MsgType::kEngineRetire) {
+        spdlog::info("drained: the scheduler retires this engine");
+        RequestStop();
+        wake_worker_.send(zmq::str_buffer("retire"), zmq::send_flags::dontwait);
+        continue;
+      }
+      protocol::TaskBatch batch;
+      auto tasks = header.ok() && header->type == MsgType::kTaskBatch
+                       ? protocol::UnpackBatch(views, &batch)
+                       : Result<std::vector<std::vector<std::string_view>>>(
+                             header.ok() ? Status::Malformed("a " +
+                                                             std::string(protocol::MsgTypeName(
+                                                                 header->type)) +
+                                                             " on the scheduler socket")
+                                         : header.status());
+      if (tasks.ok() && !batch.dispatch) tasks = Status::Malformed("a task_batch with no dispatch");
+      if (!tasks.ok()) {
+        spdlog::warn("dropped a message from the scheduler: {}", tasks.status().ToString());
+        continue;
+      }
+      for (size_t i = 0; i < tasks->size(); ++i) {
+        auto job = ReadJob((*tasks)[i], (*batch.dispatch)[i]);
+        if (!job.ok()) {
+          spdlog::warn("dropped a message the engine cannot take as a task: {}",
+                       job.status().ToString());
+          continue;
         }
-        continue;
+        const TaskId id = job->header.id;
+        if (queued_.count(id)) continue;  // sent again: it is queued here already
+        if (const Sent* sent = SentFor(id); sent && sent->attempt >= job->dispatch.attempt) {
+          // Ran here already (a restarted scheduler did not hear): its reply
+          // again, not a second run.
+          Resend(*sent);
+          continue;
+        }
+        queued_.insert(id);
+        queue_.push_back(std::move(*job));
       }
-      if (frames.size() < 1 + protocol::kMinFrames) continue;
-      auto job = ReadJob(frames);
-      if (!job.ok()) {
-        spdlog::warn("dropped a message the engine cannot take as a task: {}",
-                     job.status().ToString());
-        continue;
-      }
-      const TaskId id = job->header.id;
-      if (queued_.count(id)) continue;  // sent again: it is queued here already
-      if (const Sent* sent = SentFor(id); sent && sent->attempt >= job->dispatch.attempt) {
-        // Ran here already (a restarted scheduler did not hear): its reply
-        // again, not a second run.
-        Resend(*sent);
-        continue;
-      }
-      queued_.insert(id);
-      queue_.push_back(std::move(*job));
     }
   }
 
-  // A task from the scheduler. Once its signature and header are read it is
-  // a job, answered like any other: a body that cannot be read (beyond the
-  // limits on values, say) makes a job that fails with BadTask when its turn
-  // comes. Only what cannot be answered (no valid signature or header) is
-  // an error here.
-  Result<Job> ReadJob(const Frames& frames) const {
-    const std::vector<std::string_view> views = protocol::Views(frames, 1);
-    ZTASK_RETURN_IF_ERROR(protocol::CheckFrames(signer_, {}, views));
+  // A task of a batch from the scheduler (whose signature covers it). Once
+  // its header is read it is a job, answered like any other: a body that
+  // cannot be read (beyond the limits on values, say) makes a job that
+  // fails with BadTask when its turn comes. Only what cannot be answered (no
+  // valid header) is an error here.
+  Result<Job> ReadJob(const std::vector<std::string_view>& views,
+                      const protocol::DispatchInfo& dispatch) const {
     auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
     if (!header.ok()) return header.status();
     if (header->type != MsgType::kTaskRequest) {
       return Status::Malformed("a " + std::string(protocol::MsgTypeName(header->type)) +
                                " where a task_request was expected");
     }
-    Job job{*header, {}, {}, {}, {}};
-    auto dispatch = protocol::DecodeBody<protocol::DispatchInfo>(protocol::View(frames[0]));
+    Job job{*header, {}, {}, dispatch, {}};
     auto meta = protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]);
     auto spec = protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]);
-    if (dispatch.ok()) job.dispatch = *dispatch;
-    if (!dispatch.ok()) {
-      job.unreadable = "its dispatch frame: " + dispatch.status().message();
-    } else if (!meta.ok()) {
+    if (!meta.ok()) {
       job.unreadable = "its metadata: " + meta.status().message();
     } else if (!spec.ok()) {
       job.unreadable = "its body: " + spec.status().message();
@@ -354,6 +437,7 @@ class EngineLoop final : public Stoppable {
     }
     std::vector<TaskId> held;
     for (const Job& job : queue_) held.push_back(job.header.id);
+    FlushReplies();
     spdlog::info("ready again for the scheduler: {} recent replies sent again, holding {} tasks",
                  resend_replies ? sent_.size() : 0, held.size());
     Send(scheduler_, MsgType::kEngineReady, std::nullopt, protocol::Empty{},
@@ -366,7 +450,7 @@ class EngineLoop final : public Stoppable {
     TaskId id;
     int32_t attempt;
     bool ok;  // ran and succeeded
-    std::vector<std::string> frames;
+    std::vector<std::string> frames;  // from the header on (EncodeInner)
     size_t bytes;
   };
   static constexpr size_t kKeepReplies = 1024;
@@ -375,15 +459,9 @@ class EngineLoop final : public Stoppable {
   void Reply(const Done& done) {
     protocol::Header header{TaskId::Random(), MsgType::kTaskReply, uuid_, protocol::NowMicros()};
     Sent sent{done.request.id, done.meta.attempt, done.meta.ok && !done.meta.not_run,
-              protocol::EncodeMessage(signer_, header, done.request, done.meta, done.result), 0};
+              protocol::EncodeInner(header, done.request, done.meta, done.result), 0};
     for (const auto& f : sent.frames) sent.bytes += f.size();
-    // A full queue (the scheduler reads slower than engines answer) is
-    // waited out: a reply is never dropped here.
-    while (!stop_.load()) {
-      if (!protocol::IsQueueFull(protocol::SendEncoded(scheduler_, {}, sent.frames))) break;
-      zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLOUT, 0};
-      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
-    }
+    QueueReply(sent.frames);
     sent_bytes_ += sent.bytes;
     sent_.push_back(std::move(sent));
     sent_by_id_[sent_.back().id] = &sent_.back();  // the latest reply of the id
@@ -402,15 +480,9 @@ class EngineLoop final : public Stoppable {
     return it == sent_by_id_.end() ? nullptr : it->second;
   }
 
-  // A kept reply, with a fresh header (the scheduler refuses dates not later
-  // than the last it saw from this engine).
-  void Resend(const Sent& sent) {
-    auto request = protocol::DecodeParent(sent.frames[protocol::kFrameParent]);
-    auto meta = protocol::DecodeBody<protocol::ReplyMeta>(sent.frames[protocol::kFrameMeta]);
-    auto result = protocol::DecodeBody<protocol::TaskResult>(sent.frames[protocol::kFrameContent]);
-    if (!request.ok() || !*request || !meta.ok() || !result.ok()) return;
-    Send(scheduler_, MsgType::kTaskReply, **request, *meta, *result);
-  }
+  // A kept reply, again (in a batch of its own date, which is what the
+  // scheduler's replay guard looks at).
+  void Resend(const Sent& sent) { QueueReply(sent.frames); }
 
   Done Execute(const Job& job) {
     Done done{job.header, {true, ErrorType::kNone, engine_id_, job.dispatch.attempt}, {}};
@@ -573,6 +645,13 @@ class EngineLoop final : public Stoppable {
   // received and not run yet, the latest replies.
   std::unique_ptr<protocol::ReconnectWatch> scheduler_watch_;
   std::deque<Job> queue_;
+  // The scheduler socket and the replies not sent yet (see WorkerMain).
+  std::mutex io_mutex_;
+  std::vector<std::vector<std::string>> unsent_;
+  size_t unsent_bytes_ = 0;
+  int64_t unsent_since_us_ = 0;
+  // The worker asked the loop thread to watch the replies that wait.
+  std::atomic<bool> flush_asked_{false};
   std::unordered_set<TaskId, TaskIdHash> queued_;
   std::deque<Sent> sent_;
   // Into sent_ (a deque keeps its elements in place as its ends change).

@@ -547,25 +547,60 @@ Result<std::optional<Header>> DecodeParent(std::string_view frame) {
   return parent;
 }
 
+Status CheckFrameCount(MsgType type, size_t frames) {
+  if (frames > kMaxMessageFrames && !IsBatch(type)) {
+    return Status::TooLarge("a " + std::string(MsgTypeName(type)) + " of " +
+                            std::to_string(frames) + " frames, the limit is " +
+                            std::to_string(kMaxMessageFrames));
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
-    std::span<const std::string_view> frames) {
+    std::span<const std::string_view> frames, TaskBatch* content) {
   if (frames.size() < kMinFrames) return Status::Malformed("a batch needs its own frames");
-  auto batch = DecodeBody<MonitorBatch>(frames[kFrameContent]);
-  if (!batch.ok()) return Status::Malformed("monitor_batch: " + batch.status().message());
+  auto batch = DecodeBody<TaskBatch>(frames[kFrameContent]);
+  if (!batch.ok()) return Status::Malformed("batch: " + batch.status().message());
   std::vector<std::vector<std::string_view>> out;
   out.reserve(batch->frames.size());
   size_t at = kFirstBuffer;
   for (int32_t count : batch->frames) {
-    if (count < 4 || static_cast<size_t>(count) > frames.size() - at) {
-      return Status::Malformed("monitor_batch: its frame counts do not match its frames");
+    if (count < 4 || static_cast<size_t>(count) > frames.size() - at ||
+        static_cast<size_t>(count) + 2 > kMaxMessageFrames) {
+      return Status::Malformed("batch: its frame counts do not match its frames");
     }
     std::vector<std::string_view>& message = out.emplace_back(2);  // no signature, no HMAC
     message.insert(message.end(), frames.begin() + static_cast<std::ptrdiff_t>(at),
                    frames.begin() + static_cast<std::ptrdiff_t>(at) + count);
     at += static_cast<size_t>(count);
   }
-  if (at != frames.size()) return Status::Malformed("monitor_batch: frames left over");
+  if (at != frames.size()) return Status::Malformed("batch: frames left over");
+  if (batch->dispatch && batch->dispatch->size() != batch->frames.size()) {
+    return Status::Malformed("batch: a dispatch for each task, no more, no less");
+  }
+  if (content) *content = std::move(*batch);
   return out;
+}
+
+std::vector<std::string> EncodeBatch(const Signer& signer, const Header& header,
+                                     const std::vector<std::vector<std::string>>& messages,
+                                     std::optional<std::vector<DispatchInfo>> dispatch) {
+  TaskBatch batch{{}, std::move(dispatch)};
+  size_t total = kMinFrames;
+  for (const auto& m : messages) total += m.size();
+  std::vector<std::string> frames;
+  frames.reserve(total);
+  frames.emplace_back(kProtocolSignature);
+  frames.emplace_back();
+  frames.push_back(EncodeHeader(header));
+  frames.push_back(EncodeParent(std::nullopt));
+  frames.push_back(EncodeBody(Empty{}));
+  for (const auto& m : messages) batch.frames.push_back(static_cast<int32_t>(m.size()));
+  frames.push_back(EncodeBody(batch));
+  for (const auto& m : messages) frames.insert(frames.end(), m.begin(), m.end());
+  std::vector<std::string_view> views(frames.begin(), frames.end());
+  frames[kFrameHmac] = signer.Sign(views);
+  return frames;
 }
 
 int64_t SteadyMicros() {
@@ -613,6 +648,7 @@ ZTASK_INSTANTIATE(Count)
 ZTASK_INSTANTIATE(Acknowledgement)
 ZTASK_INSTANTIATE(Assignment)
 ZTASK_INSTANTIATE(MonitorBatch)
+ZTASK_INSTANTIATE(TaskBatch)
 ZTASK_INSTANTIATE(OutcomeMeta)
 ZTASK_INSTANTIATE(EngineInfo)
 ZTASK_INSTANTIATE(Event)

@@ -42,12 +42,33 @@ enum Frame : size_t {
 inline constexpr size_t kMinFrames = 6;
 inline constexpr size_t kHmacBytes = 32;
 
+// Frames of one message, buffers included, or of each message in a batch.
+inline constexpr size_t kMaxMessageFrames = 64;
+// A batch (task_batch, monitor_batch) holds many messages under one
+// signature: at most this many frames in all.
+inline constexpr size_t kMaxBatchFrames = size_t{1} << 17;
+// A task_batch holds at most this many tasks (or replies) and, past the
+// first, this many bytes: senders start a new batch beyond either.
+inline constexpr size_t kMaxBatchTasks = 1024;
+inline constexpr size_t kMaxBatchBytes = size_t{4} << 20;
+
 struct Limits {
   // Total bytes of all frames of one message. Default: 64 MiB.
   size_t max_message_bytes = size_t{64} << 20;
   // Frames of one message, buffers included. Default: 64.
-  size_t max_frames = 64;
+  size_t max_frames = kMaxMessageFrames;
 };
+
+// `limits` for a socket that takes batches: up to kMaxBatchFrames frames
+// (OpenMessage still holds every other message to kMaxMessageFrames).
+inline Limits WithBatches(Limits limits) {
+  if (limits.max_frames < kMaxBatchFrames) limits.max_frames = kMaxBatchFrames;
+  return limits;
+}
+
+inline bool IsBatch(MsgType type) {
+  return type == MsgType::kTaskBatch || type == MsgType::kMonitorBatch;
+}
 
 // The limits on a value a task carries (its arguments, its result): at most
 // kMaxValueDepth levels of nesting (a scalar is level 1), and the unpacker's
@@ -115,6 +136,21 @@ std::vector<std::string> EncodeMessage(const Signer& signer, const Header& heade
   return frames;
 }
 
+// The frames of one message inside a batch, unsigned (the batch's signature
+// covers it): header, parent, metadata, content.
+template <class Meta, class Content>
+std::vector<std::string> EncodeInner(const Header& header, const std::optional<Header>& parent,
+                                     const Meta& meta, const Content& content) {
+  return {EncodeHeader(header), EncodeParent(parent), EncodeBody(meta), EncodeBody(content)};
+}
+
+// A signed task_batch holding `messages` (each EncodeInner's frames, and
+// any buffers after them), with `dispatch` when it goes to an engine.
+// `header`'s type must be kTaskBatch.
+std::vector<std::string> EncodeBatch(
+    const Signer& signer, const Header& header, const std::vector<std::vector<std::string>>& messages,
+    std::optional<std::vector<DispatchInfo>> dispatch = std::nullopt);
+
 // ---- decoding ---------------------------------------------------------------
 
 // Frame count, size limit, protocol signature and HMAC. OK means the frames
@@ -123,6 +159,8 @@ Status CheckFrames(const Signer& signer, const Limits& limits,
                    std::span<const std::string_view> frames);
 
 Result<Header> DecodeHeader(std::string_view frame);
+// Only a batch may have more than kMaxMessageFrames frames.
+Status CheckFrameCount(MsgType type, size_t frames);
 Result<std::optional<Header>> DecodeParent(std::string_view frame);
 template <class T>
 Result<T> DecodeBody(std::string_view frame);
@@ -153,6 +191,7 @@ Result<DecodedOf<kType>> DecodeMessage(const Signer& signer, const Limits& limit
     return Status::Malformed("expected a " + std::string(MsgTypeName(kType)) + ", got a " +
                              std::string(MsgTypeName(header->type)));
   }
+  ZTASK_RETURN_IF_ERROR(CheckFrameCount(header->type, frames.size()));
   out.header = std::move(*header);
   auto parent = DecodeParent(frames[kFrameParent]);
   if (!parent.ok()) return parent.status();
@@ -167,10 +206,12 @@ Result<DecodedOf<kType>> DecodeMessage(const Signer& signer, const Limits& limit
   return out;
 }
 
-// The messages in a monitor_batch whose frames (already checked) are
-// `frames`: each laid out like a whole message (frames 0 and 1 empty).
+// The messages in a batch (monitor_batch or task_batch) whose frames
+// (already checked) are `frames`: each laid out like a whole message
+// (frames 0 and 1 empty), each of 4 to kMaxMessageFrames - 2 frames. With
+// `content`, the batch's content (a task_batch's dispatch) is kept there.
 Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
-    std::span<const std::string_view> frames);
+    std::span<const std::string_view> frames, TaskBatch* content = nullptr);
 
 // The current time in µs since the Unix epoch, for headers: strictly
 // increasing within the process.

@@ -22,6 +22,9 @@ namespace ztask::protocol {
   X(kEngineReady, 5, "engine_ready")                                        \
   /* scheduler -> engine: drained, exit now */                              \
   X(kEngineRetire, 6, "engine_retire")                                      \
+  /* many task_requests or task_replies in one message, one signature: */  \
+  /* client -> scheduler -> engine, engine -> scheduler -> client */       \
+  X(kTaskBatch, 7, "task_batch")                                            \
   /* engine <-> hub */                                                      \
   X(kRegistrationRequest, 10, "registration_request")                       \
   X(kRegistrationReply, 11, "registration_reply")                           \

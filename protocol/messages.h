@@ -577,6 +577,23 @@ struct MonitorBatch {
   friend bool operator==(const MonitorBatch&, const MonitorBatch&) = default;
 };
 
+// task_batch's content: many task_requests (or many task_replies) in one
+// message, under its one signature. The i-th is `frames[i]` of the
+// message's buffers, in order: its header, parent, metadata, content and
+// buffers. From the scheduler to an engine, `dispatch[i]` is the i-th
+// task's dispatch (attempt, engines, run_after).
+struct TaskBatch {
+  std::vector<int32_t> frames;
+  std::optional<std::vector<DispatchInfo>> dispatch = std::nullopt;
+
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("frames", s.frames);
+    v("dispatch", s.dispatch);
+  }
+  friend bool operator==(const TaskBatch&, const TaskBatch&) = default;
+};
+
 // task_assigned's metadata: the attempt that just went to an engine.
 struct Assignment {
   int32_t engine_id = 0;
@@ -655,6 +672,7 @@ ZTASK_BODIES(kAbortRequest, Empty, AbortRequest)
 ZTASK_BODIES(kAbortReply, Empty, AbortReply)
 ZTASK_BODIES(kEngineReady, Empty, EngineReady)
 ZTASK_BODIES(kEngineRetire, Empty, EngineRef)
+ZTASK_BODIES(kTaskBatch, Empty, TaskBatch)
 ZTASK_BODIES(kRegistrationRequest, Empty, RegistrationRequest)
 ZTASK_BODIES(kRegistrationReply, Empty, RegistrationReply)
 ZTASK_BODIES(kUnregistration, Empty, EngineRef)

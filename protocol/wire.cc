@@ -67,6 +67,7 @@ Result<Header> OpenMessage(const Signer& signer, const Limits& limits, const Fra
   *views = Views(frames, first);
   ZTASK_RETURN_IF_ERROR(CheckFrames(signer, limits, *views));
   auto header = DecodeHeader((*views)[kFrameHeader]);
+  if (header.ok()) ZTASK_RETURN_IF_ERROR(CheckFrameCount(header->type, views->size()));
   if (header.ok() && guard) ZTASK_RETURN_IF_ERROR(guard->Admit(*header, NowMicros()));
   return header;
 }

@@ -59,6 +59,28 @@ void FrameBuilder::Append(protocol::Frames& out, protocol::MsgType type, zmq::me
   protocol::SignFrames(signer_, out, first);
 }
 
+protocol::Frames FrameBuilder::SealTaskBatch(
+    std::string_view session, protocol::Frames& messages, std::vector<int32_t> counts,
+    std::optional<std::vector<protocol::DispatchInfo>> dispatch) {
+  // The same bytes in every batch: encoded once.
+  static const std::string kNoParent = protocol::EncodeParent(std::nullopt);
+  static const std::string kEmpty = protocol::EncodeBody(protocol::Empty{});
+  protocol::Frames out;
+  out.reserve(1 + protocol::kMinFrames + messages.size());
+  out.push_back(protocol::Frame(session));
+  out.push_back(protocol::Frame(protocol::kProtocolSignature));
+  out.emplace_back();
+  out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(protocol::MsgType::kTaskBatch))));
+  out.push_back(protocol::Frame(kNoParent));
+  out.push_back(protocol::Frame(kEmpty));
+  out.push_back(protocol::Frame(
+      protocol::EncodeBody(protocol::TaskBatch{std::move(counts), std::move(dispatch)})));
+  for (auto& f : messages) out.push_back(std::move(f));
+  messages.clear();
+  protocol::SignFrames(signer_, out, 1);
+  return out;
+}
+
 protocol::Frames FrameBuilder::ShareFrom(protocol::Frames& frames, size_t from) {
   protocol::Frames out;
   for (size_t i = from; i < frames.size(); ++i) out.push_back(protocol::Share(frames[i]));

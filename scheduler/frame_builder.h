@@ -25,6 +25,12 @@ class FrameBuilder {
   // in it): a new header of `type`, then these frames, then `buffers`.
   void Append(protocol::Frames& out, protocol::MsgType type, zmq::message_t parent,
               zmq::message_t meta, zmq::message_t content, protocol::Frames buffers = {});
+  // A task_batch to `session` (frames[0]) holding `messages` (each message
+  // `counts[i]` frames of it, header first), with `dispatch` for an engine;
+  // signed. `messages` is moved from.
+  protocol::Frames SealTaskBatch(std::string_view session, protocol::Frames& messages,
+                                 std::vector<int32_t> counts,
+                                 std::optional<std::vector<protocol::DispatchInfo>> dispatch);
   // Shares of frames[from..].
   static protocol::Frames ShareFrom(protocol::Frames& frames, size_t from);
 

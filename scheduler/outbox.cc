@@ -15,7 +15,41 @@ Status Outbox::SendTo(protocol::Frames& message) {
   return sent;
 }
 
+void Outbox::Send(protocol::Frames& message) {
+  if (!open_.empty()) {
+    if (auto it = open_.find(protocol::View(message[0])); it != open_.end()) Seal(it);
+  }
+  fresh_.push_back(std::move(message));
+}
+
+void Outbox::Batch(std::string_view session, protocol::Frames& message,
+                   const protocol::DispatchInfo* dispatch) {
+  auto it = open_.find(session);
+  if (it == open_.end()) it = open_.emplace(std::string(session), Open{}).first;
+  Open& open = it->second;
+  for (auto& f : message) {
+    open.bytes += f.size();
+    open.frames.push_back(std::move(f));
+  }
+  open.counts.push_back(static_cast<int32_t>(message.size()));
+  if (dispatch) open.dispatch.push_back(*dispatch);
+  message.clear();
+  if (open.counts.size() >= protocol::kMaxBatchTasks || open.bytes >= protocol::kMaxBatchBytes) {
+    Seal(it);
+  }
+}
+
+void Outbox::Seal(OpenMap::iterator it) {
+  Open& open = it->second;
+  std::optional<std::vector<protocol::DispatchInfo>> dispatch;
+  if (!open.dispatch.empty()) dispatch = std::move(open.dispatch);
+  fresh_.push_back(
+      builder_.SealTaskBatch(it->first, open.frames, std::move(open.counts), std::move(dispatch)));
+  open_.erase(it);
+}
+
 std::vector<std::string> Outbox::Flush() {
+  while (!open_.empty()) Seal(open_.begin());
   std::vector<std::string> gone;
   // What waited first, peer by peer, in order.
   for (auto it = by_peer_.begin(); it != by_peer_.end();) {

@@ -11,6 +11,11 @@
 // Messages name their peer by session (frames[0]); the box sends each on the
 // connection that proved that session (PeerRoutes), and on no other.
 //
+// Tasks and replies are batched: everything a turn adds for one peer
+// leaves as one task_batch (or several, past kMaxBatchTasks or
+// kMaxBatchBytes), one signature for all; a message queued whole for a
+// peer goes after what was batched for it before.
+//
 // Thread safety: owned by the thread that owns the socket.
 #ifndef ZTASK_SCHEDULER_OUTBOX_H_
 #define ZTASK_SCHEDULER_OUTBOX_H_
@@ -23,6 +28,7 @@
 
 #include "protocol/peer_routes.h"
 #include "protocol/wire.h"
+#include "scheduler/frame_builder.h"
 
 namespace ztask::scheduler {
 
@@ -30,13 +36,21 @@ class Outbox {
  public:
   // REQUIRES: `socket` is a ROUTER with ROUTER_MANDATORY, outliving the box;
   // so does `routes`.
-  Outbox(zmq::socket_t& socket, protocol::PeerRoutes& routes) : socket_(socket), routes_(routes) {}
+  // REQUIRES: `builder` outlives the box.
+  Outbox(zmq::socket_t& socket, protocol::PeerRoutes& routes, FrameBuilder& builder)
+      : socket_(socket), routes_(routes), builder_(builder) {}
 
-  // Queues `message` (frames[0] is the peer's session; moved from).
-  void Send(protocol::Frames& message) { fresh_.push_back(std::move(message)); }
-  // Sends what waits, as far as the peers' queues take it. Returns the
-  // peers that are not connected (or never proved a connection); their
-  // messages are dropped.
+  // Queues `message` whole (frames[0] is the peer's session; moved from),
+  // after what was batched for the peer so far.
+  void Send(protocol::Frames& message);
+  // Adds a task_request or task_reply to the peer's batch: `message` is its
+  // header, parent, metadata, content and buffers (moved from); `dispatch`
+  // only for an engine.
+  void Batch(std::string_view session, protocol::Frames& message,
+             const protocol::DispatchInfo* dispatch = nullptr);
+  // Seals the batches, then sends what waits, as far as the peers' queues
+  // take it. Returns the peers that are not connected (or never proved a
+  // connection); their messages are dropped.
   std::vector<std::string> Flush();
 
   // Whether messages wait for a peer with no room.
@@ -47,8 +61,27 @@ class Outbox {
   // when it is not sent, frames[0] names the session again.
   Status SendTo(protocol::Frames& message);
 
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+  // The batch being filled for one peer.
+  struct Open {
+    protocol::Frames frames;
+    std::vector<int32_t> counts;
+    std::vector<protocol::DispatchInfo> dispatch;
+    size_t bytes = 0;
+  };
+  using OpenMap = std::unordered_map<std::string, Open, Hash, std::equal_to<>>;
+  // The peer's batch becomes a message in fresh_; it is erased.
+  void Seal(OpenMap::iterator it);
+
   zmq::socket_t& socket_;
   protocol::PeerRoutes& routes_;
+  FrameBuilder& builder_;
+  OpenMap open_;
   std::vector<protocol::Frames> fresh_;
   std::unordered_map<std::string, std::deque<protocol::Frames>> by_peer_;
   size_t waiting_ = 0;

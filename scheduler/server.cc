@@ -150,6 +150,11 @@ void SchedulerServer::Impl::OnClientMessage(Frames& frames) {
   switch (header->type) {
     case MsgType::kTaskRequest:
       return OnTaskRequest(*header, views, frames);
+    case MsgType::kTaskBatch:
+      return ForEachInBatch(*header, views, frames, MsgType::kTaskRequest,
+                            [&](const protocol::Header& task, Frames& request) {
+                              OnTaskRequest(task, protocol::Views(request, 1), request);
+                            });
     case MsgType::kAbortRequest:
       return OnAbortRequest(views, frames);
     default:
@@ -161,6 +166,7 @@ void SchedulerServer::Impl::OnClientMessage(Frames& frames) {
 void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header,
                                           const std::vector<std::string_view>& views,
                                           Frames& frames) {
+  ++tasks_seen_;
   const std::string_view peer = View(frames[0]);
   auto meta = protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]);
   if (!meta.ok()) return Drop(peer, "task_request metadata: " + meta.status().message());
@@ -305,19 +311,21 @@ void SchedulerServer::Impl::Handle(const Action& a) {
 }
 
 void SchedulerServer::Impl::Dispatch(const Action& a, const PackedRequest& request) {
-  Frames out;
-  out.reserve(request.size() + 1);
-  out.push_back(protocol::Frame(uuid_of_slot_[a.slot]));
+  // The request as the client sent it, from its header on: the batch's
+  // signature covers it.
+  Frames task;
+  task.reserve(request.size() - 1 - protocol::kFrameHeader);
+  for (size_t i = 1 + protocol::kFrameHeader; i < request.size(); ++i) {
+    task.push_back(request.Message(i));
+  }
   protocol::DispatchInfo dispatch{a.attempt, static_cast<int32_t>(core_.live_engines())};
   if (!a.run_after.IsZero()) dispatch.run_after = a.run_after;
-  out.push_back(protocol::Frame(protocol::EncodeBody(dispatch)));
-  for (size_t i = 1; i < request.size(); ++i) out.push_back(request.Message(i));
   protocol::Assignment assignment{a.engine_id, a.attempt};
   builder_.AddToBatch(MsgType::kTaskAssigned, request.Message(1 + protocol::kFrameHeader),
                       protocol::Frame(protocol::EncodeBody(assignment)),
                       protocol::Frame(protocol::EncodeBody(protocol::Empty{})));
   SealIfFull();
-  engines_out_.Send(out);
+  engines_out_.Batch(uuid_of_slot_[a.slot], task, &dispatch);
 }
 
 void SchedulerServer::Impl::Deliver(const Action& a, const PackedRequest& request) {
@@ -325,10 +333,11 @@ void SchedulerServer::Impl::Deliver(const Action& a, const PackedRequest& reques
   MonitorOutcome(a, /*final=*/true, Share(reply[1 + protocol::kFrameParent]),
                  Share(reply[1 + protocol::kFrameContent]), &reply);
   Frames out;
-  out.reserve(reply.size());
-  out.push_back(request.Message(0));
-  for (size_t i = 1; i < reply.size(); ++i) out.push_back(std::move(reply[i]));
-  SendToClient(out);
+  out.reserve(reply.size() - 1 - protocol::kFrameHeader);
+  for (size_t i = 1 + protocol::kFrameHeader; i < reply.size(); ++i) {
+    out.push_back(std::move(reply[i]));
+  }
+  ReplyToClient(request[0], out);
 }
 
 void SchedulerServer::Impl::FailTask(const Action& a, const PackedRequest& request) {
@@ -340,10 +349,11 @@ void SchedulerServer::Impl::FailTask(const Action& a, const PackedRequest& reque
   MonitorOutcome(a, /*final=*/true, request.Message(1 + protocol::kFrameHeader),
                  protocol::Frame(content), nullptr);
   Frames out;
-  out.push_back(request.Message(0));
-  builder_.Append(out, MsgType::kTaskReply, request.Message(1 + protocol::kFrameHeader),
-                  protocol::Frame(protocol::EncodeBody(meta)), protocol::Frame(content));
-  SendToClient(out);
+  out.push_back(protocol::Frame(protocol::EncodeHeader(builder_.NewHeader(MsgType::kTaskReply))));
+  out.push_back(request.Message(1 + protocol::kFrameHeader));
+  out.push_back(protocol::Frame(protocol::EncodeBody(meta)));
+  out.push_back(protocol::Frame(content));
+  ReplyToClient(request[0], out);
 }
 
 void SchedulerServer::Impl::Retried(const Action& a, const PackedRequest& request) {

@@ -38,6 +38,10 @@ void SchedulerServer::Impl::OnEngineMessage(Frames& frames) {
     if (!ready.ok()) return Drop(peer, "engine_ready: " + ready.status().message());
     return OnEngineReady(std::string(peer), *ready);
   }
+  if (header->type == MsgType::kTaskBatch) {
+    return ForEachInBatch(*header, views, frames, MsgType::kTaskReply,
+                          [&](const protocol::Header&, Frames& reply) { OnTaskReply(reply); });
+  }
   if (header->type != MsgType::kTaskReply) {
     return Drop(peer, "unexpected " + std::string(protocol::MsgTypeName(header->type)) +
                           " on the engine socket");
@@ -85,6 +89,7 @@ void SchedulerServer::Impl::Reconcile(EngineSlot slot, const std::vector<TaskId>
 
 // `frames` is verified: the engine's routing id, then the reply.
 void SchedulerServer::Impl::OnTaskReply(Frames& frames) {
+  ++tasks_seen_;
   const std::string_view peer = View(frames[0]);
   auto entry = engines_.find(std::string(peer));
   if (entry == engines_.end() || entry->second.slot == kNoSlot) {

@@ -99,6 +99,7 @@ class SchedulerServer::Impl {
   };
 
   static constexpr size_t kBatch = 256;  // messages per socket per turn
+  static constexpr uint64_t kTasksPerTurn = 2048;
   // Replies from engines not linked yet, kept while a restart recovers.
   static constexpr size_t kMaxEarlyReplies = 100000;
 
@@ -118,8 +119,16 @@ class SchedulerServer::Impl {
 
   std::chrono::milliseconds PollTimeout() const;
 
+  // Up to kBatch messages, and no more once kTasksPerTurn tasks or replies
+  // came this call (a batch holds up to 1,024): what this turn decides for
+  // engines and clients leaves at its end, so a turn stays short.
   void Drain(zmq::socket_t& socket, void (Impl::*handle)(Frames&)) {
-    protocol::Drain(socket, frames_, kBatch, [&](Frames& f) { (this->*handle)(f); });
+    const uint64_t start = tasks_seen_;
+    for (size_t i = 0; i < kBatch && tasks_seen_ - start < kTasksPerTurn &&
+                       protocol::TryReceive(socket, frames_);
+         ++i) {
+      (this->*handle)(frames_);
+    }
   }
 
   // ---- inbound ----------------------------------------------------------
@@ -130,7 +139,7 @@ class SchedulerServer::Impl {
   Result<protocol::Header> Open(const Frames& frames, size_t first,
                                 std::vector<std::string_view>* views,
                                 protocol::ReplayGuard* guard) {
-    return protocol::OpenMessage(signer_, options_.limits, frames, first, guard, views);
+    return protocol::OpenMessage(signer_, limits_, frames, first, guard, views);
   }
 
   // Verifies a message from a ROUTER socket and binds its connection to the
@@ -150,6 +159,15 @@ class SchedulerServer::Impl {
 
   void OnTaskRequest(const protocol::Header& header, const std::vector<std::string_view>& views,
                      Frames& frames);
+
+  // A verified task_batch (frames[0]: the sender's session): each of its
+  // messages is handled as if it came alone, as `handle(header, message)`
+  // where `message` is laid out as one that came alone (frames 1 and 2
+  // empty). Messages not of `type`, or of another session than the
+  // batch's, are dropped.
+  template <class Each>
+  void ForEachInBatch(const protocol::Header& batch, const std::vector<std::string_view>& views,
+                      Frames& frames, MsgType type, Each&& handle);
 
   // Why a task may not be taken (TaskLimits), or "".
   std::string OverLimit(const protocol::RoutingMeta& meta,
@@ -218,6 +236,8 @@ class SchedulerServer::Impl {
                       Frames* reply);
 
   void SendToClient(Frames& out) { clients_out_.Send(out); }
+  // A reply for `client` (header, parent, metadata, content, buffers).
+  void ReplyToClient(std::string_view client, Frames& reply) { clients_out_.Batch(client, reply); }
 
   // Monitor messages go to the hub in batches, one signature each: a batch
   // is sealed when it is full and at the end of every turn of the loop.
@@ -255,6 +275,7 @@ class SchedulerServer::Impl {
   void EndRecoveryGrace();
 
   SchedulerOptions options_;
+  const protocol::Limits limits_ = protocol::WithBatches(options_.limits);
   std::filesystem::path profile_;
   protocol::ConnectionInfo info_;
   protocol::Signer signer_;
@@ -284,7 +305,8 @@ class SchedulerServer::Impl {
   // Which connection speaks for each client session and engine uuid: only
   // one that delivered a verified message of it (peer_routes.h).
   protocol::PeerRoutes client_routes_, engine_routes_;
-  Outbox clients_out_{client_, client_routes_}, engines_out_{engine_, engine_routes_};
+  Outbox clients_out_{client_, client_routes_, builder_},
+      engines_out_{engine_, engine_routes_, builder_};
   // Recovery after a restart: engine id -> slot of engines holding restored
   // tasks and not linked to a connected engine yet; slots linked but not
   // back (no engine_ready yet); replies that came before their engine was
@@ -303,7 +325,43 @@ class SchedulerServer::Impl {
   protocol::ReplayGuard client_guard_{protocol::ReplayWindowOf(options_.replay_window_s)},
       engine_guard_{protocol::ReplayWindowOf(options_.replay_window_s)};
   ServerCounters counters_;
+  uint64_t tasks_seen_ = 0;  // task requests and replies handled, for Drain
 };
+
+template <class Each>
+void SchedulerServer::Impl::ForEachInBatch(const protocol::Header& batch,
+                                           const std::vector<std::string_view>& views,
+                                           Frames& frames, MsgType type, Each&& handle) {
+  const std::string_view peer = protocol::View(frames[0]);
+  protocol::TaskBatch content;
+  auto unpacked = protocol::UnpackBatch(views, &content);
+  if (!unpacked.ok()) return Drop(peer, unpacked.status());
+  // views[i] is frames[i + 1]: frames[0] is the routing id.
+  size_t at = 1 + protocol::kFirstBuffer;
+  Frames message;
+  for (const int32_t count : content.frames) {
+    const size_t first = at;
+    at += static_cast<size_t>(count);
+    auto header = protocol::DecodeHeader(protocol::View(frames[first]));
+    if (!header.ok()) {
+      Drop(peer, header.status());
+      continue;
+    }
+    if (header->type != type || header->session != batch.session) {
+      Drop(peer, "a " + std::string(protocol::MsgTypeName(header->type)) + " of session " +
+                     protocol::PrintablePeer(header->session) + " in a task_batch of " +
+                     protocol::PrintablePeer(batch.session));
+      continue;
+    }
+    message.clear();
+    message.reserve(3 + static_cast<size_t>(count));
+    message.push_back(protocol::Frame(peer));
+    message.emplace_back();
+    message.emplace_back();
+    for (size_t i = first; i < at; ++i) message.push_back(std::move(frames[i]));
+    handle(*header, message);
+  }
+}
 
 }  // namespace ztask::scheduler
 

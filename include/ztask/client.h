@@ -126,6 +126,16 @@ class Client {
   // then it waits for replies first, so a client faster than the cluster is
   // slowed, never refused by the scheduler's per-client limit.
   Result<TaskId> Submit(const TaskOptions& options);
+  // Sends many tasks at once, in as few messages as their number and size
+  // allow (batches of up to 1,024 tasks, one signature each), in order, so
+  // a task may depend on one before it. Every task is checked before any is
+  // sent. Returns their ids, in order.
+  Result<std::vector<TaskId>> SubmitMany(const std::vector<TaskOptions>& tasks);
+  // The same under ids chosen by the caller (TaskId::Random()), so that a
+  // task may name one of the same call as a dependency.
+  // REQUIRES: ids.size() == tasks.size(), ids new.
+  Result<std::vector<TaskId>> SubmitMany(const std::vector<TaskOptions>& tasks,
+                                         const std::vector<TaskId>& ids);
   // Most tasks of this client without a reply at once. Default: 1,000,000
   // (under the scheduler's default per-client limit).
   void set_max_in_flight(size_t n);

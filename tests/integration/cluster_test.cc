@@ -117,6 +117,70 @@ TEST_F(ClusterTest, LibraryGraphMapAndMapReduce) {
   EXPECT_EQ((*total)[0].after.ids.size(), 2u) << "10 inputs, fan-in 3: 4 reduces, then 2, then 1";
 }
 
+TEST_F(ClusterTest, SubmitManySendsItsTasksInOrderOrNoneWhenOneIsWrong) {
+  StartCluster(2, {"--hwm", "64"});
+  // A chain inside one call: each task names the one before it.
+  std::vector<TaskId> ids;
+  std::vector<TaskOptions> tasks(2000);
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    ids.push_back(TaskId::Random());
+    tasks[i].function = "echo";
+    tasks[i].args = static_cast<int>(i);
+    if (i > 0) tasks[i].after.ids = {ids[i - 1]};
+  }
+  auto sent = client_->SubmitMany(tasks, ids);
+  ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+  EXPECT_EQ(*sent, ids);
+  ASSERT_TRUE(client_->WaitReplies(ids, 120).ok());
+  ASSERT_TRUE(client_->Wait(ids, 60).ok());
+  auto records = client_->Fetch(ids);
+  ASSERT_TRUE(records.ok());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_TRUE((*records)[i].ok()) << i << ": " << (*records)[i].ToJson().dump();
+    ASSERT_EQ((*records)[i].result, static_cast<int>(i));
+    if (i > 0) {
+      ASSERT_LE((*records)[i - 1].completed.value(), (*records)[i].started.value()) << i;
+    }
+  }
+  // One task without a command or a function: the call fails, naming it,
+  // and none of the others was sent.
+  std::vector<TaskOptions> bad(3);
+  bad[0].function = bad[2].function = "noop";
+  auto refused = client_->SubmitMany(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("task 2 of 3"), std::string::npos)
+      << refused.status().ToString();
+  auto everything = client_->FetchAll();
+  ASSERT_TRUE(everything.ok());
+  EXPECT_EQ(everything->size(), ids.size());
+}
+
+TEST_F(ClusterTest, AReplyNeverWaitsForTheTaskAfterIt) {
+  // One engine takes both tasks in one batch: a quick one, then one that
+  // runs 5 s. The quick one's reply must not wait for the slow one.
+  StartCluster(1, {"--hwm", "8"});
+  TaskOptions quick, slow;
+  quick.function = "echo";
+  quick.args = 1;
+  slow.function = "sleep";
+  slow.args = 5;
+  for (const bool command : {false, true}) {
+    if (command) {
+      slow = TaskOptions{};
+      slow.command = {"sleep", "5"};
+    }
+    auto ids = client_->SubmitMany({quick, slow});
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(client_->WaitReplies({(*ids)[0]}, 30).ok());
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(waited, 3.0) << (command ? "before a command" : "before a function");
+    EXPECT_FALSE(client_->Ready((*ids)[1])) << "the slow task is still running";
+    ASSERT_TRUE(client_->WaitReplies({(*ids)[1]}, 30).ok());
+  }
+}
+
 TEST_F(ClusterTest, EveryErrorTypeReachesTheUser) {
   StartCluster(2);
   const std::string failed = Submit({"--", "sh", "-c", "echo oops >&2; exit 3"});

@@ -501,10 +501,10 @@ TEST_F(Faults, ATaskSentAgainAtTheClientsLimitIsNotRejected) {
   // have come at once, before it).
   protocol::Frames reply;
   ASSERT_TRUE(peer.Receive(reply, 10000));
-  auto decoded = protocol::DecodeMessage<protocol::MsgType::kTaskReply>(signer, {},
-                                                                        protocol::Views(reply));
+  auto decoded = RepliesIn(signer, reply);
   ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
-  EXPECT_TRUE(decoded->meta.ok) << ErrorTypeName(decoded->meta.error_type);
+  ASSERT_EQ(decoded->size(), 1u);
+  EXPECT_TRUE(decoded->front().meta.ok) << ErrorTypeName(decoded->front().meta.error_type);
 }
 
 // A listening TCP socket on a loopback port, as another program's would be.

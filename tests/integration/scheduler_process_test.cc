@@ -251,6 +251,54 @@ TEST_F(SchedulerProcess, GarbageIsDroppedLoggedAndServingGoesOn) {
   EXPECT_TRUE(WaitFor([&] { return process_->Log().find("dropped a message") != std::string::npos; }));
 }
 
+TEST_F(SchedulerProcess, TasksSentTogetherTravelTogetherOnEveryHop) {
+  Start({"--hwm", "0"});
+  StandInEngine& engine = AddEngine(0);
+  client_->Submit({}, Echo("first"));
+  ASSERT_EQ(Serve(1).size(), 1u) << process_->Log();  // the engine takes tasks now
+  const size_t engine_before = engine.messages(), client_before = client_->messages();
+  std::vector<std::pair<TaskId, protocol::TaskSpec>> batch;
+  std::set<TaskId> sent;
+  for (int i = 0; i < 5; ++i) {
+    batch.emplace_back(TaskId::Random(), Echo("b" + std::to_string(i)));
+    sent.insert(batch.back().first);
+  }
+  client_->SubmitBatch(batch);
+  std::vector<ReceivedTask> tasks;
+  ASSERT_TRUE(WaitFor([&] {
+    while (auto task = engine.Receive(milliseconds(1))) tasks.push_back(*task);
+    return tasks.size() >= 5;
+  })) << process_->Log();
+  EXPECT_EQ(tasks.size(), 5u);
+  EXPECT_EQ(engine.messages() - engine_before, 1u) << "one batch to the engine";
+  engine.ReplyAll(tasks);
+  std::set<TaskId> replied;
+  ASSERT_TRUE(WaitFor([&] {
+    while (auto r = client_->Receive(milliseconds(1))) {
+      EXPECT_TRUE(r->meta.ok);
+      replied.insert(r->task);
+    }
+    return replied.size() >= 5;
+  })) << process_->Log();
+  EXPECT_EQ(replied, sent);
+  EXPECT_EQ(client_->messages() - client_before, 1u) << "one batch of replies to the client";
+}
+
+TEST_F(SchedulerProcess, ATaskOfAnotherSessionInABatchIsDroppedAndTheOthersRun) {
+  Start({"--hwm", "0"});
+  AddEngine(0);
+  std::vector<std::pair<TaskId, protocol::TaskSpec>> batch;
+  for (int i = 0; i < 3; ++i) batch.emplace_back(TaskId::Random(), Echo("s"));
+  client_->SubmitBatch(batch, /*foreign=*/1);
+  auto replies = Serve(2);
+  ASSERT_EQ(replies.size(), 2u) << process_->Log();
+  const std::set<TaskId> replied = {replies[0].task, replies[1].task};
+  EXPECT_EQ(replied, (std::set<TaskId>{batch[0].first, batch[2].first}));
+  EXPECT_TRUE(WaitFor([&] {
+    return process_->Log().find("of session someone-else in a task_batch") != std::string::npos;
+  })) << process_->Log();
+}
+
 TEST_F(SchedulerProcess, StartsWithEverySchemeAndRefusesAnUnknownOne) {
   for (const char* scheme : {"leastload", "lru", "twobin", "weighted", "random"}) {
     TempDir dir;

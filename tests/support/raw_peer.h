@@ -62,6 +62,29 @@ inline std::vector<std::string> CommandRequest(const protocol::Signer& signer,
   return TaskRequest(signer, session, id, spec);
 }
 
+// The task_replies in a message from the scheduler (a task_batch of them),
+// decoded; an error when the message is anything else or fails its
+// signature.
+inline Result<std::vector<protocol::DecodedOf<protocol::MsgType::kTaskReply>>> RepliesIn(
+    const protocol::Signer& signer, const protocol::Frames& frames) {
+  const auto views = protocol::Views(frames);
+  auto batch = protocol::DecodeMessage<protocol::MsgType::kTaskBatch>(
+      signer, protocol::WithBatches({}), views);
+  if (!batch.ok()) return batch.status();
+  auto inner = protocol::UnpackBatch(views);
+  if (!inner.ok()) return inner.status();
+  std::vector<protocol::DecodedOf<protocol::MsgType::kTaskReply>> out;
+  for (auto& message : *inner) {
+    // Unsigned inside the batch: checked as a message of an unsigned cluster.
+    message[protocol::kFrameSignature] = protocol::kProtocolSignature;
+    auto reply = protocol::DecodeMessage<protocol::MsgType::kTaskReply>(protocol::Signer(), {},
+                                                                         message);
+    if (!reply.ok()) return reply.status();
+    out.push_back(std::move(*reply));
+  }
+  return out;
+}
+
 }  // namespace ztask::testing
 
 #endif  // ZTASK_TESTS_SUPPORT_RAW_PEER_H_

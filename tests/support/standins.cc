@@ -152,15 +152,34 @@ void StandInEngine::SendReady() {
 }
 
 std::optional<ReceivedTask> StandInEngine::Receive(milliseconds wait) {
-  Frames frames;
-  if (!ReceiveWithin(socket_, frames, wait)) return std::nullopt;
-  auto dispatch = protocol::DecodeBody<protocol::DispatchInfo>(protocol::View(frames.at(0)));
-  if (!dispatch.ok()) throw std::runtime_error("engine got no dispatch frame");
-  auto views = protocol::Views(frames, 1);
-  auto decoded = protocol::DecodeMessage<MsgType::kTaskRequest>(signer_, {}, views);
-  if (!decoded.ok()) throw std::runtime_error("engine got a bad task: " + decoded.status().ToString());
-  return ReceivedTask{decoded->header, std::string(views[protocol::kFrameHeader]), decoded->meta,
-                      decoded->content, *dispatch};
+  if (received_.empty()) {
+    Frames frames;
+    if (!ReceiveWithin(socket_, frames, wait)) return std::nullopt;
+    ++messages_;
+    auto views = protocol::Views(frames);
+    Status checked = protocol::CheckFrames(signer_, protocol::WithBatches({}), views);
+    if (!checked.ok()) throw std::runtime_error("engine got a bad message: " + checked.ToString());
+    protocol::TaskBatch batch;
+    auto tasks = protocol::UnpackBatch(views, &batch);
+    if (!tasks.ok() || !batch.dispatch) {
+      throw std::runtime_error("engine got no task_batch with dispatch: " +
+                               tasks.status().ToString());
+    }
+    for (size_t i = 0; i < tasks->size(); ++i) {
+      const auto& task = (*tasks)[i];
+      auto header = protocol::DecodeHeader(task[protocol::kFrameHeader]);
+      auto meta = protocol::DecodeBody<protocol::RoutingMeta>(task[protocol::kFrameMeta]);
+      auto spec = protocol::DecodeBody<protocol::TaskSpec>(task[protocol::kFrameContent]);
+      if (!header.ok() || header->type != MsgType::kTaskRequest || !meta.ok() || !spec.ok()) {
+        throw std::runtime_error("engine got a bad task in a batch");
+      }
+      received_.push_back(ReceivedTask{*header, std::string(task[protocol::kFrameHeader]), *meta,
+                                       *spec, (*batch.dispatch)[i]});
+    }
+  }
+  ReceivedTask task = std::move(received_.front());
+  received_.pop_front();
+  return task;
 }
 
 void StandInEngine::Reply(const ReceivedTask& task, bool ok, ErrorType error, std::string message,
@@ -173,6 +192,19 @@ void StandInEngine::Reply(const ReceivedTask& task, bool ok, ErrorType error, st
   auto frames = protocol::EncodeMessage(signer_, NewHeader(MsgType::kTaskReply, uuid_),
                                         task.header, meta, content);
   Send(socket_, std::move(frames));
+}
+
+void StandInEngine::ReplyAll(const std::vector<ReceivedTask>& tasks) {
+  std::vector<std::vector<std::string>> replies;
+  for (const ReceivedTask& task : tasks) {
+    protocol::ReplyMeta meta{true, ErrorType::kNone, id_, task.dispatch.attempt};
+    protocol::TaskResult content;
+    content.started_us = content.completed_us = protocol::NowMicros();
+    replies.push_back(protocol::EncodeInner(NewHeader(MsgType::kTaskReply, uuid_), task.header,
+                                            meta, content));
+  }
+  Send(socket_,
+       protocol::EncodeBatch(signer_, NewHeader(MsgType::kTaskBatch, uuid_), replies));
 }
 
 RawClient::RawClient(const std::string& endpoint, const protocol::Signer& signer)
@@ -190,11 +222,25 @@ TaskId RawClient::Submit(const protocol::RoutingMeta& meta, const protocol::Task
   return id;
 }
 
+void RawClient::SubmitBatch(const std::vector<std::pair<TaskId, protocol::TaskSpec>>& tasks,
+                            std::optional<size_t> foreign) {
+  std::vector<std::vector<std::string>> requests;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const std::string session = foreign == i ? "someone-else" : session_;
+    protocol::Header header{tasks[i].first, MsgType::kTaskRequest, session, protocol::NowMicros()};
+    requests.push_back(
+        protocol::EncodeInner(header, std::nullopt, protocol::RoutingMeta{}, tasks[i].second));
+  }
+  Send(socket_,
+       protocol::EncodeBatch(signer_, NewHeader(MsgType::kTaskBatch, session_), requests));
+}
+
 bool RawClient::ReceiveOne(milliseconds wait, std::optional<protocol::AbortReply>* abort) {
   Frames frames;
   if (!ReceiveWithin(socket_, frames, wait)) return false;
+  ++messages_;
   auto views = protocol::Views(frames);
-  if (!protocol::CheckFrames(signer_, {}, views).ok()) {
+  if (!protocol::CheckFrames(signer_, protocol::WithBatches({}), views).ok()) {
     throw std::runtime_error("client got a message that fails its signature");
   }
   auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
@@ -203,11 +249,20 @@ bool RawClient::ReceiveOne(milliseconds wait, std::optional<protocol::AbortReply
     if (reply.ok()) *abort = reply->content;
     return true;
   }
-  auto reply = protocol::DecodeMessage<MsgType::kTaskReply>(signer_, {}, views);
-  if (!reply.ok() || !reply->parent) {
-    throw std::runtime_error("client got a bad reply: " + reply.status().ToString());
+  if (!header.ok() || header->type != MsgType::kTaskBatch) {
+    throw std::runtime_error("client got neither an abort_reply nor a task_batch");
   }
-  replies_.push_back({reply->parent->id, reply->meta, reply->content});
+  auto replies = protocol::UnpackBatch(views);
+  if (!replies.ok()) throw std::runtime_error("client got a bad batch: " + replies.status().ToString());
+  for (const auto& r : *replies) {
+    auto parent = protocol::DecodeParent(r[protocol::kFrameParent]);
+    auto meta = protocol::DecodeBody<protocol::ReplyMeta>(r[protocol::kFrameMeta]);
+    auto content = protocol::DecodeBody<protocol::TaskResult>(r[protocol::kFrameContent]);
+    if (!parent.ok() || !*parent || !meta.ok() || !content.ok()) {
+      throw std::runtime_error("client got a bad reply in a batch");
+    }
+    replies_.push_back({(*parent)->id, *meta, *content});
+  }
   return true;
 }
 

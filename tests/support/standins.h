@@ -83,6 +83,10 @@ class StandInEngine {
   std::optional<ReceivedTask> Receive(milliseconds wait);
   void Reply(const ReceivedTask& task, bool ok, ErrorType error = ErrorType::kNone,
              std::string message = {}, protocol::RawValue result = {});
+  // Answers every task `ok`, all in one task_batch.
+  void ReplyAll(const std::vector<ReceivedTask>& tasks);
+  // Messages (batches) received from the scheduler so far.
+  size_t messages() const { return messages_; }
   zmq::socket_t& socket() { return socket_; }
 
  private:
@@ -90,6 +94,9 @@ class StandInEngine {
   int32_t id_;
   std::string uuid_;
   zmq::socket_t socket_;
+  // Tasks of a batch received and not returned by Receive yet.
+  std::deque<ReceivedTask> received_;
+  size_t messages_ = 0;
 };
 
 class RawClient {
@@ -104,6 +111,12 @@ class RawClient {
 
   TaskId Submit(const protocol::RoutingMeta& meta, const protocol::TaskSpec& spec,
                 TaskId id = TaskId::Random());
+  // Sends these tasks (id, spec) in one task_batch; the task at `foreign`
+  // (if any) claims another session than the batch's.
+  void SubmitBatch(const std::vector<std::pair<TaskId, protocol::TaskSpec>>& tasks,
+                   std::optional<size_t> foreign = std::nullopt);
+  // Messages received from the scheduler so far.
+  size_t messages() const { return messages_; }
   std::optional<Reply> Receive(milliseconds wait);
   std::optional<protocol::AbortReply> Abort(const std::vector<TaskId>& ids, milliseconds wait);
   void SendRaw(const std::vector<std::string>& frames);
@@ -117,6 +130,7 @@ class RawClient {
   std::string session_;
   zmq::socket_t socket_;
   std::deque<Reply> replies_;
+  size_t messages_ = 0;
 };
 
 }  // namespace ztask::testing

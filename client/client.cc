@@ -159,6 +159,17 @@ class Client::Impl {
 
   void set_max_in_flight(size_t n) { max_in_flight_ = std::max<size_t>(1, n); }
 
+  // Reads the replies that came, and after a reconnection sends again what
+  // a restarted scheduler never received: whatever call the program makes
+  // next (a Fetch in a loop, say) heals a lost connection.
+  void Notice() {
+    DrainReplies();
+    if (reconnected_ && Now() >= next_notice_check_) {
+      Resync();  // the hub may have been away at the reconnection too
+      next_notice_check_ = Now() + kRecheckS;
+    }
+  }
+
   bool Ready(const TaskId& id) {
     DrainReplies();
     return replied_.contains(id);
@@ -596,6 +607,7 @@ class Client::Impl {
   FlatIdMap<std::pair<uint64_t, std::vector<std::string>>> unanswered_;
   uint64_t next_submission_ = 0;
   bool reconnected_ = false;
+  double next_notice_check_ = 0;
   size_t max_in_flight_ = 1000000;
   static constexpr double kRecheckS = 1.0;
   // A scheduler that takes nothing for this long is an error to the caller.
@@ -654,9 +666,13 @@ Status Client::Wait(const std::vector<TaskId>& ids, double timeout_s) {
 }
 Result<std::vector<TaskInfo>> Client::Fetch(const std::vector<TaskId>& ids) {
   if (ids.empty()) return std::vector<TaskInfo>{};
+  impl_->Notice();
   return impl_->Fetch(ids, false, nullptr);
 }
-Result<std::vector<TaskInfo>> Client::FetchAll() { return impl_->Fetch({}, true, nullptr); }
+Result<std::vector<TaskInfo>> Client::FetchAll() {
+  impl_->Notice();
+  return impl_->Fetch({}, true, nullptr);
+}
 Result<AbortResult> Client::Abort(const std::vector<TaskId>& ids) { return impl_->Abort(ids); }
 Result<QueueStatus> Client::Queue() { return impl_->Queue(); }
 Result<std::vector<EngineStatus>> Client::Engines() { return impl_->Engines(); }

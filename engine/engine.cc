@@ -317,12 +317,14 @@ class EngineLoop final : public Stoppable {
     unsent_bytes_ = 0;
     // A full queue (the scheduler reads slower than engines answer) is
     // waited out: a reply is never dropped here.
-    while (!stop_.load()) {
-      if (!protocol::IsQueueFull(protocol::SendEncoded(scheduler_, {}, frames))) break;
+    // Stopping, it is tried once more and left to the socket's linger.
+    bool sent = false;
+    while (!sent) {
+      sent = !protocol::IsQueueFull(protocol::SendEncoded(scheduler_, {}, frames)) || stop_.load();
+      if (sent) break;
       zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLOUT, 0};
       (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
     }
-    if (stop_.load()) (void)protocol::SendEncoded(scheduler_, {}, frames);
   }
 
   // Queues a reply (its frames, header first) to go in the next batch.

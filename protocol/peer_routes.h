@@ -25,6 +25,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "protocol/string_hash.h"
+
 namespace ztask::protocol {
 
 class PeerRoutes {
@@ -44,12 +46,6 @@ class PeerRoutes {
   size_t size() const { return routes_.size(); }
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const noexcept {
-      return std::hash<std::string_view>{}(s);
-    }
-  };
   struct Entry {
     std::string route;
     uint64_t proved = 0;  // a counter, not a clock
@@ -58,7 +54,7 @@ class PeerRoutes {
 
   size_t max_sessions_;
   uint64_t counter_ = 0;
-  std::unordered_map<std::string, Entry, Hash, std::equal_to<>> routes_;
+  std::unordered_map<std::string, Entry, StringHash, std::equal_to<>> routes_;
 };
 
 }  // namespace ztask::protocol

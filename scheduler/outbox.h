@@ -27,6 +27,7 @@
 #include <zmq.hpp>
 
 #include "protocol/peer_routes.h"
+#include "protocol/string_hash.h"
 #include "protocol/wire.h"
 #include "scheduler/frame_builder.h"
 
@@ -61,12 +62,6 @@ class Outbox {
   // when it is not sent, frames[0] names the session again.
   Status SendTo(protocol::Frames& message);
 
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const noexcept {
-      return std::hash<std::string_view>{}(s);
-    }
-  };
   // The batch being filled for one peer.
   struct Open {
     protocol::Frames frames;
@@ -74,7 +69,7 @@ class Outbox {
     std::vector<protocol::DispatchInfo> dispatch;
     size_t bytes = 0;
   };
-  using OpenMap = std::unordered_map<std::string, Open, Hash, std::equal_to<>>;
+  using OpenMap = std::unordered_map<std::string, Open, protocol::StringHash, std::equal_to<>>;
   // The peer's batch becomes a message in fresh_; it is erased.
   void Seal(OpenMap::iterator it);
 

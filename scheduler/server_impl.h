@@ -23,6 +23,7 @@
 #include "protocol/connection_file.h"
 #include "protocol/flat_id_map.h"
 #include "protocol/peer_routes.h"
+#include "protocol/string_hash.h"
 #include "protocol/replay_guard.h"
 #include "protocol/security.h"
 #include "protocol/wire.h"
@@ -287,13 +288,7 @@ class SchedulerServer::Impl {
   zmq::socket_t client_, engine_, notifier_, monitor_;
   std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
   // Looked up by the routing id's bytes, without making a string per task.
-  struct PeerHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const noexcept {
-      return std::hash<std::string_view>{}(s);
-    }
-  };
-  std::unordered_map<std::string, size_t, PeerHash, std::equal_to<>> queued_per_client_;
+  std::unordered_map<std::string, size_t, protocol::StringHash, std::equal_to<>> queued_per_client_;
   std::string client_endpoint_, engine_endpoint_;
   int wake_[2] = {-1, -1};
   std::atomic<bool> stop_{false};

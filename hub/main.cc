@@ -30,6 +30,11 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-misses", options.heartbeat_misses,
                  "an engine silent for this many periods is lost")
       ->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--keep-finished", options.keep_finished,
+                 "finished records kept in memory; older ones are read from the database when "
+                 "asked for (with --db :memory: every record stays)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 40));
   app.add_option("--max-engines", options.max_engines, "engines registered at once")
       ->capture_default_str();
   app.add_option("--replay-window", options.replay_window_s,

@@ -310,6 +310,13 @@ class HubServer::Impl {
     auto header = Open(frames, &views, monitor_guard_, monitor_limits_);
     if (!header.ok()) return Drop(View(frames[0]), header.status());
     const std::string_view peer = View(frames[0]);
+    if (header->type == MsgType::kResultRequest) {
+      // The scheduler asks for the outcomes of dependencies it let go of:
+      // after every batch it sent before, on the same connection.
+      auto request = protocol::DecodeBody<protocol::TaskIdList>(views[protocol::kFrameContent]);
+      if (!request.ok()) return Drop(peer, request.status());
+      return Reply(monitor_, frames[0], MsgType::kResultReply, *header, Records(*request, true));
+    }
     if (header->type != MsgType::kMonitorBatch) return OnMonitorMessage(peer, *header, views);
     auto meta = protocol::DecodeBody<protocol::BatchMeta>(views[protocol::kFrameMeta]);
     if (!meta.ok()) return Drop(peer, "monitor_batch metadata: " + meta.status().message());
@@ -432,22 +439,7 @@ class HubServer::Impl {
       case MsgType::kResultRequest: {
         auto request = protocol::DecodeBody<protocol::TaskIdList>(content);
         if (!request.ok()) return Drop(View(frames[0]), request.status());
-        protocol::ResultReply reply;
-        if (request->task_ids.empty() && request->limit) {
-          return Reply(query_, frames[0], MsgType::kResultReply, *header, PageOfRecords(*request));
-        }
-        if (request->task_ids.empty()) {  // an empty list asks for every record
-          store_->ForEachRecord(
-              [&](const TaskId&, const protocol::TaskRecord& r) { reply.records.push_back(r); });
-        }
-        for (const TaskId& id : request->task_ids) {
-          if (const auto* r = store_->Find(id)) {
-            reply.records.push_back(*r);
-          } else {
-            reply.unknown.push_back(id);
-          }
-        }
-        return Reply(query_, frames[0], MsgType::kResultReply, *header, reply);
+        return Reply(query_, frames[0], MsgType::kResultReply, *header, Records(*request, false));
       }
       case MsgType::kRecoverRequest: {
         auto request = protocol::DecodeBody<protocol::RecoverRequest>(content);
@@ -530,7 +522,8 @@ class HubServer::Impl {
     const size_t limit = request.limit > 0 ? static_cast<size_t>(request.limit) : 1000;
     size_t taken = 0;
     for (; taken < ids.size() && reply.tasks.size() < limit && bytes < kPageBytes; ++taken) {
-      const protocol::TaskRecord& r = *store_->Find(ids[taken]);
+      protocol::TaskRecord scratch;  // unfinished records are all in memory
+      const protocol::TaskRecord& r = *store_->Find(ids[taken], &scratch);
       const auto* frames = store_->RequestOf(r.id);
       if (!frames) {
         spdlog::warn("task {} has no recorded request: a restarted scheduler cannot queue it",
@@ -539,7 +532,8 @@ class HubServer::Impl {
       }
       for (const auto* deps : {&r.routing.after.ids, &r.routing.follow.ids}) {
         for (const TaskId& dep : *deps) {
-          const auto* d = store_->Find(dep);
+          protocol::TaskRecord scratch;
+          const auto* d = store_->Find(dep, &scratch);
           if (!d || (d->state != "ok" && d->state != "error") || !named.insert(dep).second)
             continue;
           reply.finished.push_back({dep, d->state == "ok", d->engine_id});
@@ -552,48 +546,62 @@ class HubServer::Impl {
     return reply;
   }
 
-  // Records in id order after request.after: at most request.limit (and
-  // kMaxPage), and no more than about kPageBytes of them.
-  protocol::ResultReply PageOfRecords(const protocol::TaskIdList& request) const {
+  // The records of the listed tasks (and which are unknown); with no list,
+  // one page of every record in id order after request.after: at most
+  // request.limit (and kMaxPage), and no more than about kPageBytes of them.
+  // `lean`: without outputs and results (the scheduler needs outcomes only).
+  protocol::ResultReply Records(const protocol::TaskIdList& request, bool lean) const {
     constexpr size_t kMaxPage = 100000;
     constexpr size_t kPageBytes = size_t{16} << 20;
-    std::vector<TaskId> ids;
-    store_->ForEachRecord([&](const TaskId& id, const protocol::TaskRecord&) {
-      if (!request.after || *request.after < id) ids.push_back(id);
-    });
-    const size_t limit = std::min(
-        {ids.size(), static_cast<size_t>(std::max<int32_t>(1, *request.limit)), kMaxPage});
-    std::nth_element(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(limit), ids.end());
-    std::sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(limit));
     protocol::ResultReply reply;
-    size_t bytes = 0, taken = 0;
-    for (; taken < limit && (taken == 0 || bytes < kPageBytes); ++taken) {
-      const protocol::TaskRecord& r = *store_->Find(ids[taken]);
-      bytes += 256 + r.label.size() + r.error_message.size() + r.stdout_text.size() +
-               r.stderr_text.size() + r.result.bytes.size();
+    const auto add = [&](const protocol::TaskRecord& r) {
       reply.records.push_back(r);
+      if (!lean) return;
+      protocol::TaskRecord& kept = reply.records.back();
+      kept.result = {};
+      kept.stdout_text.clear();
+      kept.stderr_text.clear();
+      kept.error_message.clear();
+    };
+    protocol::TaskRecord scratch;
+    if (!request.task_ids.empty()) {
+      for (const TaskId& id : request.task_ids) {
+        if (const auto* r = store_->Find(id, &scratch)) {
+          add(*r);
+        } else {
+          reply.unknown.push_back(id);
+        }
+      }
+      return reply;
+    }
+    const size_t limit = std::min<size_t>(std::max<int32_t>(1, request.limit.value_or(kMaxPage)),
+                                          kMaxPage);
+    // One more than the page, to know whether there is more.
+    const std::vector<TaskId> ids = store_->IdsAfter(request.after, limit + 1);
+    size_t bytes = 0, taken = 0;
+    for (; taken < std::min(limit, ids.size()) && (taken == 0 || bytes < kPageBytes); ++taken) {
+      const protocol::TaskRecord* r = store_->Find(ids[taken], &scratch);
+      if (!r) continue;  // gone since (purged)
+      bytes += 256 + r->label.size() + r->error_message.size() + r->stdout_text.size() +
+               r->stderr_text.size() + r->result.bytes.size();
+      add(*r);
     }
     reply.more = taken < ids.size();
     return reply;
   }
 
   protocol::RecoverReply RecoverFinished(const protocol::RecoverRequest& request) const {
-    std::vector<TaskId> ids;
-    store_->ForEachRecord([&](const TaskId& id, const protocol::TaskRecord& r) {
-      if (r.state != "ok" && r.state != "error") return;
-      if (request.after && !(*request.after < id)) return;
-      ids.push_back(id);
-    });
     const size_t asked = request.limit > 0 ? static_cast<size_t>(request.limit) : kFinishedPage;
-    const size_t limit = std::min({ids.size(), asked, kFinishedPage});
-    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(limit), ids.end());
+    const size_t limit = std::min(asked, kFinishedPage);
+    const std::vector<TaskId> ids = store_->IdsAfter(request.after, limit);
     protocol::RecoverReply reply;
-    reply.finished.reserve(limit);
-    for (size_t i = 0; i < limit; ++i) {
-      const protocol::TaskRecord& r = *store_->Find(ids[i]);
-      reply.finished.push_back({r.id, r.state == "ok", r.engine_id});
+    protocol::TaskRecord scratch;
+    for (const TaskId& id : ids) {
+      const protocol::TaskRecord* r = store_->Find(id, &scratch);
+      if (!r || (r->state != "ok" && r->state != "error")) continue;
+      reply.finished.push_back({r->id, r->state == "ok", r->engine_id});
     }
-    reply.done = limit == ids.size();
+    reply.done = ids.size() < limit;
     return reply;
   }
 
@@ -673,9 +681,14 @@ Result<std::unique_ptr<HubServer>> HubServer::Create(const HubOptions& options) 
   ZTASK_RETURN_IF_ERROR(protocol::CheckAuthenticated(info, options.insecure, path));
   const std::string db = options.db.empty() ? (profile / "tasks.db").string() : options.db;
   if (options.db.empty()) ZTASK_RETURN_IF_ERROR(protocol::MakePrivateDirectory(profile));
-  auto store = TaskStore::Open(db, options.durability == "power", [](size_t loaded) {
-    spdlog::info("loading the task database: {} records so far", loaded);
-  });
+  StoreOptions store_options;
+  store_options.power = options.durability == "power";
+  store_options.keep_finished = options.keep_finished;
+  store_options.progress = [](size_t read) {
+    spdlog::info("converting the task database to this version's layout: {} records so far",
+                 read);
+  };
+  auto store = TaskStore::Open(db, std::move(store_options));
   if (!store.ok()) return store.status();
   auto impl = std::make_unique<Impl>(options, info, std::move(*store));
   auto endpoints = impl->Start(profile);

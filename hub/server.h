@@ -38,6 +38,9 @@ struct HubOptions {
   // A message dated further than this from our clock is refused as a
   // possible replay (replay_guard.h); 0 turns the check off. Default: 300 s.
   double replay_window_s = 300;
+  // Finished records kept in memory; older ones are read from the database
+  // file when asked for (store.h).
+  size_t keep_finished = 100000;
   // Engines registered at once; more are refused with a reason.
   size_t max_engines = 100000;
   // A connection file made here has no key (and needs this to be read back).

@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <map>
 
 #include "protocol/codec.h"
 
@@ -45,9 +46,10 @@ struct Key {
 
 }  // namespace
 
-Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path, bool power,
-                                                   const std::function<void(size_t)>& progress) {
-  std::unique_ptr<TaskStore> store(new TaskStore());
+Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path,
+                                                   StoreOptions options) {
+  const bool power = options.power;
+  std::unique_ptr<TaskStore> store(new TaskStore(std::move(options)));
   if (path == ":memory:") return store;
   // Records hold every task's command, environment and output: 0600,
   // whoever made the file and whatever the umask. SQLite gives the -wal and
@@ -68,7 +70,8 @@ Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path, bool
     return SqlError(store->db_, "cannot set up the task database " + path);
   }
   ZTASK_RETURN_IF_ERROR(store->Migrate(path));
-  ZTASK_RETURN_IF_ERROR(store->Load(progress));
+  ZTASK_RETURN_IF_ERROR(store->Prepare());
+  ZTASK_RETURN_IF_ERROR(store->Load());
   return store;
 }
 
@@ -82,12 +85,17 @@ int TaskStore::synchronous_level() const {
 TaskStore::~TaskStore() {
   if (db_) {
     (void)Flush();
+    sqlite3_finalize(find_);
     sqlite3_close(db_);
   }
 }
 
-// Version 2 of the file: one row per task, in the order recorded. Version
-// 1 (two tables keyed by task id) is carried over once, in a transaction.
+// Version 3 of the file: one row per task, in the order recorded, with
+// whether it is finished, an index by id (for records no longer in memory)
+// and one of the unfinished rows (all that a start must read), and the
+// count of finished tasks per engine. Version 2 lacked the column, the
+// indexes and the counts; version 1 (two tables keyed by task id) is
+// carried over to 2 first. Each step is one transaction.
 Status TaskStore::Migrate(const std::string& path) {
   int version = 0;
   {
@@ -96,67 +104,171 @@ Status TaskStore::Migrate(const std::string& path) {
       version = sqlite3_column_int(pragma.get(), 0);
     }
   }
-  if (version >= 2) return Status::Ok();
-  auto has_table = [this](const char* name) {
-    Statement table(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
-    sqlite3_bind_text(table.get(), 1, name, -1, SQLITE_STATIC);
-    return table.ok() && sqlite3_step(table.get()) == SQLITE_ROW;
-  };
-  std::string sql =
-      "BEGIN;"
-      "CREATE TABLE tasks_v2 (seq INTEGER PRIMARY KEY, id BLOB NOT NULL, record BLOB NOT NULL, "
-      "request BLOB);";
-  if (has_table("requests")) {
-    sql +=
-        "INSERT INTO tasks_v2 (id, record, request) SELECT t.id, t.record, r.frames "
-        "FROM tasks t LEFT JOIN requests r ON r.id = t.id;"
-        "DROP TABLE tasks; DROP TABLE requests;";
-  } else if (has_table("tasks")) {  // from before requests were kept
-    sql += "INSERT INTO tasks_v2 (id, record) SELECT id, record FROM tasks; DROP TABLE tasks;";
-  }
-  sql += "ALTER TABLE tasks_v2 RENAME TO tasks; PRAGMA user_version = 2; COMMIT;";
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
+  if (version >= 3) return Status::Ok();
+  auto run = [&](const std::string& sql) {
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK) {
+      return Status::Ok();
+    }
     Status error = SqlError(db_, "cannot set up the tables of the task database " + path);
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return error;
+  };
+  if (version < 2) {
+    auto has_table = [this](const char* name) {
+      Statement table(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
+      sqlite3_bind_text(table.get(), 1, name, -1, SQLITE_STATIC);
+      return table.ok() && sqlite3_step(table.get()) == SQLITE_ROW;
+    };
+    std::string sql =
+        "BEGIN;"
+        "CREATE TABLE tasks_v2 (seq INTEGER PRIMARY KEY, id BLOB NOT NULL, record BLOB NOT NULL, "
+        "request BLOB);";
+    if (has_table("requests")) {
+      sql +=
+          "INSERT INTO tasks_v2 (id, record, request) SELECT t.id, t.record, r.frames "
+          "FROM tasks t LEFT JOIN requests r ON r.id = t.id;"
+          "DROP TABLE tasks; DROP TABLE requests;";
+    } else if (has_table("tasks")) {  // from before requests were kept
+      sql += "INSERT INTO tasks_v2 (id, record) SELECT id, record FROM tasks; DROP TABLE tasks;";
+    }
+    sql += "ALTER TABLE tasks_v2 RENAME TO tasks; PRAGMA user_version = 2; COMMIT;";
+    ZTASK_RETURN_IF_ERROR(run(sql));
+  }
+  ZTASK_RETURN_IF_ERROR(run(
+      "BEGIN;"
+      "ALTER TABLE tasks ADD COLUMN done INTEGER NOT NULL DEFAULT 0;"
+      "CREATE TABLE finished_by_engine (engine INTEGER PRIMARY KEY, finished INTEGER NOT NULL);"));
+  if (Status marked = AddFinishedColumn(); !marked.ok()) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return marked;
+  }
+  return run(
+      "CREATE INDEX tasks_by_id ON tasks (id);"
+      "CREATE INDEX tasks_open ON tasks (seq) WHERE done = 0;"
+      "PRAGMA user_version = 3; COMMIT;");
+}
+
+Status TaskStore::AddFinishedColumn() {
+  Statement select(db_, "SELECT seq, record FROM tasks");
+  Statement mark(db_, "UPDATE tasks SET done = 1 WHERE seq = ?1");
+  Statement count(db_, "INSERT INTO finished_by_engine (engine, finished) VALUES (?1, ?2)");
+  if (!select.ok() || !mark.ok() || !count.ok()) return SqlError(db_, "cannot convert the tasks");
+  std::map<int32_t, int64_t> finished;
+  size_t read = 0;
+  while (sqlite3_step(select.get()) == SQLITE_ROW) {
+    if (options_.progress && ++read % 1000000 == 0) options_.progress(read);
+    const void* blob = sqlite3_column_blob(select.get(), 1);
+    auto record = protocol::DecodeBody<protocol::TaskRecord>(
+        {static_cast<const char*>(blob), static_cast<size_t>(sqlite3_column_bytes(select.get(), 1))});
+    if (!record.ok() || !Finished(*record)) continue;
+    if (record->engine_id) ++finished[*record->engine_id];
+    sqlite3_bind_int64(mark.get(), 1, sqlite3_column_int64(select.get(), 0));
+    const bool ok = sqlite3_step(mark.get()) == SQLITE_DONE;
+    sqlite3_reset(mark.get());
+    if (!ok) return SqlError(db_, "cannot convert the tasks");
+  }
+  for (const auto& [engine, n] : finished) {
+    sqlite3_bind_int(count.get(), 1, engine);
+    sqlite3_bind_int64(count.get(), 2, n);
+    const bool ok = sqlite3_step(count.get()) == SQLITE_DONE;
+    sqlite3_reset(count.get());
+    if (!ok) return SqlError(db_, "cannot convert the tasks");
   }
   return Status::Ok();
 }
 
-Status TaskStore::Load(const std::function<void(size_t)>& progress) {
-  Statement select(db_, "SELECT seq, record, request FROM tasks ORDER BY seq");
-  if (!select.ok()) return SqlError(db_, "cannot read the task database");
-  while (sqlite3_step(select.get()) == SQLITE_ROW) {
-    auto column = [&select](int k) -> std::string_view {
-      const void* blob = sqlite3_column_blob(select.get(), k);
-      return {static_cast<const char*>(blob),
-              static_cast<size_t>(sqlite3_column_bytes(select.get(), k))};
-    };
-    auto record = protocol::DecodeBody<protocol::TaskRecord>(column(1));
-    if (!record.ok()) continue;
-    if (progress && (entries_.size() + 1) % 1000000 == 0) progress(entries_.size() + 1);
-    bool made;
-    Entry& e = EntryOf(record->id, &made);
-    e.row = sqlite3_column_int64(select.get(), 0);
-    Tally(*record, +1);
-    e.record = std::move(*record);
-    if (Finished(e.record) || sqlite3_column_type(select.get(), 2) == SQLITE_NULL) continue;
-    if (auto stored = protocol::DecodeBody<protocol::FrameList>(column(2)); stored.ok()) {
-      e.request = std::move(stored->frames);
-      e.has_request = true;
-    }
+Status TaskStore::Prepare() {
+  if (sqlite3_prepare_v2(db_, "SELECT seq, record FROM tasks WHERE id = ?1", -1, &find_,
+                         nullptr) != SQLITE_OK) {
+    return SqlError(db_, "cannot read the task database");
   }
   return Status::Ok();
+}
+
+// Reads what a start needs, whatever the history's length: the finished
+// counts, every unfinished task (through the index of them) and the latest
+// keep_finished finished ones.
+Status TaskStore::Load() {
+  {
+    Statement counts(db_, "SELECT engine, finished FROM finished_by_engine");
+    if (!counts.ok()) return SqlError(db_, "cannot read the task database");
+    while (sqlite3_step(counts.get()) == SQLITE_ROW) {
+      by_engine_[sqlite3_column_int(counts.get(), 0)].finished =
+          sqlite3_column_int64(counts.get(), 1);
+    }
+  }
+  auto read = [&](const char* sql, bool finished) {
+    Statement select(db_, sql);
+    if (!select.ok()) return SqlError(db_, "cannot read the task database");
+    sqlite3_bind_int64(select.get(), 1, static_cast<int64_t>(options_.keep_finished));
+    size_t rows = 0;
+    while (sqlite3_step(select.get()) == SQLITE_ROW) {
+      ++rows;
+      auto column = [&select](int k) -> std::string_view {
+        const void* blob = sqlite3_column_blob(select.get(), k);
+        return {static_cast<const char*>(blob),
+                static_cast<size_t>(sqlite3_column_bytes(select.get(), k))};
+      };
+      auto record = protocol::DecodeBody<protocol::TaskRecord>(column(1));
+      if (!record.ok()) continue;
+      bool made;
+      Entry& e = EntryOf(record->id, &made);
+      e.row = sqlite3_column_int64(select.get(), 0);
+      e.record = std::move(*record);
+      if (finished) {
+        finished_order_.push_front(e.record.id);  // read newest first
+        continue;
+      }
+      Tally(e.record, +1);  // finished ones are counted in finished_by_engine
+      if (sqlite3_column_type(select.get(), 2) == SQLITE_NULL) continue;
+      if (auto stored = protocol::DecodeBody<protocol::FrameList>(column(2)); stored.ok()) {
+        e.request = std::move(stored->frames);
+        e.has_request = true;
+      }
+    }
+    if (finished && rows >= options_.keep_finished) has_evicted_ = true;
+    return Status::Ok();
+  };
+  ZTASK_RETURN_IF_ERROR(read("SELECT seq, record, request FROM tasks WHERE done = 0", false));
+  ZTASK_RETURN_IF_ERROR(
+      read("SELECT seq, record FROM tasks WHERE done = 1 ORDER BY seq DESC LIMIT ?1", true));
+  tally_changed_.clear();
+  return Status::Ok();
+}
+
+bool TaskStore::ReadStored(const TaskId& id, protocol::TaskRecord* record, int64_t* row) const {
+  if (!find_) return false;
+  const Key key(id);
+  BindBlob(find_, 1, key.view());
+  bool found = false;
+  if (sqlite3_step(find_) == SQLITE_ROW) {
+    const void* blob = sqlite3_column_blob(find_, 1);
+    auto decoded = protocol::DecodeBody<protocol::TaskRecord>(
+        {static_cast<const char*>(blob), static_cast<size_t>(sqlite3_column_bytes(find_, 1))});
+    if (decoded.ok()) {
+      *record = std::move(*decoded);
+      *row = sqlite3_column_int64(find_, 0);
+      found = true;
+    }
+  }
+  sqlite3_reset(find_);
+  return found;
 }
 
 TaskStore::Entry& TaskStore::EntryOf(const TaskId& id, bool* made) {
   auto [slot, inserted] = entries_.try_emplace(id);
-  if (inserted) {
-    *slot = std::make_unique<Entry>();
-    (*slot)->record.id = id;
-  }
   *made = inserted;
-  return **slot;
+  if (!inserted) return **slot;
+  *slot = std::make_unique<Entry>();
+  Entry& e = **slot;
+  e.record.id = id;
+  // A record let go of is finished: it comes back (to be let go again) so
+  // that what comes for it is checked against it, never written twice.
+  if (has_evicted_ && ReadStored(id, &e.record, &e.row)) {
+    *made = false;
+    if (Finished(e.record)) finished_order_.push_back(id);
+  }
+  return e;
 }
 
 void TaskStore::Touch(Entry& e) {
@@ -170,6 +282,7 @@ void TaskStore::Clean() {
   for (Entry* e : dirty_) e->dirty = e->request_changed = false;
   dirty_.clear();
   deleted_rows_.clear();
+  tally_changed_.clear();
 }
 
 const TaskStore::Entry* TaskStore::FindEntry(const TaskId& id) const {
@@ -177,9 +290,45 @@ const TaskStore::Entry* TaskStore::FindEntry(const TaskId& id) const {
   return slot ? slot->get() : nullptr;
 }
 
-const protocol::TaskRecord* TaskStore::Find(const TaskId& id) const {
-  const Entry* e = FindEntry(id);
-  return e ? &e->record : nullptr;
+const protocol::TaskRecord* TaskStore::Find(const TaskId& id,
+                                            protocol::TaskRecord* scratch) const {
+  if (const Entry* e = FindEntry(id)) return &e->record;
+  int64_t row;
+  if (has_evicted_ && ReadStored(id, scratch, &row)) return scratch;
+  return nullptr;
+}
+
+std::vector<TaskId> TaskStore::IdsAfter(const std::optional<TaskId>& after, size_t limit) const {
+  // In memory: every record when none was let go; otherwise those not yet
+  // written (the file has the rest, in the order of its index).
+  std::vector<TaskId> ids;
+  entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
+    if ((!after || *after < id) && (!has_evicted_ || e->row == 0)) ids.push_back(id);
+  });
+  const auto cut = [&](std::vector<TaskId>& v) {
+    const size_t n = std::min(v.size(), limit);
+    std::partial_sort(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n), v.end());
+    v.resize(n);
+  };
+  cut(ids);
+  if (!has_evicted_) return ids;
+  Statement select(db_, after ? "SELECT id FROM tasks WHERE id > ?1 ORDER BY id LIMIT ?2"
+                              : "SELECT id FROM tasks ORDER BY id LIMIT ?2");
+  if (!select.ok()) return ids;
+  std::optional<Key> key;
+  if (after) {
+    key.emplace(*after);
+    BindBlob(select.get(), 1, key->view());
+  }
+  sqlite3_bind_int64(select.get(), 2, static_cast<int64_t>(limit));
+  while (sqlite3_step(select.get()) == SQLITE_ROW) {
+    if (sqlite3_column_bytes(select.get(), 0) != 16) continue;
+    ids.push_back(TaskId::FromBytes(
+        {static_cast<const char*>(sqlite3_column_blob(select.get(), 0)), 16}));
+  }
+  cut(ids);
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
 }
 
 const std::vector<std::string>* TaskStore::RequestOf(const TaskId& id) const {
@@ -258,6 +407,7 @@ bool TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
     return true;
   }
   DropRequest(e);
+  if (db_) finished_order_.push_back(id);
   r.state = meta.ok ? "ok" : "error";
   r.result = result.result;
   r.exit_code = result.exit_code;
@@ -276,11 +426,17 @@ void TaskStore::Tally(const protocol::TaskRecord& r, int delta) {
     waiting_ += delta;
   } else if (r.engine_id) {
     if (r.state == "running") by_engine_[*r.engine_id].running += delta;
-    if (Finished(r)) by_engine_[*r.engine_id].finished += delta;
+    if (Finished(r)) {
+      by_engine_[*r.engine_id].finished += delta;
+      tally_changed_.insert(*r.engine_id);
+    }
   }
 }
 
 size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
+  if (all && has_evicted_) {
+    if (auto purged = PurgeAllStored()) return *purged;
+  }
   std::vector<TaskId> doomed;
   if (all) {
     entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
@@ -288,7 +444,13 @@ size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
     });
   } else {
     for (const TaskId& id : ids) {
-      if (auto* r = Find(id); r && Finished(*r)) doomed.push_back(id);
+      bool made;
+      Entry& e = EntryOf(id, &made);  // brings back one let go of
+      if (made) {
+        entries_.erase(id);
+      } else if (Finished(e.record)) {
+        doomed.push_back(id);
+      }
     }
   }
   std::sort(doomed.begin(), doomed.end());
@@ -310,12 +472,42 @@ size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
   return doomed.size();
 }
 
+// Every finished record, most of them only in the file: written first, then
+// deleted by the column that marks them, with their counts, in one
+// transaction. Nullopt when the file cannot be written (nothing changed).
+std::optional<size_t> TaskStore::PurgeAllStored() {
+  if (!Flush().ok()) return std::nullopt;
+  if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) return std::nullopt;
+  int64_t count = -1;
+  {
+    Statement counted(db_, "SELECT count(*) FROM tasks WHERE done = 1");
+    if (counted.ok() && sqlite3_step(counted.get()) == SQLITE_ROW) {
+      count = sqlite3_column_int64(counted.get(), 0);
+    }
+  }
+  if (count < 0 ||
+      sqlite3_exec(db_, "DELETE FROM tasks WHERE done = 1; DELETE FROM finished_by_engine; COMMIT",
+                   nullptr, nullptr, nullptr) != SQLITE_OK) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return std::nullopt;
+  }
+  std::vector<TaskId> gone;
+  entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
+    if (Finished(e->record)) gone.push_back(id);
+  });
+  for (const TaskId& id : gone) entries_.erase(id);
+  for (auto& [engine, tally] : by_engine_) tally.finished = 0;
+  finished_order_.clear();
+  has_evicted_ = false;
+  return static_cast<size_t>(count);
+}
+
 Status TaskStore::Flush() {
   if (!db_) {  // nothing to write: forget what changed
     Clean();
     return Status::Ok();
   }
-  if (unflushed() == 0) return Status::Ok();
+  if (unflushed() == 0 && tally_changed_.empty()) return Status::Ok();
   if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqlError(db_, "cannot begin a transaction");
   }
@@ -332,18 +524,33 @@ Status TaskStore::Flush() {
   }
   for (const auto& [e, row] : added) e->row = row;
   Clean();
+  Evict();
   return Status::Ok();
+}
+
+void TaskStore::Evict() {
+  while (finished_order_.size() > options_.keep_finished) {
+    const TaskId id = finished_order_.front();
+    finished_order_.pop_front();
+    const Entry* e = FindEntry(id);
+    // Purged already, or not written (a failed flush left it dirty).
+    if (!e || e->row == 0 || e->dirty || !Finished(e->record)) continue;
+    entries_.erase(id);
+    has_evicted_ = true;
+  }
 }
 
 // Within Flush()'s transaction: a new record is a new row at the end; a
 // known one is rewritten by its row number, with its request only when that
 // changed (kept, or dropped once the task ended).
 Status TaskStore::WriteRows(std::vector<std::pair<Entry*, int64_t>>* added) {
-  Statement insert(db_, "INSERT INTO tasks (id, record, request) VALUES (?1, ?2, ?3)");
-  Statement update(db_, "UPDATE tasks SET record = ?2 WHERE seq = ?1");
-  Statement update_both(db_, "UPDATE tasks SET record = ?2, request = ?3 WHERE seq = ?1");
+  Statement insert(db_, "INSERT INTO tasks (id, record, request, done) VALUES (?1, ?2, ?3, ?4)");
+  Statement update(db_, "UPDATE tasks SET record = ?2, done = ?4 WHERE seq = ?1");
+  Statement update_both(db_,
+                        "UPDATE tasks SET record = ?2, request = ?3, done = ?4 WHERE seq = ?1");
   Statement erase(db_, "DELETE FROM tasks WHERE seq = ?1");
-  if (!insert.ok() || !update.ok() || !update_both.ok() || !erase.ok()) {
+  Statement count(db_, "INSERT OR REPLACE INTO finished_by_engine (engine, finished) VALUES (?1, ?2)");
+  if (!insert.ok() || !update.ok() || !update_both.ok() || !erase.ok() || !count.ok()) {
     return SqlError(db_, "cannot write task records");
   }
   std::string blob, request;
@@ -367,6 +574,7 @@ Status TaskStore::WriteRows(std::vector<std::pair<Entry*, int64_t>>* added) {
       sqlite3_bind_int64(stmt, 1, e.row);
     }
     BindBlob(stmt, 2, blob);
+    sqlite3_bind_int(stmt, 4, Finished(e.record) ? 1 : 0);
     if (write_request) {
       if (kept) {
         BindBlob(stmt, 3, request);
@@ -384,6 +592,13 @@ Status TaskStore::WriteRows(std::vector<std::pair<Entry*, int64_t>>* added) {
     const bool ok = sqlite3_step(erase.get()) == SQLITE_DONE;
     sqlite3_reset(erase.get());
     if (!ok) return SqlError(db_, "cannot delete task records");
+  }
+  for (int32_t engine : tally_changed_) {
+    sqlite3_bind_int(count.get(), 1, engine);
+    sqlite3_bind_int64(count.get(), 2, by_engine_[engine].finished);
+    const bool ok = sqlite3_step(count.get()) == SQLITE_DONE;
+    sqlite3_reset(count.get());
+    if (!ok) return SqlError(db_, "cannot write the finished counts");
   }
   return Status::Ok();
 }

@@ -1,8 +1,13 @@
 // TaskStore: the hub's record of every task, built from the scheduler's
-// monitor messages. Queries read an in-memory index; with a database file,
-// every change is also written to SQLite (WAL mode) in batched transactions
-// by Flush(), so writing is never per message. Records in the file are loaded
-// at start, so they survive a restart of the hub.
+// monitor messages. Every unfinished task and the most recently finished
+// ones (StoreOptions::keep_finished) are kept in memory; with a database
+// file, every change is also written to SQLite (WAL mode) in batched
+// transactions by Flush(), so writing is never per message, and a finished
+// record that was written may leave memory: a query for it reads the file
+// (by its id's index). At start only the unfinished records and the latest
+// finished ones are loaded, so a restart costs what is kept, not the length
+// of the history. The counts a status query shows are kept whole (in the
+// file too), whatever is in memory.
 //
 // Until a task has its final outcome, the store also keeps its request as the
 // scheduler saw it (header, metadata, content, buffers), so that a restarted
@@ -21,9 +26,12 @@
 #ifndef ZTASK_HUB_STORE_H_
 #define ZTASK_HUB_STORE_H_
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -34,22 +42,31 @@
 #include "ztask/status.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace ztask::hub {
+
+struct StoreOptions {
+  // Every commit reaches the disk before it returns (synchronous=FULL), so
+  // what was acknowledged survives a power loss; otherwise (synchronous=
+  // NORMAL in WAL mode) it survives a crash of the process, and a power loss
+  // may take the latest commits.
+  bool power = false;
+  // Finished records kept in memory, at most, beyond those not yet written;
+  // older ones are read from the file when asked for. Without a file
+  // (":memory:") every record stays.
+  size_t keep_finished = 100000;
+  // Called with the count of records read so far, every million, when a
+  // file is converted from an earlier layout.
+  std::function<void(size_t)> progress;
+};
 
 class TaskStore {
  public:
   // ":memory:" keeps records in memory only; any other path is a SQLite file,
   // created when missing.
-  // `power`: every commit reaches the disk before it returns
-  // (synchronous=FULL), so what was acknowledged survives a power loss;
-  // otherwise (synchronous=NORMAL in WAL mode) it survives a crash of the
-  // process, and a power loss may take the latest commits.
-  // `progress`, if given, is called with the count of records loaded after
-  // each million of them.
-  static Result<std::unique_ptr<TaskStore>> Open(
-      const std::string& path, bool power = false,
-      const std::function<void(size_t)>& progress = {});
+  static Result<std::unique_ptr<TaskStore>> Open(const std::string& path,
+                                                 StoreOptions options = {});
   ~TaskStore();
 
   // Each returns false when the record was already final: nothing changed.
@@ -63,15 +80,24 @@ class TaskStore {
   // The kept request of an unfinished task, or null.
   const std::vector<std::string>* RequestOf(const TaskId& id) const;
 
-  const protocol::TaskRecord* Find(const TaskId& id) const;
+  // The record of `id`: in memory, or read from the file into *scratch;
+  // null when there is none.
+  const protocol::TaskRecord* Find(const TaskId& id, protocol::TaskRecord* scratch) const;
+  // Up to `limit` task ids after `after` (all with nullopt), in id order,
+  // of every record, in memory or only in the file.
+  std::vector<TaskId> IdsAfter(const std::optional<TaskId>& after, size_t limit) const;
   // Removes finished records (the listed ones, or all with `all`); returns
   // how many went.
   size_t Purge(const std::vector<TaskId>& ids, bool all);
+  // Records in memory.
   size_t size() const { return entries_.size(); }
+  // Whether some finished records are only in the file.
+  bool has_evicted() const { return has_evicted_; }
   // SQLite's synchronous level on this connection: 2 (FULL) when opened for
   // power loss, 1 (NORMAL) otherwise, 0 without a database.
   int synchronous_level() const;
-  // Calls f(id, record) for every record, in no order.
+  // Calls f(id, record) for every record in memory (every unfinished one),
+  // in no order.
   template <class F>
   void ForEachRecord(F&& f) const {
     entries_.for_each(
@@ -93,9 +119,12 @@ class TaskStore {
   bool durable() const { return db_ != nullptr; }
 
  private:
-  TaskStore() = default;
+  explicit TaskStore(StoreOptions options) : options_(std::move(options)) {}
   Status Migrate(const std::string& path);
-  Status Load(const std::function<void(size_t)>& progress);
+  // From layout 2: marks every finished row and counts them per engine.
+  Status AddFinishedColumn();
+  Status Prepare();
+  Status Load();
   // Everything kept of one task, found with one lookup.
   struct Entry {
     protocol::TaskRecord record;
@@ -109,8 +138,16 @@ class TaskStore {
   // Writes what changed; the row numbers it gave are applied to the entries
   // once the transaction commits.
   Status WriteRows(std::vector<std::pair<Entry*, int64_t>>* added);
-  // The entry of `id`, made when missing (`made` says so): one lookup.
+  // The entry of `id`, made when missing (`made` says so): one lookup, and
+  // one in the file when records were let go (a finished one comes back).
   Entry& EntryOf(const TaskId& id, bool* made);
+  // Reads the row of `id` from the file: its record and row number.
+  bool ReadStored(const TaskId& id, protocol::TaskRecord* record, int64_t* row) const;
+  // Lets go of the oldest finished records beyond keep_finished (written
+  // ones only: call after a flush).
+  void Evict();
+  // Purge(all) with records in the file only: in one transaction.
+  std::optional<size_t> PurgeAllStored();
   // Marks an entry to be written at the next flush.
   void Touch(Entry& e);
   // After a flush: nothing is dirty.
@@ -121,7 +158,9 @@ class TaskStore {
   // Adds (+1) or takes away (-1) a record from the counts.
   void Tally(const protocol::TaskRecord& r, int delta);
 
+  StoreOptions options_;
   sqlite3* db_ = nullptr;
+  sqlite3_stmt* find_ = nullptr;  // the row of an id
   // Entries stay where they are made (an allocation each), so dirty_ may
   // point at them; Purge takes a purged entry out of dirty_.
   FlatIdMap<std::unique_ptr<Entry>> entries_;
@@ -129,6 +168,10 @@ class TaskStore {
   std::vector<int64_t> deleted_rows_;  // rows of purged records
   int64_t waiting_ = 0;
   std::map<int32_t, EngineTally> by_engine_;
+  std::set<int32_t> tally_changed_;  // engines whose finished count to write
+  // Finished records in memory, oldest first (some may be purged already).
+  std::deque<TaskId> finished_order_;
+  bool has_evicted_ = false;
 };
 
 }  // namespace ztask::hub

@@ -62,6 +62,14 @@ TEST(Registry, SilentEnginesExpire) {
   EXPECT_EQ(registry.size(), 1u);
 }
 
+// The record of `id`, wherever the store keeps it.
+std::optional<protocol::TaskRecord> Find(const TaskStore& store, const TaskId& id) {
+  protocol::TaskRecord scratch;
+  const protocol::TaskRecord* r = store.Find(id, &scratch);
+  if (!r) return std::nullopt;
+  return *r;
+}
+
 protocol::Header Request(uint64_t n) {
   return {TaskId{7, n}, protocol::MsgType::kTaskRequest, "client-1", 1'000'000};
 }
@@ -72,15 +80,15 @@ TEST(Store, RecordsFollowTheTaskLifecycle) {
   protocol::TaskSpec spec;
   spec.label = "x";
   (*store)->Submitted(Request(1), {}, spec, {"header", "meta", "content"});
-  EXPECT_EQ((*store)->Find(TaskId{7, 1})->state, "waiting");
+  EXPECT_EQ(Find(**store, TaskId{7, 1})->state, "waiting");
   (*store)->Assigned(TaskId{7, 1}, {3, 1});
-  EXPECT_EQ((*store)->Find(TaskId{7, 1})->state, "running");
+  EXPECT_EQ(Find(**store, TaskId{7, 1})->state, "running");
   protocol::TaskResult result;
   result.stdout_text = "out";
   (*store)->Outcome(TaskId{7, 1}, {false, false, ErrorType::kTaskFailed, 3, 1}, result, 5);
-  EXPECT_EQ((*store)->Find(TaskId{7, 1})->state, "waiting") << "a retried attempt";
+  EXPECT_EQ(Find(**store, TaskId{7, 1})->state, "waiting") << "a retried attempt";
   (*store)->Outcome(TaskId{7, 1}, {true, true, ErrorType::kNone, 4, 2}, result, 9);
-  const auto* r = (*store)->Find(TaskId{7, 1});
+  const auto r = Find(**store, TaskId{7, 1});
   EXPECT_EQ(r->state, "ok");
   EXPECT_EQ(r->attempts, 2);
   EXPECT_EQ(r->engine_id, 4);
@@ -106,7 +114,7 @@ TEST(Store, SqliteKeepsRecordsAcrossReopeningAndPurges) {
   auto reopened = TaskStore::Open(path);
   ASSERT_TRUE(reopened.ok());
   EXPECT_EQ((*reopened)->size(), 3u);
-  EXPECT_EQ((*reopened)->Find(TaskId{7, 1})->state, "ok");
+  EXPECT_EQ(Find(**reopened, TaskId{7, 1})->state, "ok");
   EXPECT_EQ((*reopened)->RequestOf(TaskId{7, 1}), nullptr) << "finished: its request is gone";
   ASSERT_NE((*reopened)->RequestOf(TaskId{7, 2}), nullptr) << "unfinished: kept for a restart";
   EXPECT_EQ(*(*reopened)->RequestOf(TaskId{7, 2}),
@@ -131,7 +139,7 @@ TEST(Store, AFinalRecordNeverGoesBackWhenTheMonitorRepeatsItself) {
   EXPECT_FALSE((*store)->Submitted(Request(1), {}, {}, {"h", "m", "c"}));
   EXPECT_FALSE((*store)->Assigned(id, {0, 1}));
   EXPECT_FALSE((*store)->Outcome(id, {false, false, ErrorType::kEngineError, 0, 1}, {}, 6));
-  EXPECT_EQ((*store)->Find(id)->state, "ok");
+  EXPECT_EQ(Find(**store, id)->state, "ok");
   EXPECT_EQ((*store)->RequestOf(id), nullptr);
 }
 
@@ -230,8 +238,8 @@ TEST(Store, ATaskIsOneRowInTheOrderRecordedItsRequestGoneOnceItEnds) {
       << "only the finished task's request is gone";
   auto reopened = TaskStore::Open(path);
   ASSERT_TRUE(reopened.ok());
-  EXPECT_EQ((*reopened)->Find(TaskId{7, 2})->state, "ok");
-  EXPECT_EQ((*reopened)->Find(TaskId{7, 3})->state, "waiting");
+  EXPECT_EQ(Find(**reopened, TaskId{7, 2})->state, "ok");
+  EXPECT_EQ(Find(**reopened, TaskId{7, 3})->state, "waiting");
   EXPECT_EQ((*reopened)->RequestOf(TaskId{7, 2}), nullptr);
   ASSERT_NE((*reopened)->RequestOf(TaskId{7, 4}), nullptr);
   // A record changed after the reopen is rewritten in its row, not added.
@@ -266,7 +274,7 @@ TEST(Store, ARecordPurgedAndMadeAgainIsOneRow) {
   store->reset();
   auto reopened = TaskStore::Open(path);
   ASSERT_TRUE(reopened.ok());
-  EXPECT_EQ((*reopened)->Find(TaskId{7, 2})->state, "waiting");
+  EXPECT_EQ(Find(**reopened, TaskId{7, 2})->state, "waiting");
   EXPECT_EQ((*(*reopened)->RequestOf(TaskId{7, 2}))[2], "again");
 }
 
@@ -315,13 +323,13 @@ TEST(Store, AFileFromTheFirstLayoutIsCarriedOverWithItsRequests) {
   auto store = TaskStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_EQ((*store)->size(), 2u);
-  EXPECT_EQ((*store)->Find(TaskId{7, 1})->state, "ok");
+  EXPECT_EQ(Find(**store, TaskId{7, 1})->state, "ok");
   ASSERT_NE((*store)->RequestOf(TaskId{7, 2}), nullptr);
   EXPECT_EQ(*(*store)->RequestOf(TaskId{7, 2}), (std::vector<std::string>{"h", "m", "c 2"}));
   store->reset();
   EXPECT_EQ(Query(path, "SELECT name FROM sqlite_master WHERE type = 'table'"),
-            (std::vector<std::string>{"tasks"}));
-  EXPECT_EQ(Query(path, "PRAGMA user_version"), (std::vector<std::string>{"2"}));
+            (std::vector<std::string>{"tasks", "finished_by_engine"}));
+  EXPECT_EQ(Query(path, "PRAGMA user_version"), (std::vector<std::string>{"3"}));
 }
 
 TEST(Store, AnUnwritableDatabaseIsAClearError) {
@@ -355,18 +363,166 @@ TEST(Registry, ListingShowsWhatSupervisorsReport) {
   EXPECT_EQ(listing[1].id, 1) << "a failed engine keeps its id";
 }
 
-}  // namespace
+StoreOptions Durability(bool power) {
+  StoreOptions options;
+  options.power = power;
+  return options;
+}
+
 TEST(Store, PowerDurabilitySyncsEveryCommitAndProcessDurabilityDoesNot) {
   ztask::testing::TempDir dir;
-  auto power = TaskStore::Open((dir.path() / "power.db").string(), true);
+  auto power = TaskStore::Open((dir.path() / "power.db").string(), Durability(true));
   ASSERT_TRUE(power.ok()) << power.status().ToString();
   EXPECT_EQ((*power)->synchronous_level(), 2) << "FULL";
-  auto process = TaskStore::Open((dir.path() / "process.db").string(), false);
+  auto process = TaskStore::Open((dir.path() / "process.db").string(), Durability(false));
   ASSERT_TRUE(process.ok());
   EXPECT_EQ((*process)->synchronous_level(), 1) << "NORMAL";
-  auto memory = TaskStore::Open(":memory:", true);
+  auto memory = TaskStore::Open(":memory:", Durability(true));
   ASSERT_TRUE(memory.ok());
   EXPECT_EQ((*memory)->synchronous_level(), 0) << "no database";
 }
 
+// ---- retention: finished records beyond keep_finished live in the file ----
+
+StoreOptions Keeping(size_t finished) {
+  StoreOptions options;
+  options.keep_finished = finished;
+  return options;
+}
+
+// Records `count` tasks 7/first.. on engine 3, finished ok (with an output)
+// but the last `open` of them, which stay waiting with their requests.
+void Record(TaskStore& store, uint64_t first, uint64_t count, uint64_t open = 0) {
+  for (uint64_t n = first; n < first + count; ++n) {
+    ASSERT_TRUE(store.Submitted(Request(n), {}, {}, {"h", "m", "c" + std::to_string(n)}));
+    if (n >= first + count - open) continue;
+    ASSERT_TRUE(store.Assigned(TaskId{7, n}, {3, 1}));
+    protocol::TaskResult result;
+    result.stdout_text = "out " + std::to_string(n);
+    ASSERT_TRUE(store.Outcome(TaskId{7, n}, {true, true, ErrorType::kNone, 3, 1}, result, 5));
+  }
+}
+
+// Every id the store can page through, from the start.
+std::vector<TaskId> AllIds(const TaskStore& store, size_t page) {
+  std::vector<TaskId> all;
+  std::optional<TaskId> after;
+  while (true) {
+    auto ids = store.IdsAfter(after, page);
+    all.insert(all.end(), ids.begin(), ids.end());
+    if (ids.size() < page) return all;
+    after = ids.back();
+  }
+}
+
+TEST(Store, FinishedRecordsBeyondWhatIsKeptAreReadFromTheFile) {
+  ztask::testing::TempDir dir;
+  auto store = TaskStore::Open((dir.path() / "tasks.db").string(), Keeping(10));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  TaskStore& s = **store;
+  ASSERT_NO_FATAL_FAILURE(Record(s, 1, 100, /*open=*/5));
+  EXPECT_GT(s.size(), 10u) << "nothing leaves memory before it is written";
+  ASSERT_TRUE(s.Flush().ok());
+  EXPECT_EQ(s.size(), 15u) << "5 unfinished and the 10 latest finished";
+  EXPECT_TRUE(s.has_evicted());
+  const auto first = Find(s, TaskId{7, 1});
+  ASSERT_TRUE(first) << "the oldest is read from the file";
+  EXPECT_EQ(first->state, "ok");
+  EXPECT_EQ(first->stdout_text, "out 1");
+  EXPECT_EQ(s.by_engine().at(3).finished, 95) << "counts cover every record";
+  EXPECT_EQ(s.waiting(), 5);
+  // What the monitor repeats for a record let go of changes nothing, and
+  // never makes a second row.
+  EXPECT_FALSE(s.Submitted(Request(1), {}, {}, {"h", "m", "c"}));
+  EXPECT_FALSE(s.Outcome(TaskId{7, 1}, {false, true, ErrorType::kEngineError, 3, 1}, {}, 9));
+  ASSERT_TRUE(s.Flush().ok());
+  const auto ids = AllIds(s, 7);
+  ASSERT_EQ(ids.size(), 100u) << "every record once, in memory or not";
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end());
+  EXPECT_EQ(Find(s, TaskId{7, 1})->state, "ok");
+  EXPECT_EQ(s.by_engine().at(3).finished, 95);
+  // A listed purge reaches records in the file only.
+  EXPECT_EQ(s.Purge({TaskId{7, 1}, TaskId{7, 2}, TaskId{7, 99}}, false), 2u)
+      << "7/99 is unfinished: it stays";
+  ASSERT_TRUE(s.Flush().ok());
+  EXPECT_FALSE(Find(s, TaskId{7, 1}));
+  EXPECT_EQ(s.by_engine().at(3).finished, 93);
+  EXPECT_EQ(AllIds(s, 1000).size(), 98u);
+}
+
+TEST(Store, ARestartReadsTheUnfinishedAndTheLatestFinishedOnly) {
+  ztask::testing::TempDir dir;
+  const std::string path = (dir.path() / "tasks.db").string();
+  {
+    auto store = TaskStore::Open(path, Keeping(1000000));
+    ASSERT_TRUE(store.ok());
+    ASSERT_NO_FATAL_FAILURE(Record(**store, 1, 2000, /*open=*/3));
+    ASSERT_TRUE((*store)->Flush().ok());
+    EXPECT_EQ((*store)->size(), 2000u);
+  }
+  auto reopened = TaskStore::Open(path, Keeping(50));
+  ASSERT_TRUE(reopened.ok());
+  TaskStore& s = **reopened;
+  EXPECT_EQ(s.size(), 53u) << "3 unfinished and the 50 latest finished";
+  EXPECT_EQ(s.by_engine().at(3).finished, 1997);
+  EXPECT_EQ(s.waiting(), 3);
+  ASSERT_NE(s.RequestOf(TaskId{7, 2000}), nullptr) << "an unfinished task's request";
+  EXPECT_EQ(Find(s, TaskId{7, 1950})->state, "ok");
+  EXPECT_EQ(Find(s, TaskId{7, 1})->stdout_text, "out 1") << "from the file";
+  EXPECT_EQ(AllIds(s, 300).size(), 2000u);
+  // Purging every finished record reaches the file too.
+  EXPECT_EQ(s.Purge({}, /*all=*/true), 1997u);
+  EXPECT_EQ(s.size(), 3u);
+  EXPECT_FALSE(Find(s, TaskId{7, 1}));
+  EXPECT_EQ(s.by_engine().at(3).finished, 0);
+  ASSERT_TRUE(s.Flush().ok());
+  reopened->reset();
+  auto third = TaskStore::Open(path, Keeping(50));
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ((*third)->size(), 3u);
+  EXPECT_EQ((*third)->by_engine().count(3) ? (*third)->by_engine().at(3).finished : 0, 0);
+  EXPECT_EQ(AllIds(**third, 10).size(), 3u);
+}
+
+TEST(Store, AFileOfTheEarlierLayoutIsConvertedOnce) {
+  ztask::testing::TempDir dir;
+  const std::string path = (dir.path() / "tasks.db").string();
+  {
+    // Layout 2: no column marking finished rows, no indexes, no counts.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE tasks (seq INTEGER PRIMARY KEY, id BLOB NOT NULL, "
+                           "record BLOB NOT NULL, request BLOB); PRAGMA user_version = 2;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_stmt* insert = nullptr;
+    sqlite3_prepare_v2(db, "INSERT INTO tasks (id, record) VALUES (?1, ?2)", -1, &insert,
+                       nullptr);
+    for (uint64_t n = 1; n <= 30; ++n) {
+      protocol::TaskRecord r;
+      r.id = TaskId{7, n};
+      r.state = n <= 20 ? "ok" : "running";
+      r.engine_id = 4;
+      const std::string id = r.id.ToBytes(), blob = protocol::EncodeBody(r);
+      sqlite3_bind_blob(insert, 1, id.data(), 16, SQLITE_TRANSIENT);
+      sqlite3_bind_blob(insert, 2, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+      ASSERT_EQ(sqlite3_step(insert), SQLITE_DONE);
+      sqlite3_reset(insert);
+    }
+    sqlite3_finalize(insert);
+    sqlite3_close(db);
+  }
+  for (int open = 0; open < 2; ++open) {
+    auto store = TaskStore::Open(path, Keeping(5));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    EXPECT_EQ((*store)->size(), 15u) << "10 running and the 5 latest finished";
+    EXPECT_EQ((*store)->by_engine().at(4).finished, 20);
+    EXPECT_EQ((*store)->by_engine().at(4).running, 10);
+    EXPECT_EQ(Find(**store, TaskId{7, 1})->state, "ok");
+  }
+}
+
+}  // namespace
 }  // namespace ztask::hub

@@ -10,6 +10,7 @@
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
 #include "protocol/flat_id_map.h"
+#include "protocol/recent_id_map.h"
 #include "protocol/security.h"
 #include "protocol/wire.h"
 
@@ -158,6 +159,10 @@ class Client::Impl {
   }
 
   void set_max_in_flight(size_t n) { max_in_flight_ = std::max<size_t>(1, n); }
+  void set_keep_answered(size_t n) {
+    submitted_.set_capacity(n);
+    replied_.set_capacity(n);
+  }
 
   // Reads the replies that came, and after a reconnection sends again what
   // a restarted scheduler never received: whatever call the program makes
@@ -184,9 +189,16 @@ class Client::Impl {
 
   Status WaitReplies(const std::vector<TaskId>& ids, double timeout_s) {
     const double deadline = Now() + timeout_s;
+    // A task with neither a reply remembered nor one to come (answered long
+    // ago, or submitted elsewhere) is waited for in the hub's record.
+    std::vector<TaskId> elsewhere;
+    for (const TaskId& id : ids) {
+      if (!replied_.contains(id) && !unanswered_.contains(id)) elsewhere.push_back(id);
+    }
+    if (!elsewhere.empty()) ZTASK_RETURN_IF_ERROR(Wait(elsewhere, timeout_s));
     double next_check = Now() + kRecheckS;
     for (const TaskId& id : ids) {
-      while (!replied_.contains(id)) {
+      while (!replied_.contains(id) && unanswered_.contains(id)) {
         const double left = deadline - Now();
         if (left <= 0) {
           return Status::TimedOut("no reply within " + std::to_string(timeout_s) + " s");
@@ -434,7 +446,7 @@ class Client::Impl {
       ZTASK_RETURN_IF_ERROR(SendToScheduler(protocol::EncodeBatch(signer_, header, inner)));
     }
     for (size_t i = first; i < end; ++i) {
-      submitted_.emplace(ids[i], 1);
+      submitted_.try_emplace(ids[i], 1);
       unanswered_.emplace(ids[i], std::pair{next_submission_++, std::move(requests[i])});
     }
     return Status::Ok();
@@ -599,9 +611,11 @@ class Client::Impl {
   zmq::context_t context_{1};
   zmq::socket_t scheduler_, hub_;
   std::unique_ptr<protocol::ReconnectWatch> scheduler_watch_;
-  // By id: every task submitted; every one with its reply, and the reply's
-  // outcome (1 + its ErrorType).
-  FlatIdMap<uint8_t> submitted_, replied_;
+  // By id, the latest kKeepAnswered of them: tasks submitted; tasks with
+  // their reply, and the reply's outcome (1 + its ErrorType). What is let
+  // go of is in the hub's record (WaitReplies reads it there).
+  static constexpr size_t kKeepAnswered = 1000000;
+  RecentIdMap<uint8_t> submitted_{kKeepAnswered}, replied_{kKeepAnswered};
   // The requests of tasks with no reply yet, encoded, to send again.
   // (submission number, frames) by id.
   FlatIdMap<std::pair<uint64_t, std::vector<std::string>>> unanswered_;
@@ -658,6 +672,7 @@ Result<std::vector<TaskId>> Client::SubmitMany(const std::vector<TaskOptions>& t
 bool Client::Ready(const TaskId& id) { return impl_->Ready(id); }
 std::optional<ErrorType> Client::ReplyOf(const TaskId& id) { return impl_->ReplyOf(id); }
 void Client::set_max_in_flight(size_t n) { impl_->set_max_in_flight(n); }
+void Client::set_keep_answered(size_t n) { impl_->set_keep_answered(n); }
 Status Client::WaitReplies(const std::vector<TaskId>& ids, double timeout_s) {
   return impl_->WaitReplies(ids, timeout_s);
 }

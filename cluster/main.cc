@@ -147,7 +147,13 @@ int Run(int argc, char** argv) {
                   "no CurveZMQ even when --ip is beyond loopback (warns): signing only");
   std::string max_task_bytes, max_dependencies, max_queued, max_result_bytes, max_output_bytes,
       replay_window, heartbeat_ms, heartbeat_misses, recover_grace, socket_hwm, send_ahead,
-      durability;
+      durability, keep_finished;
+  start
+      ->add_option("--keep-finished", keep_finished,
+                   "finished tasks the hub keeps in memory (default 100000) and whose outcomes "
+                   "the scheduler remembers (default 1000000); older ones are read from the "
+                   "hub's database when asked for")
+      ->check(CLI::PositiveNumber);
   start
       ->add_option("--durability", durability,
                    "what the hub's records and the scheduler's journal survive: a process "
@@ -268,7 +274,8 @@ int Run(int argc, char** argv) {
     if (!value->empty()) args->insert(args->end(), {flag, *value});
   }
   for (auto [flag, value] : {std::pair{"--replay-window", &replay_window},
-                             std::pair{"--durability", &durability}}) {
+                             std::pair{"--durability", &durability},
+                             std::pair{"--keep-finished", &keep_finished}}) {
     if (value->empty()) continue;
     options.hub_args.insert(options.hub_args.end(), {flag, *value});
     options.scheduler_args.insert(options.scheduler_args.end(), {flag, *value});

@@ -76,10 +76,16 @@ bool SchedulerCore::Submit(const Submission& s) {
         return true;
       }
       if (!tasks_.count(dep) && !finished_.contains(dep)) {
+        bool waits = false;
         if (clock_->NowMicros() < await_unknown_until_us_) {
           awaiting_unknown_.emplace_back(s.id, dep);  // waits below like any other
-          continue;
+          waits = true;
         }
+        if (options_.look_up_unknown) {
+          if (looking_up_.insert(dep).second) lookups_.push_back(dep);
+          waits = true;
+        }
+        if (waits) continue;
         Fail(task, ErrorType::kInvalidDependency,
              "task " + s.id.ToHex() + " depends on " + dep.ToHex() +
                  ", which this scheduler has never seen");
@@ -120,7 +126,47 @@ void SchedulerCore::TrySendAhead(const TaskId& id, const Waiter& wait) {
 
 void SchedulerCore::RestoreFinished(const TaskId& id, bool success, int32_t engine_id) {
   if (tasks_.count(id) || finished_.contains(id)) return;
-  finished_.emplace(id, Finished{SlotOf(engine_id), success});
+  finished_.try_emplace(id, Finished{SlotOf(engine_id), success});
+}
+
+std::vector<TaskId> SchedulerCore::TakeLookups() {
+  std::vector<TaskId> out;
+  out.swap(lookups_);
+  return out;
+}
+
+void SchedulerCore::LookedUp(const TaskId& dep, Lookup answer, bool success, int32_t engine_id) {
+  looking_up_.erase(dep);
+  if (tasks_.count(dep) || finished_.contains(dep)) return;  // it came meanwhile
+  switch (answer) {
+    case Lookup::kFinished:
+      Resolve(dep, {SlotOf(engine_id), success});
+      break;
+    case Lookup::kUnfinished:
+      // Being restored (a later page of the recovery), or lost with its
+      // request: the recovery's deadline decides.
+      if (clock_->NowMicros() < await_unknown_until_us_) return;
+      FailWaitersOf(dep);
+      break;
+    case Lookup::kUnknown:
+      FailWaitersOf(dep);
+      break;
+  }
+  Pump();
+}
+
+void SchedulerCore::FailWaitersOf(const TaskId& dep) {
+  auto it = waiters_.find(dep);
+  if (it == waiters_.end()) return;
+  std::vector<Waiter> waiters = std::move(it->second);
+  waiters_.erase(it);
+  for (const Waiter& w : waiters) {
+    auto t = tasks_.find(w.task);
+    if (t == tasks_.end() || t->second.state != State::kWaiting) continue;
+    Fail(t->second, ErrorType::kInvalidDependency,
+         "task " + w.task.ToHex() + " depends on " + dep.ToHex() +
+             ", which neither this scheduler nor the hub has seen");
+  }
 }
 
 bool SchedulerCore::CountDependency(Task& task, bool is_follow, const Finished& f) {
@@ -223,7 +269,7 @@ void SchedulerCore::Fail(Task& task, ErrorType error, std::string message, Engin
 }
 
 void SchedulerCore::Resolve(const TaskId& id, Finished outcome) {
-  finished_.emplace(id, outcome);
+  finished_.try_emplace(id, outcome);
   resolving_.emplace_back(id, outcome);
   if (draining_) return;  // the outer call drains the list: no recursion
   draining_ = true;

@@ -13,16 +13,19 @@
 #define ZTASK_SCHEDULER_CORE_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <queue>
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "scheduler/dependencies.h"
 #include "protocol/flat_id_map.h"
+#include "protocol/recent_id_map.h"
 #include "scheduler/scheme.h"
 #include "ztask/task.h"
 #include "ztask/task_id.h"
@@ -46,7 +49,18 @@ struct CoreOptions {
   // timeout, and engines the task may use. Off: a task is sent only once
   // its dependencies are met.
   bool send_ahead = false;
+  // Outcomes of finished tasks remembered, at most (the latest): a task
+  // naming an older one as a dependency waits while it is looked up
+  // (look_up_unknown), or fails as never seen.
+  size_t keep_finished = 1000000;
+  // A dependency this core does not know (never seen, or let go of) is
+  // asked about (TakeLookups) before it is called unknown: the answer comes
+  // through LookedUp. Off: such a task fails at once with InvalidDependency.
+  bool look_up_unknown = false;
 };
+
+// What the hub said of a dependency this core asked about.
+enum class Lookup : uint8_t { kFinished, kUnfinished, kUnknown };
 
 struct Submission {
   TaskId id;
@@ -132,6 +146,16 @@ class SchedulerCore {
   // Restoring after a restart: a task that finished before, as dependents
   // see it. Call before submitting its dependents.
   void RestoreFinished(const TaskId& id, bool success, int32_t engine_id);
+  // Dependencies to ask about (look_up_unknown), each once while unanswered.
+  std::vector<TaskId> TakeLookups();
+  // The answer for `dep`: finished (with `success` and the engine it ran
+  // on, -1 for none) settles its waiters as its outcome would have; unknown
+  // fails them with InvalidDependency; unfinished leaves them waiting while
+  // AwaitUnknownUntil's deadline runs (it is being restored), and fails
+  // them otherwise.
+  void LookedUp(const TaskId& dep, Lookup answer, bool success = false, int32_t engine_id = -1);
+  // Dependencies asked about and not answered yet.
+  size_t lookups_pending() const { return looking_up_.size(); }
   // The slot of a live engine id, or kNoSlot.
   EngineSlot SlotOf(int32_t engine_id) const {
     auto it = slot_of_id_.find(engine_id);
@@ -300,6 +324,8 @@ class SchedulerCore {
   // At the AwaitUnknownUntil deadline: fails the tasks still waiting for a
   // dependency never seen.
   void FailAwaitingUnknown();
+  // Fails every task waiting for `dep` with InvalidDependency.
+  void FailWaitersOf(const TaskId& dep);
 
   bool HasRoom(const Engine& e) const {
     return e.alive && e.accepting && !e.draining && (options_.hwm == 0 || e.load < options_.hwm);
@@ -317,7 +343,12 @@ class SchedulerCore {
   Clock* clock_;
 
   std::unordered_map<TaskId, Task, TaskIdHash> tasks_;
-  FlatIdMap<Finished> finished_;  // 21 bytes a slot: see flat_id_map.h
+  // The latest keep_finished outcomes: 21 bytes a slot (flat_id_map.h) and
+  // 16 in the order they came.
+  RecentIdMap<Finished> finished_{options_.keep_finished};
+  // Dependencies asked about: in lookups_ until taken, here until answered.
+  std::vector<TaskId> lookups_;
+  std::unordered_set<TaskId, TaskIdHash> looking_up_;
   std::unordered_map<TaskId, std::vector<Waiter>, TaskIdHash> waiters_;
   std::set<ReadyKey> ready_;
   bool ready_grew_ = false;

@@ -26,6 +26,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--hwm", options.hwm, "most tasks outstanding per engine; 0: no limit")
       ->capture_default_str();
+  app.add_option("--keep-finished", options.keep_finished,
+                 "outcomes of finished tasks remembered; a task naming an older one waits while "
+                 "the hub is asked")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 40));
   app.add_option("--send-ahead", options.send_ahead,
                  "send a task waiting for one last dependency to the engine running it, to run "
                  "there once it succeeds (true/false)")

@@ -40,7 +40,7 @@ void MonitorLink::Seal() {
   Keep(seq, std::move(batch));
 }
 
-void MonitorLink::Flush(int64_t now_us) {
+void MonitorLink::Flush(int64_t now_us, bool now) {
   Seal();
   if (!unacked_.empty()) {
     // The oldest unacknowledged batch, and nothing heard since it went.
@@ -49,7 +49,9 @@ void MonitorLink::Flush(int64_t now_us) {
       SendAllAgain();
     }
   }
-  if (!socket_full_ && to_send_.size() < kHoldBatches && now_us - last_send_us_ < kHoldUs) return;
+  if (!now && !socket_full_ && to_send_.size() < kHoldBatches && now_us - last_send_us_ < kHoldUs) {
+    return;
+  }
   while (!to_send_.empty()) {
     auto it = unacked_.find(to_send_.front());
     if (it == unacked_.end() || it->second.sent_us != 0) {  // acknowledged, or sent

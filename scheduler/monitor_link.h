@@ -57,9 +57,9 @@ class MonitorLink {
   // Seals what the builder has batched (if anything) and queues it.
   void Seal();
   // Sends what has not been sent (once kHoldUs has passed since the last
-  // send, or kHoldBatches wait), and everything unacknowledged when the
-  // hub has been silent for kResendAfterUs.
-  void Flush(int64_t now_us);
+  // send, or kHoldBatches wait, or at once with `now`), and everything
+  // unacknowledged when the hub has been silent for kResendAfterUs.
+  void Flush(int64_t now_us, bool now = false);
   // When Flush will send what waits; nullopt when nothing waits, or when
   // the socket refused it (wait for it to take more: blocked()).
   std::optional<int64_t> NextSendUs() const;

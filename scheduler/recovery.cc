@@ -34,10 +34,10 @@ Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::Co
   ZTASK_RETURN_IF_ERROR(protocol::Connect(hub, info.hub.query));
   const std::string session = TaskId::Random().ToHex();
   RecoveredState state;
-  // First the unfinished tasks, page by page; then the finished ones.
+  // The unfinished tasks, page by page, with the outcomes they depend on.
   protocol::RecoverRequest request{std::nullopt, kPageTasks, std::nullopt};
   int64_t deadline = SteadyMillis() + timeout_ms;
-  size_t finished_pages = 0;
+  size_t pages = 0;
   while (!stop.load()) {
     const protocol::Header header{TaskId::Random(), MsgType::kRecoverRequest, session,
                                   protocol::NowMicros()};
@@ -77,21 +77,14 @@ Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::Co
     }
     deadline = SteadyMillis() + timeout_ms;  // it answers: each page gets the full time
     for (auto& f : page->finished) state.finished.push_back(f);
-    if (!request.finished_only) {
-      for (auto& t : page->tasks) state.tasks.push_back(std::move(t));
-      if (page->done || page->tasks.empty()) {
-        request = {std::nullopt, 0, true};  // now the finished tasks
-      } else {
-        request.after = state.tasks.back().id;
-      }
-      continue;
-    }
-    ++finished_pages;
-    if (page->done || page->finished.empty()) return state;
-    request.after = page->finished.back().id;
-    if (finished_pages % 10 == 0) {
-      spdlog::info("recovering: {} outcomes of finished tasks read so far",
-                   state.finished.size());
+    for (auto& t : page->tasks) state.tasks.push_back(std::move(t));
+    // Outcomes of other finished tasks are not read: a task naming one is
+    // looked up when it comes, so a start costs the tasks in flight, not the
+    // length of the history.
+    if (page->done || page->tasks.empty()) return state;
+    request.after = state.tasks.back().id;
+    if (++pages % 10 == 0) {
+      spdlog::info("recovering: {} unfinished tasks read so far", state.tasks.size());
     }
   }
   return Status::Unavailable("stopped while recovering");

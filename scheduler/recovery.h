@@ -22,8 +22,8 @@ struct RecoveredState {
   std::vector<protocol::FinishedTask> finished;
 };
 
-// Asks the hub at info.hub.query for the unfinished tasks, then for every
-// finished task's outcome, page by page. A hub that does not answer is
+// Asks the hub at info.hub.query for the unfinished tasks and the outcomes
+// of the finished tasks they depend on, page by page. A hub that does not answer is
 // asked again, with an error in the log every `timeout_ms`, until it does
 // or `stop` is set: a scheduler never runs without the state it could not
 // read.

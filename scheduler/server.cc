@@ -92,7 +92,7 @@ void SchedulerServer::Impl::Run() {
     if (items[0].revents & ZMQ_POLLIN) Drain(client_, &Impl::OnClientMessage);
     if (items[1].revents & ZMQ_POLLIN) Drain(engine_, &Impl::OnEngineMessage);
     if (items[2].revents & ZMQ_POLLIN) Drain(notifier_, &Impl::OnNotifierMessage);
-    if (items[3].revents & ZMQ_POLLIN) Drain(monitor_, &Impl::OnMonitorAck);
+    if (items[3].revents & ZMQ_POLLIN) Drain(monitor_, &Impl::OnMonitorReply);
     if (monitor_watch_ && monitor_watch_->Reconnected()) monitor_link_.Reconnected();
     core_.Tick();
     EndRecoveryGrace();
@@ -123,6 +123,7 @@ void SchedulerServer::Impl::EndTurn() {
     for (const std::string& uuid : gone) EngineUnreachable(uuid);
   } while (!gone.empty());
   monitor_link_.Flush(SteadyClock::Now());
+  if (core_.lookups_pending() > 0) SendLookups();
 }
 
 std::chrono::milliseconds SchedulerServer::Impl::PollTimeout() const {
@@ -133,6 +134,7 @@ std::chrono::milliseconds SchedulerServer::Impl::PollTimeout() const {
     if (t && (!next || *t < *next)) next = t;
   };
   no_later_than(monitor_link_.NextSendUs());
+  if (!lookups_asked_.empty()) no_later_than(now + 100'000);  // sent again if unanswered
   // Unacknowledged monitor batches may need sending again; engines given
   // a grace may need their tasks back.
   if (monitor_link_.unacknowledged() > 0 || !recovered_slots_.empty()) no_later_than(now + 250'000);

@@ -42,6 +42,10 @@ struct SchedulerOptions {
   // Send a task waiting for one last dependency to the engine running it
   // (CoreOptions::send_ahead). Default: on.
   bool send_ahead = true;
+  // Outcomes of finished tasks remembered for the tasks that will name them
+  // (CoreOptions::keep_finished); an older one is asked of the hub when a
+  // new task names it. Default: 1,000,000 (about 40 MB).
+  size_t keep_finished = 1000000;
   // "process": the journal survives a crash of the scheduler (written to
   // the kernel); "power": it survives a power loss too (synced to disk once
   // per turn of the loop, before what the turn decided leaves).
@@ -85,6 +89,7 @@ struct ServerCounters {
   uint64_t resubmitted = 0;      // tasks a client sent again after a reconnection
   uint64_t recovered = 0;        // unfinished tasks restored from the hub at start
   uint64_t monitor_resent = 0;   // monitor batches sent again (the hub did not acknowledge)
+  uint64_t lookups = 0;          // dependencies asked of the hub (let go of, or never seen)
 };
 
 class SchedulerServer final : public Stoppable {

@@ -130,16 +130,67 @@ void SchedulerServer::Impl::ReplayEarlyReplies() {
   for (Frames& frames : early) OnTaskReply(frames);
 }
 
-void SchedulerServer::Impl::OnMonitorAck(Frames& frames) {
+void SchedulerServer::Impl::OnMonitorReply(Frames& frames) {
   std::vector<std::string_view> views;
   auto header = Open(frames, 0, &views, nullptr);
   if (!header.ok()) return Drop("hub-monitor", header.status());
+  if (header->type == MsgType::kResultReply) return OnLookupReply(views);
   if (header->type != MsgType::kMonitorAck) {
     return Drop("hub-monitor", "unexpected " + std::string(protocol::MsgTypeName(header->type)));
   }
   auto ack = protocol::DecodeBody<protocol::MonitorAck>(views[protocol::kFrameContent]);
   if (!ack.ok()) return Drop("hub-monitor", "monitor_ack: " + ack.status().message());
   monitor_link_.Acknowledged(ack->seqs, SteadyClock::Now());
+}
+
+void SchedulerServer::Impl::SendLookups() {
+  const int64_t now = SteadyClock::Now();
+  std::vector<TaskId> asked = core_.TakeLookups();
+  for (size_t i = 0; i < asked.size(); i += kIdsPerLookup) {
+    const size_t end = std::min(asked.size(), i + kIdsPerLookup);
+    lookups_asked_[TaskId::Random()].ids.assign(asked.begin() + static_cast<std::ptrdiff_t>(i),
+                                                asked.begin() + static_cast<std::ptrdiff_t>(end));
+    counters_.lookups += end - i;
+  }
+  bool flushed = false;
+  for (auto& [request_id, lookup] : lookups_asked_) {
+    if (lookup.sent_us != 0 && now - lookup.sent_us < kLookupAgainUs) continue;
+    if (!flushed) {
+      // What the hub records of these tasks goes before the question.
+      monitor_link_.Flush(now, /*now=*/true);
+      flushed = true;
+    }
+    const protocol::Header header{request_id, MsgType::kResultRequest, lookup_session_,
+                                  protocol::NowMicros()};
+    const Status sent = protocol::SendEncoded(
+        monitor_, {},
+        protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{},
+                                protocol::TaskIdList{lookup.ids, std::nullopt, std::nullopt}));
+    if (!sent.ok()) return;  // the hub is away: asked again at the next turn
+    if (lookup.sent_us != 0) {
+      spdlog::info("asking the hub again about {} dependencies it has not answered for",
+                   lookup.ids.size());
+    }
+    lookup.sent_us = now;
+  }
+}
+
+void SchedulerServer::Impl::OnLookupReply(const std::vector<std::string_view>& views) {
+  auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
+  if (!parent.ok() || !*parent) return Drop("hub-monitor", "result_reply without a request");
+  auto reply = protocol::DecodeBody<protocol::ResultReply>(views[protocol::kFrameContent]);
+  if (!reply.ok()) return Drop("hub-monitor", "result_reply: " + reply.status().message());
+  auto asked = lookups_asked_.find((*parent)->id);
+  if (asked == lookups_asked_.end()) return;  // answered already (asked twice)
+  lookups_asked_.erase(asked);
+  for (const protocol::TaskRecord& r : reply->records) {
+    if (r.state == "ok" || r.state == "error") {
+      core_.LookedUp(r.id, Lookup::kFinished, r.state == "ok", r.engine_id.value_or(-1));
+    } else {
+      core_.LookedUp(r.id, Lookup::kUnfinished);
+    }
+  }
+  for (const TaskId& id : reply->unknown) core_.LookedUp(id, Lookup::kUnknown);
 }
 
 void SchedulerServer::Impl::OnNotifierMessage(Frames& frames) {
@@ -234,7 +285,7 @@ void SchedulerServer::Impl::ReplayJournal() {
     monitor_link_.Flush(SteadyClock::Now());
     zmq::pollitem_t item{monitor_.handle(), 0, ZMQ_POLLIN, 0};
     (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
-    Drain(monitor_, &Impl::OnMonitorAck);
+    Drain(monitor_, &Impl::OnMonitorReply);
   }
   if (monitor_link_.unacknowledged() > 0) {
     spdlog::error(

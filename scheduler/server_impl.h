@@ -48,7 +48,11 @@ class SchedulerServer::Impl {
         profile_(std::move(profile)),
         info_(std::move(info)),
         signer_(info_.key),
-        core_(CoreOptions{options.hwm, options.send_ahead}, std::move(scheme), &clock_),
+        core_(CoreOptions{.hwm = options.hwm,
+                          .send_ahead = options.send_ahead,
+                          .keep_finished = options.keep_finished,
+                          .look_up_unknown = !info_.hub.monitor.empty()},
+              std::move(scheme), &clock_),
         client_(context_, zmq::socket_type::router),
         engine_(context_, zmq::socket_type::router),
         notifier_(context_, zmq::socket_type::sub),
@@ -203,7 +207,13 @@ class SchedulerServer::Impl {
   // Replies kept while their engines were not linked yet.
   void ReplayEarlyReplies();
 
-  void OnMonitorAck(Frames& frames);
+  // The hub's acknowledgements, and its answers to lookups.
+  void OnMonitorReply(Frames& frames);
+  // Asks the hub about the dependencies the core does not know (over the
+  // monitor connection, after the batches sent before), and again those
+  // unanswered for kLookupAgainUs.
+  void SendLookups();
+  void OnLookupReply(const std::vector<std::string_view>& views);
 
   void OnNotifierMessage(Frames& frames);
 
@@ -297,6 +307,15 @@ class SchedulerServer::Impl {
   MonitorLink monitor_link_{monitor_, builder_};
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<protocol::ReconnectWatch> monitor_watch_;
+  // Lookups sent and not answered, by request id: the ids, and when sent.
+  struct LookupAsked {
+    std::vector<TaskId> ids;
+    int64_t sent_us = 0;  // 0: not sent yet (the socket would not take it)
+  };
+  std::map<TaskId, LookupAsked> lookups_asked_;
+  static constexpr int64_t kLookupAgainUs = 2'000'000;
+  static constexpr size_t kIdsPerLookup = 1000;
+  const std::string lookup_session_ = TaskId::Random().ToHex();
   // Which connection speaks for each client session and engine uuid: only
   // one that delivered a verified message of it (peer_routes.h).
   protocol::PeerRoutes client_routes_, engine_routes_;

@@ -139,6 +139,10 @@ class Client {
   // Most tasks of this client without a reply at once. Default: 1,000,000
   // (under the scheduler's default per-client limit).
   void set_max_in_flight(size_t n);
+  // Replies remembered (Ready, ReplyOf), the latest: older tasks are read
+  // from the hub (Fetch, Wait; WaitReplies does so itself). Default:
+  // 1,000,000, about 40 MB.
+  void set_keep_answered(size_t n);
   // Validates the whole graph first (nothing is sent when it is not a DAG or
   // names an unknown node), then submits it in topological order. Returns
   // (name, id) in that order.
@@ -161,7 +165,8 @@ class Client {
   // passes first; negative: no limit). Ids the cluster does not know are an
   // error naming them.
   Status Wait(const std::vector<TaskId>& ids, double timeout_s = -1);
-  // True once the scheduler replied to this client for the task.
+  // True once the scheduler replied to this client for the task (among the
+  // latest set_keep_answered replies).
   bool Ready(const TaskId& id);
   // The final outcome the reply said (ErrorType::kNone: it succeeded), or
   // nullopt before the reply. A reply always agrees with the hub's record.

@@ -155,6 +155,45 @@ TEST_F(ClusterTest, SubmitManySendsItsTasksInOrderOrNoneWhenOneIsWrong) {
   EXPECT_EQ(everything->size(), ids.size());
 }
 
+TEST_F(ClusterTest, DependenciesOnOutcomesLetGoOfAreReadFromTheHub) {
+  // The hub keeps 3 finished records in memory and the scheduler remembers
+  // 3 outcomes: the first of 20 tasks is long gone from both when later
+  // tasks name it.
+  StartCluster(2, {"--keep-finished", "3", "--hwm", "8"});
+  std::vector<TaskOptions> first(20);
+  for (auto& o : first) o.function = "noop";
+  auto ids = client_->SubmitMany(first);
+  ASSERT_TRUE(ids.ok());
+  ASSERT_TRUE(client_->WaitReplies(*ids, 60).ok());
+  const TaskId old = ids->front();
+  auto old_record = client_->Fetch({old});
+  ASSERT_TRUE(old_record.ok());
+  ASSERT_TRUE((*old_record)[0].ok()) << "read from the hub's file";
+  const TaskId ghost = TaskId::Random();
+
+  TaskOptions after, follow, on_failure, unknown;
+  after.function = follow.function = on_failure.function = unknown.function = "noop";
+  after.after.ids = {old};
+  follow.follow.ids = {old};
+  on_failure.after = {{old}, DependencyMode::kAll, AcceptedOutcome::kFailure};
+  unknown.after.ids = {ghost};
+  auto later = client_->SubmitMany({after, follow, on_failure, unknown});
+  ASSERT_TRUE(later.ok());
+  ASSERT_TRUE(client_->Wait(*later, 60).ok());
+  auto records = client_->Fetch(*later);
+  ASSERT_TRUE(records.ok());
+  EXPECT_TRUE((*records)[0].ok()) << (*records)[0].error_message;
+  EXPECT_TRUE((*records)[1].ok()) << (*records)[1].error_message;
+  EXPECT_EQ((*records)[1].engine_id, (*old_record)[0].engine_id) << "follow: where it ran";
+  EXPECT_EQ((*records)[2].error_type, ErrorType::kImpossibleDependency);
+  EXPECT_EQ((*records)[3].error_type, ErrorType::kInvalidDependency);
+  EXPECT_NE((*records)[3].error_message.find(ghost.ToHex()), std::string::npos);
+  // Every record is still listed, page by page, from memory and the file.
+  auto every = client_->FetchAll();
+  ASSERT_TRUE(every.ok());
+  EXPECT_EQ(every->size(), 24u);
+}
+
 TEST_F(ClusterTest, AReplyNeverWaitsForTheTaskAfterIt) {
   // One engine takes both tasks in one batch: a quick one, then one that
   // runs 5 s. The quick one's reply must not wait for the slow one.

@@ -1,4 +1,5 @@
 #include "protocol/flat_id_map.h"
+#include "protocol/recent_id_map.h"
 
 #include <gtest/gtest.h>
 
@@ -147,6 +148,33 @@ TEST(FlatIdMap, AgreesWithAStandardMapThroughInsertsAndErases) {
     EXPECT_EQ(reference.at(id), v);
   });
   EXPECT_EQ(visits, reference.size());
+}
+
+TEST(RecentIdMap, KeepsTheLatestAndLetsGoOfTheOldestFirst) {
+  RecentIdMap<int> map(3);
+  for (uint64_t n = 1; n <= 5; ++n) EXPECT_TRUE(map.try_emplace(TaskId{1, n}, static_cast<int>(n)));
+  EXPECT_EQ(map.size(), 3u);
+  EXPECT_TRUE(map.forgot());
+  EXPECT_FALSE(map.contains(TaskId{1, 1}));
+  EXPECT_FALSE(map.contains(TaskId{1, 2}));
+  ASSERT_NE(map.find(TaskId{1, 3}), nullptr);
+  EXPECT_EQ(*map.find(TaskId{1, 3}), 3);
+  // Again: no change, and not made younger.
+  EXPECT_FALSE(map.try_emplace(TaskId{1, 3}, 30));
+  EXPECT_EQ(*map.find(TaskId{1, 3}), 3);
+  map.try_emplace(TaskId{1, 6}, 6);
+  EXPECT_FALSE(map.contains(TaskId{1, 3}));
+  map.set_capacity(1);
+  EXPECT_EQ(map.size(), 1u);
+  EXPECT_TRUE(map.contains(TaskId{1, 6}));
+}
+
+TEST(RecentIdMap, AMillionThroughASmallMapKeepsItSmall) {
+  RecentIdMap<uint8_t> map(1000);
+  for (uint64_t n = 1; n <= 1000000; ++n) map.try_emplace(TaskId{n, n}, 1);
+  EXPECT_EQ(map.size(), 1000u);
+  EXPECT_TRUE(map.contains(TaskId{1000000, 1000000}));
+  EXPECT_FALSE(map.contains(TaskId{999000, 999000}));
 }
 
 }  // namespace

@@ -60,8 +60,10 @@ struct Final {
 class CoreTest : public ::testing::Test {
  protected:
   void Make(uint32_t hwm = 1, const std::string& scheme = "leastload", bool send_ahead = false) {
-    core_ = std::make_unique<SchedulerCore>(CoreOptions{hwm, send_ahead}, MakeScheme(scheme, 42),
-                                            &clock_);
+    MakeWith({.hwm = hwm, .send_ahead = send_ahead}, scheme);
+  }
+  void MakeWith(const CoreOptions& options, const std::string& scheme = "leastload") {
+    core_ = std::make_unique<SchedulerCore>(options, MakeScheme(scheme, 42), &clock_);
   }
   void SetUp() override { Make(); }
 

@@ -246,5 +246,104 @@ TEST_F(Dependencies, FinishedTasksKeepOnlyTheirOutcome) {
   EXPECT_EQ(core().finished_tasks(), 100u);
 }
 
+
+// ---- outcomes let go of (keep_finished) and looked up ---------------------
+
+class Lookups : public Dependencies {
+ protected:
+  void SetUp() override {
+    MakeWith({.hwm = 1, .keep_finished = 2, .look_up_unknown = true});
+    AddEngine(1);
+    AddEngine(2);
+  }
+  // Runs tasks n.. one after another, each to success.
+  void RunAndFinish(std::vector<uint64_t> ids) {
+    for (uint64_t n : ids) {
+      Submit(TaskSpec(n));
+      Finish(n, true);
+    }
+  }
+};
+
+TEST_F(Lookups, OnlyTheLatestOutcomesAreKept) {
+  RunAndFinish({1, 2, 3, 4, 5});
+  EXPECT_EQ(core().finished_tasks(), 2u);
+  EXPECT_FALSE(core().HasFinished(Id(1)));
+  EXPECT_TRUE(core().HasFinished(Id(5)));
+}
+
+TEST_F(Lookups, AForgottenDependencyIsAskedAboutOnceAndItsAnswerSettlesItsWaiters) {
+  RunAndFinish({1, 2, 3});
+  Submit(TaskSpec(4).After({1}));
+  Submit(TaskSpec(5).After({1}));
+  EXPECT_TRUE(DispatchesOf(4).empty()) << "waits for the answer";
+  EXPECT_EQ(core().TakeLookups(), std::vector<TaskId>{Id(1)}) << "asked once for both";
+  EXPECT_TRUE(core().TakeLookups().empty());
+  EXPECT_EQ(core().lookups_pending(), 1u);
+  core().LookedUp(Id(1), Lookup::kFinished, true, 1);
+  Collect();
+  EXPECT_EQ(DispatchesOf(4).size() + DispatchesOf(5).size(), 2u);
+  EXPECT_EQ(core().lookups_pending(), 0u);
+}
+
+TEST_F(Lookups, AFailedOutcomeLookedUpMakesASuccessDependentImpossible) {
+  Submit(TaskSpec(6).After({40}));
+  ASSERT_EQ(core().TakeLookups(), std::vector<TaskId>{Id(40)});
+  core().LookedUp(Id(40), Lookup::kFinished, false, 1);
+  Collect();
+  EXPECT_EQ(ErrorOf(6), ErrorType::kImpossibleDependency);
+}
+
+TEST_F(Lookups, AFollowDependencyLookedUpGoesWhereItRan) {
+  Submit(TaskSpec(7).Follow({41}));
+  ASSERT_EQ(core().TakeLookups(), std::vector<TaskId>{Id(41)});
+  core().LookedUp(Id(41), Lookup::kFinished, true, 2);
+  Collect();
+  EXPECT_EQ(DispatchesOf(7), std::vector<int32_t>{2});
+}
+
+TEST_F(Lookups, AnIdNobodyKnowsFailsItsWaitersWithInvalidDependency) {
+  Submit(TaskSpec(8).After({99}));
+  Submit(TaskSpec(9).After({8}));
+  ASSERT_EQ(core().TakeLookups(), std::vector<TaskId>{Id(99)});
+  EXPECT_FALSE(FinalOf(8)) << "not before the answer";
+  core().LookedUp(Id(99), Lookup::kUnknown);
+  Collect();
+  EXPECT_EQ(ErrorOf(8), ErrorType::kInvalidDependency);
+  EXPECT_NE(FinalOf(8)->message.find(Id(99).ToHex()), std::string::npos);
+  EXPECT_EQ(ErrorOf(9), ErrorType::kImpossibleDependency) << "its own dependents follow";
+}
+
+TEST_F(Lookups, AnUnfinishedAnswerWaitsOnlyWhileARecoveryMayStillBringIt) {
+  core().AwaitUnknownUntil(static_cast<int64_t>(10e6));
+  Submit(TaskSpec(10).After({50}));
+  Submit(TaskSpec(11).After({51}));
+  core().TakeLookups();
+  core().LookedUp(Id(50), Lookup::kUnfinished);
+  Collect();
+  EXPECT_FALSE(FinalOf(10)) << "a later recovery page brings it";
+  Submit(TaskSpec(50));  // restored
+  Finish(50, true);
+  EXPECT_EQ(DispatchesOf(10).size(), 1u);
+  Tick(11);  // the window closes with 51 never restored
+  EXPECT_EQ(ErrorOf(11), ErrorType::kInvalidDependency);
+  Submit(TaskSpec(12).After({52}));
+  core().TakeLookups();
+  core().LookedUp(Id(52), Lookup::kUnfinished);
+  Collect();
+  EXPECT_EQ(ErrorOf(12), ErrorType::kInvalidDependency) << "outside a recovery: lost";
+}
+
+TEST_F(Lookups, AnAnswerForADependencyThatCameMeanwhileChangesNothing) {
+  Submit(TaskSpec(13).After({60}));
+  core().TakeLookups();
+  Submit(TaskSpec(60));  // submitted after its dependent, before the answer
+  core().LookedUp(Id(60), Lookup::kUnknown);
+  Collect();
+  EXPECT_FALSE(FinalOf(13));
+  Finish(60, true);
+  EXPECT_EQ(DispatchesOf(13).size(), 1u);
+}
+
 }  // namespace
 }  // namespace ztask::scheduler

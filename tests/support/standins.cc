@@ -77,6 +77,23 @@ size_t StandInHub::PumpMonitor(milliseconds wait) {
       continue;
     }
     auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
+    if (header.ok() && header->type == MsgType::kResultRequest) {
+      // A lookup of dependencies the scheduler does not know: this hub
+      // records nothing, so none is known.
+      auto asked = protocol::DecodeBody<protocol::TaskIdList>(views[protocol::kFrameContent]);
+      if (!asked.ok()) {
+        ++bad_monitor_;
+        continue;
+      }
+      ++lookups_;
+      const std::string_view peer[] = {protocol::View(frames[0])};
+      (void)protocol::SendEncoded(
+          monitor_socket_, peer,
+          protocol::EncodeMessage(signer_, NewHeader(MsgType::kResultReply, "hub"), *header,
+                                  protocol::Empty{},
+                                  protocol::ResultReply{{}, asked->task_ids, false}));
+      continue;
+    }
     if (!header.ok() || header->type != MsgType::kMonitorBatch) {
       ++bad_monitor_;  // the scheduler sends its monitor messages in batches
       continue;

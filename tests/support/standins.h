@@ -49,7 +49,9 @@ class StandInHub {
   void AnnounceEngine(int32_t id, const std::string& uuid);
   void RetireEngine(int32_t id, const std::string& uuid);
   // Receives monitor messages for up to `wait`; returns how many came.
+  // Answers the scheduler's lookups of dependencies: none is known.
   size_t PumpMonitor(milliseconds wait);
+  size_t lookups() const { return lookups_; }
   const std::vector<MonitorMessage>& monitor() const { return monitor_; }
   size_t bad_monitor_messages() const { return bad_monitor_; }
 
@@ -62,6 +64,7 @@ class StandInHub {
   zmq::socket_t notifier_, monitor_socket_;
   std::vector<MonitorMessage> monitor_;
   size_t bad_monitor_ = 0;
+  size_t lookups_ = 0;
 };
 
 struct ReceivedTask {

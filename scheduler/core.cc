@@ -155,12 +155,17 @@ void SchedulerCore::LookedUp(const TaskId& dep, Lookup answer, bool success, int
   Pump();
 }
 
+std::vector<SchedulerCore::Waiter> SchedulerCore::TakeWaiters(const TaskId& dep) {
+  std::vector<Waiter> waiters;
+  if (auto it = waiters_.find(dep); it != waiters_.end()) {
+    waiters = std::move(it->second);
+    waiters_.erase(it);
+  }
+  return waiters;
+}
+
 void SchedulerCore::FailWaitersOf(const TaskId& dep) {
-  auto it = waiters_.find(dep);
-  if (it == waiters_.end()) return;
-  std::vector<Waiter> waiters = std::move(it->second);
-  waiters_.erase(it);
-  for (const Waiter& w : waiters) {
+  for (const Waiter& w : TakeWaiters(dep)) {
     auto t = tasks_.find(w.task);
     if (t == tasks_.end() || t->second.state != State::kWaiting) continue;
     Fail(t->second, ErrorType::kInvalidDependency,
@@ -276,11 +281,7 @@ void SchedulerCore::Resolve(const TaskId& id, Finished outcome) {
   while (!resolving_.empty()) {
     auto [dep, f] = resolving_.back();
     resolving_.pop_back();
-    auto it = waiters_.find(dep);
-    if (it == waiters_.end()) continue;
-    std::vector<Waiter> waiters = std::move(it->second);
-    waiters_.erase(it);
-    for (const Waiter& w : waiters) {
+    for (const Waiter& w : TakeWaiters(dep)) {
       auto t = tasks_.find(w.task);
       if (t == tasks_.end()) continue;
       Task& task = t->second;

@@ -324,6 +324,8 @@ class SchedulerCore {
   // At the AwaitUnknownUntil deadline: fails the tasks still waiting for a
   // dependency never seen.
   void FailAwaitingUnknown();
+  // The tasks waiting for `dep`, no longer waiting for it here.
+  std::vector<Waiter> TakeWaiters(const TaskId& dep);
   // Fails every task waiting for `dep` with InvalidDependency.
   void FailWaitersOf(const TaskId& dep);
 

@@ -1,7 +1,7 @@
 // A long history: a hub holding 1.1 million finished records (more than one
 // reply may list) when the scheduler is killed with tasks running. The
-// restarted scheduler reads every outcome page by page, and the tasks that
-// ran finish; every record comes page by page; taskcluster then starts a
+// restarted scheduler reads the tasks in flight (not the history), and the
+// tasks that ran finish; every record comes page by page; taskcluster then starts a
 // cluster on that history and reports on it.
 #include <signal.h>
 
@@ -93,8 +93,8 @@ TEST(LongHistory, ASchedulerKilledOverAMillionRecordsRecoversAndItsTasksFinish) 
   ASSERT_TRUE(WaitForFinalRecords(**client, ids, &records, std::chrono::seconds(180)))
       << scheduler->Log();
   for (const TaskInfo& r : records) EXPECT_EQ(r.status, "ok") << r.error_message;
-  std::printf("the restarted scheduler read %zu outcomes; all 10 tasks ended %.1f s after it "
-              "started\n",
+  std::printf("with %zu finished records, all 10 tasks ended %.1f s after the scheduler "
+              "restarted\n",
               kFinished,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - restarted).count());
   EXPECT_EQ(scheduler->Log().find("still asking"), std::string::npos) << scheduler->Log();

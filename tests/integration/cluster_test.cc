@@ -164,10 +164,10 @@ TEST_F(ClusterTest, DependenciesOnOutcomesLetGoOfAreReadFromTheHub) {
   for (auto& o : first) o.function = "noop";
   auto ids = client_->SubmitMany(first);
   ASSERT_TRUE(ids.ok());
-  ASSERT_TRUE(client_->WaitReplies(*ids, 60).ok());
+  ASSERT_TRUE(client_->Wait(*ids, 60).ok()) << "every record in the hub";
   const TaskId old = ids->front();
   auto old_record = client_->Fetch({old});
-  ASSERT_TRUE(old_record.ok());
+  ASSERT_TRUE(old_record.ok()) << old_record.status().ToString();
   ASSERT_TRUE((*old_record)[0].ok()) << "read from the hub's file";
   const TaskId ghost = TaskId::Random();
 

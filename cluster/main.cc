@@ -153,7 +153,7 @@ int Run(int argc, char** argv) {
                    "finished tasks the hub keeps in memory (default 100000) and whose outcomes "
                    "the scheduler remembers (default 1000000); older ones are read from the "
                    "hub's database when asked for")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(size_t{1}, size_t{1} << 40));
   start
       ->add_option("--durability", durability,
                    "what the hub's records and the scheduler's journal survive: a process "

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "hub/server.h"
+#include "protocol/usage.h"
 
 int main(int argc, char** argv) {
   // What it writes (records, journal, logs) holds commands, environments and
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return ztask::UsageExit(app, e, "taskhub");
   }
   ztask::InstallStopSignals();
   // Past a file size limit (a quota), a write fails with EFBIG, which the

@@ -8,6 +8,7 @@
 
 #include "protocol/signals.h"
 #include "scheduler/scheme.h"
+#include "protocol/usage.h"
 #include "scheduler/server.h"
 
 int main(int argc, char** argv) {
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return ztask::UsageExit(app, e, "taskscheduler");
   }
   if (!ip.empty()) {
     options.client_endpoint = "tcp://" + ip + ":*";

@@ -122,6 +122,9 @@ TEST_F(CommandLine, UsageErrorsAreOneLineWithExitCodeTwo) {
       {{cluster, "stop", "--bogus"}, "--bogus"},
       {{cluster, "status", "--profile-dir", missing}, "no cluster is running"},
       {{cluster, "scale", "--profile-dir", missing}, "engines"},
+      {{cluster, "start", "--keep-finished", "0", "--profile-dir", missing}, "--keep-finished"},
+      {{kBin + "/taskhub", "--keep-finished", "0", "--profile-dir", missing}, "--keep-finished"},
+      {{kBin + "/taskscheduler", "--bogus", "--profile-dir", missing}, "--bogus"},
   };
   for (const auto& [argv, mentions] : cases) {
     SCOPED_TRACE(argv.size() > 1 ? argv[1] + " " + (argv.size() > 2 ? argv[2] : "") : argv[0]);

@@ -502,12 +502,10 @@ class HubServer::Impl {
   }
 
   // One page of the unfinished tasks, in id order, with the outcomes of the
-  // finished tasks they depend on; or (finished_only) one page of the
-  // finished tasks, in id order, for the scheduler to know every outcome a
-  // later task may name. Pages keep each reply within the codec's limits
-  // whatever the history's length.
+  // finished tasks they depend on. Pages keep each reply within the codec's
+  // limits whatever the history's length. (Other outcomes the scheduler
+  // looks up when a task names them: finished_only is not answered.)
   protocol::RecoverReply Recover(const protocol::RecoverRequest& request) const {
-    if (request.finished_only.value_or(false)) return RecoverFinished(request);
     constexpr size_t kPageBytes = size_t{8} << 20;
     std::vector<TaskId> ids;
     store_->ForEachRecord([&](const TaskId& id, const protocol::TaskRecord& r) {
@@ -589,25 +587,6 @@ class HubServer::Impl {
     reply.more = taken < ids.size();
     return reply;
   }
-
-  protocol::RecoverReply RecoverFinished(const protocol::RecoverRequest& request) const {
-    const size_t asked = request.limit > 0 ? static_cast<size_t>(request.limit) : kFinishedPage;
-    const size_t limit = std::min(asked, kFinishedPage);
-    const std::vector<TaskId> ids = store_->IdsAfter(request.after, limit);
-    protocol::RecoverReply reply;
-    protocol::TaskRecord scratch;
-    for (const TaskId& id : ids) {
-      const protocol::TaskRecord* r = store_->Find(id, &scratch);
-      if (!r || (r->state != "ok" && r->state != "error")) continue;
-      reply.finished.push_back({r->id, r->state == "ok", r->engine_id});
-    }
-    reply.done = ids.size() < limit;
-    return reply;
-  }
-
-  // Finished tasks per recovery page, at most: well within the codec's
-  // array limit (2^20), a few MiB.
-  static constexpr size_t kFinishedPage = 100000;
 
   protocol::QueueReply QueueStatus() const {
     std::map<int32_t, protocol::EngineQueue> by_engine;

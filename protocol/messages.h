@@ -497,8 +497,9 @@ struct MonitorAck {
 struct RecoverRequest {
   std::optional<TaskId> after;  // the last id of the previous page
   int32_t limit = 0;            // most tasks in the reply
-  // Set: a page of the finished tasks only (after `after`, in id order),
-  // asked for once the unfinished ones are all read.
+  // Asked by earlier schedulers for every finished outcome; ignored now
+  // (outcomes are looked up when a task names them). Kept so that the
+  // request's encoding does not change.
   std::optional<bool> finished_only;
   template <class S, class V>
   static void Visit(S& s, V& v) {

@@ -127,7 +127,7 @@ int RunSimulatedEngines(const std::string& profile, int count) {
         // A task_batch, verified like a real engine does, so that the
         // work is the same; its replies go back as one batch.
         auto views = protocol::Views(frames);
-        if (!protocol::CheckFrames(signer, protocol::WithBatches({}), views).ok()) continue;
+        if (!protocol::CheckFrames(signer, protocol::Limits{}, views).ok()) continue;
         protocol::TaskBatch batch;
         auto tasks = protocol::UnpackBatch(views, &batch);
         if (!tasks.ok() || !batch.dispatch) continue;

@@ -301,7 +301,7 @@ class Client::Impl {
       Frames frames;
       while (protocol::TryReceive(scheduler_, frames)) {
         auto views = protocol::Views(frames);
-        if (!protocol::CheckFrames(signer_, protocol::WithBatches({}), views).ok()) continue;
+        if (!protocol::CheckFrames(signer_, protocol::Limits{}, views).ok()) continue;
         auto h = protocol::DecodeHeader(views[protocol::kFrameHeader]);
         if (!h.ok()) continue;
         if (h->type == MsgType::kTaskReply || h->type == MsgType::kTaskBatch) {
@@ -552,7 +552,7 @@ class Client::Impl {
     Frames frames;
     while (protocol::TryReceive(scheduler_, frames)) {
       auto views = protocol::Views(frames);
-      if (!protocol::CheckFrames(signer_, protocol::WithBatches({}), views).ok()) continue;
+      if (!protocol::CheckFrames(signer_, protocol::Limits{}, views).ok()) continue;
       auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
       if (header.ok()) NoteReplies(*header, views);
     }

@@ -356,7 +356,7 @@ class EngineLoop final : public Stoppable {
     Frames frames;
     while (!stop_.load() && protocol::TryReceive(scheduler_, frames)) {
       const std::vector<std::string_view> views = protocol::Views(frames);
-      Status checked = protocol::CheckFrames(signer_, protocol::WithBatches({}), views);
+      Status checked = protocol::CheckFrames(signer_, protocol::Limits{}, views);
       auto header = checked.ok() ? protocol::DecodeHeader(views[protocol::kFrameHeader])
                                  : Result<protocol::Header>(checked);
       if (header.ok() && header->type == MsgType::kEngineRetire) {

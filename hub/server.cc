@@ -307,7 +307,7 @@ class HubServer::Impl {
 
   void OnMonitor(Frames& frames) {
     std::vector<std::string_view> views;
-    auto header = Open(frames, &views, monitor_guard_, monitor_limits_);
+    auto header = Open(frames, &views, monitor_guard_, limits_);
     if (!header.ok()) return Drop(View(frames[0]), header.status());
     const std::string_view peer = View(frames[0]);
     if (header->type == MsgType::kResultRequest) {
@@ -610,8 +610,6 @@ class HubServer::Impl {
   protocol::ConnectionInfo info_;
   protocol::Signer signer_;
   protocol::Limits limits_;
-  // A monitor batch carries up to 1,024 messages, each with its buffers.
-  protocol::Limits monitor_limits_{.max_frames = size_t{1} << 17};
   std::unique_ptr<TaskStore> store_;
   EngineRegistry registry_;
   zmq::context_t context_{protocol::OwnBuffersContext()};  // batches wait in its queue

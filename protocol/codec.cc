@@ -548,7 +548,12 @@ Result<std::optional<Header>> DecodeParent(std::string_view frame) {
 }
 
 Status CheckFrameCount(MsgType type, size_t frames) {
-  if (frames > kMaxMessageFrames && !IsBatch(type)) {
+  if (IsBatch(type) && frames != kBatchFrames) {
+    return Status::Malformed("a " + std::string(MsgTypeName(type)) + " of " +
+                             std::to_string(frames) + " frames, not " +
+                             std::to_string(kBatchFrames));
+  }
+  if (frames > kMaxMessageFrames) {
     return Status::TooLarge("a " + std::string(MsgTypeName(type)) + " of " +
                             std::to_string(frames) + " frames, the limit is " +
                             std::to_string(kMaxMessageFrames));
@@ -556,49 +561,132 @@ Status CheckFrameCount(MsgType type, size_t frames) {
   return Status::Ok();
 }
 
+namespace {
+
+void PutWord(std::string& out, size_t value) {
+  const uint32_t w = static_cast<uint32_t>(value);
+  const char bytes[4] = {static_cast<char>(w & 0xff), static_cast<char>((w >> 8) & 0xff),
+                         static_cast<char>((w >> 16) & 0xff), static_cast<char>(w >> 24)};
+  out.append(bytes, 4);
+}
+
+// Reads a 4-byte little-endian word at `at`, moving past it; false when
+// fewer than 4 bytes are left.
+bool TakeWord(std::string_view records, size_t& at, uint32_t& w) {
+  if (records.size() - at < 4) return false;
+  const auto* p = reinterpret_cast<const unsigned char*>(records.data() + at);
+  w = uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+  at += 4;
+  return true;
+}
+
+}  // namespace
+
+void AppendRecord(std::string& records, std::span<const std::string_view> frames,
+                  std::span<const std::string_view> more) {
+  size_t bytes = 4;
+  for (std::string_view f : frames) bytes += 4 + f.size();
+  for (std::string_view f : more) bytes += 4 + f.size();
+  records.reserve(records.size() + bytes);
+  PutWord(records, frames.size() + more.size());
+  for (std::string_view f : frames) {
+    PutWord(records, f.size());
+    records.append(f);
+  }
+  for (std::string_view f : more) {
+    PutWord(records, f.size());
+    records.append(f);
+  }
+}
+
 Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
     std::span<const std::string_view> frames, TaskBatch* content) {
-  if (frames.size() < kMinFrames) return Status::Malformed("a batch needs its own frames");
+  if (frames.size() != kBatchFrames) {
+    return Status::Malformed("a batch has " + std::to_string(kBatchFrames) + " frames, not " +
+                             std::to_string(frames.size()));
+  }
   auto batch = DecodeBody<TaskBatch>(frames[kFrameContent]);
   if (!batch.ok()) return Status::Malformed("batch: " + batch.status().message());
+  const std::string_view records = frames[kFrameRecords];
   std::vector<std::vector<std::string_view>> out;
-  out.reserve(batch->frames.size());
-  size_t at = kFirstBuffer;
-  for (int32_t count : batch->frames) {
-    if (count < 4 || static_cast<size_t>(count) > frames.size() - at ||
-        static_cast<size_t>(count) + 2 > kMaxMessageFrames) {
-      return Status::Malformed("batch: its frame counts do not match its frames");
+  size_t at = 0;
+  while (at < records.size()) {
+    if (out.size() == kMaxBatchMessages) {
+      return Status::TooLarge("a batch of more than " + std::to_string(kMaxBatchMessages) +
+                              " messages");
+    }
+    uint32_t count = 0;
+    if (!TakeWord(records, at, count) || count < 4 || count + 2 > kMaxMessageFrames) {
+      return Status::Malformed("batch: a record's frame count is not 4 to " +
+                               std::to_string(kMaxMessageFrames - 2));
     }
     std::vector<std::string_view>& message = out.emplace_back(2);  // no signature, no HMAC
-    message.insert(message.end(), frames.begin() + static_cast<std::ptrdiff_t>(at),
-                   frames.begin() + static_cast<std::ptrdiff_t>(at) + count);
-    at += static_cast<size_t>(count);
+    message.reserve(2 + count);
+    for (uint32_t i = 0; i < count; ++i) {
+      uint32_t length = 0;
+      if (!TakeWord(records, at, length) || length > records.size() - at) {
+        return Status::Malformed("batch: a record runs past the end of the frame");
+      }
+      message.push_back(records.substr(at, length));
+      at += length;
+    }
   }
-  if (at != frames.size()) return Status::Malformed("batch: frames left over");
-  if (batch->dispatch && batch->dispatch->size() != batch->frames.size()) {
+  if (batch->dispatch && batch->dispatch->size() != out.size()) {
     return Status::Malformed("batch: a dispatch for each task, no more, no less");
   }
   if (content) *content = std::move(*batch);
   return out;
 }
 
+namespace {
+
+// What earlier versions put in a batch's content.
+struct EarlierBatch {
+  std::vector<int32_t> frames;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("frames", s.frames);
+  }
+};
+
+}  // namespace
+
+std::optional<std::string> RecordsOfEarlierBatch(std::span<const std::string_view> frames) {
+  if (frames.size() < kMinFrames) return std::nullopt;
+  auto batch = DecodeBody<EarlierBatch>(frames[kFrameContent]);
+  if (!batch.ok()) return std::nullopt;
+  std::string records;
+  size_t at = kFirstBuffer;
+  for (int32_t count : batch->frames) {
+    if (count < 4 || static_cast<size_t>(count) + 2 > kMaxMessageFrames ||
+        static_cast<size_t>(count) > frames.size() - at) {
+      return std::nullopt;
+    }
+    AppendRecord(records, frames.subspan(at, static_cast<size_t>(count)));
+    at += static_cast<size_t>(count);
+  }
+  if (at != frames.size()) return std::nullopt;
+  return records;
+}
+
 std::vector<std::string> EncodeBatch(const Signer& signer, const Header& header,
                                      const std::vector<std::vector<std::string>>& messages,
                                      std::optional<std::vector<DispatchInfo>> dispatch) {
-  TaskBatch batch{{}, std::move(dispatch)};
-  size_t total = kMinFrames;
-  for (const auto& m : messages) total += m.size();
   std::vector<std::string> frames;
-  frames.reserve(total);
+  frames.reserve(kBatchFrames);
   frames.emplace_back(kProtocolSignature);
   frames.emplace_back();
   frames.push_back(EncodeHeader(header));
   frames.push_back(EncodeParent(std::nullopt));
   frames.push_back(EncodeBody(Empty{}));
-  for (const auto& m : messages) batch.frames.push_back(static_cast<int32_t>(m.size()));
-  frames.push_back(EncodeBody(batch));
-  for (const auto& m : messages) frames.insert(frames.end(), m.begin(), m.end());
-  std::vector<std::string_view> views(frames.begin(), frames.end());
+  frames.push_back(EncodeBody(TaskBatch{std::move(dispatch)}));
+  std::string& records = frames.emplace_back();
+  std::vector<std::string_view> views;
+  for (const auto& m : messages) {
+    views.assign(m.begin(), m.end());
+    AppendRecord(records, views);
+  }
+  views.assign(frames.begin(), frames.end());
   frames[kFrameHmac] = signer.Sign(views);
   return frames;
 }

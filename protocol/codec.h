@@ -45,8 +45,12 @@ inline constexpr size_t kHmacBytes = 32;
 // Frames of one message, buffers included, or of each message in a batch.
 inline constexpr size_t kMaxMessageFrames = 64;
 // A batch (task_batch, monitor_batch) holds many messages under one
-// signature: at most this many frames in all.
-inline constexpr size_t kMaxBatchFrames = size_t{1} << 17;
+// signature, in one frame of records after its own six (kFrameRecords):
+// each message its frame count, then each frame's length and bytes. At
+// most this many messages in one batch.
+inline constexpr size_t kFrameRecords = kFirstBuffer;
+inline constexpr size_t kBatchFrames = kMinFrames + 1;
+inline constexpr size_t kMaxBatchMessages = 4096;
 // A task_batch holds at most this many tasks (or replies) and, past the
 // first, this many bytes: senders start a new batch beyond either.
 inline constexpr size_t kMaxBatchTasks = 1024;
@@ -58,13 +62,6 @@ struct Limits {
   // Frames of one message, buffers included. Default: 64.
   size_t max_frames = kMaxMessageFrames;
 };
-
-// `limits` for a socket that takes batches: up to kMaxBatchFrames frames
-// (OpenMessage still holds every other message to kMaxMessageFrames).
-inline Limits WithBatches(Limits limits) {
-  if (limits.max_frames < kMaxBatchFrames) limits.max_frames = kMaxBatchFrames;
-  return limits;
-}
 
 inline bool IsBatch(MsgType type) {
   return type == MsgType::kTaskBatch || type == MsgType::kMonitorBatch;
@@ -144,6 +141,13 @@ std::vector<std::string> EncodeInner(const Header& header, const std::optional<H
   return {EncodeHeader(header), EncodeParent(parent), EncodeBody(meta), EncodeBody(content)};
 }
 
+// Appends one message of a batch to `records` (the batch's frame 6): the
+// frame count of `frames` and `more` together, then each frame's length
+// (both 4 bytes, little-endian) and its bytes. Its frames are header,
+// parent, metadata, content, then buffers.
+void AppendRecord(std::string& records, std::span<const std::string_view> frames,
+                  std::span<const std::string_view> more = {});
+
 // A signed task_batch holding `messages` (each EncodeInner's frames, and
 // any buffers after them), with `dispatch` when it goes to an engine.
 // `header`'s type must be kTaskBatch.
@@ -159,7 +163,8 @@ Status CheckFrames(const Signer& signer, const Limits& limits,
                    std::span<const std::string_view> frames);
 
 Result<Header> DecodeHeader(std::string_view frame);
-// Only a batch may have more than kMaxMessageFrames frames.
+// A batch has exactly kBatchFrames frames; no message more than
+// kMaxMessageFrames.
 Status CheckFrameCount(MsgType type, size_t frames);
 Result<std::optional<Header>> DecodeParent(std::string_view frame);
 template <class T>
@@ -208,10 +213,17 @@ Result<DecodedOf<kType>> DecodeMessage(const Signer& signer, const Limits& limit
 
 // The messages in a batch (monitor_batch or task_batch) whose frames
 // (already checked) are `frames`: each laid out like a whole message
-// (frames 0 and 1 empty), each of 4 to kMaxMessageFrames - 2 frames. With
-// `content`, the batch's content (a task_batch's dispatch) is kept there.
+// (frames 0 and 1 empty), each of 4 to kMaxMessageFrames - 2 frames, as
+// views into the records frame. With `content`, the batch's content (a
+// task_batch's dispatch) is kept there.
 Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
     std::span<const std::string_view> frames, TaskBatch* content = nullptr);
+
+// The records of a batch laid out as earlier versions made it (each
+// message's frames as frames of the batch after its six, their counts in
+// the content's `frames`), as a scheduler's journal may still hold one:
+// nullopt when `frames` is not such a batch.
+std::optional<std::string> RecordsOfEarlierBatch(std::span<const std::string_view> frames);
 
 // The current time in µs since the Unix epoch, for headers: strictly
 // increasing within the process.

@@ -468,10 +468,6 @@ struct Acknowledgement {
 
 // ---- scheduler -> hub monitor ----------------------------------------------
 
-// monitor_batch's content: the scheduler's monitor messages, many in one.
-// Their frames (header, parent, metadata, content, buffers: all but the
-// signature and HMAC, which the batch's own cover) follow as the batch's
-// buffers, `frames[i]` of them for the i-th message.
 // A monitor batch's metadata: its number in the sending scheduler's session.
 // The hub acknowledges each once its records are durable (MonitorAck).
 struct BatchMeta {
@@ -568,28 +564,23 @@ struct RecoverReply {
   friend bool operator==(const RecoverReply&, const RecoverReply&) = default;
 };
 
+// monitor_batch's content: nothing. The scheduler's monitor messages, many
+// in one, are the records of the batch's frame 6 (codec.h).
 struct MonitorBatch {
-  std::vector<int32_t> frames;
-
   template <class S, class V>
-  static void Visit(S& s, V& v) {
-    v("frames", s.frames);
-  }
+  static void Visit(S&, V&) {}
   friend bool operator==(const MonitorBatch&, const MonitorBatch&) = default;
 };
 
 // task_batch's content: many task_requests (or many task_replies) in one
-// message, under its one signature. The i-th is `frames[i]` of the
-// message's buffers, in order: its header, parent, metadata, content and
-// buffers. From the scheduler to an engine, `dispatch[i]` is the i-th
-// task's dispatch (attempt, engines, run_after).
+// message, under its one signature; the messages themselves are the
+// records of its frame 6 (codec.h). From the scheduler to an engine,
+// `dispatch[i]` is the i-th task's dispatch (attempt, engines, run_after).
 struct TaskBatch {
-  std::vector<int32_t> frames;
   std::optional<std::vector<DispatchInfo>> dispatch = std::nullopt;
 
   template <class S, class V>
   static void Visit(S& s, V& v) {
-    v("frames", s.frames);
     v("dispatch", s.dispatch);
   }
   friend bool operator==(const TaskBatch&, const TaskBatch&) = default;

@@ -78,6 +78,14 @@ void SignFrames(const Signer& signer, Frames& frames, size_t first) {
   frames[first + kFrameHmac] = Frame(mac);
 }
 
+zmq::message_t FrameOf(std::string&& bytes) {
+  if (bytes.size() < 256) return Frame(bytes);  // a copy costs less than a second allocation
+  auto* held = new std::string(std::move(bytes));
+  return zmq::message_t(
+      held->data(), held->size(), [](void*, void* hint) { delete static_cast<std::string*>(hint); },
+      held);
+}
+
 zmq::message_t Share(zmq::message_t& m) {
   zmq::message_t copy;
   copy.copy(m);

@@ -59,6 +59,8 @@ Result<Header> OpenMessage(const Signer& signer, const Limits& limits, const Fra
 void SignFrames(const Signer& signer, Frames& frames, size_t first = 0);
 // A frame holding a copy of `bytes`.
 inline zmq::message_t Frame(std::string_view bytes) { return {bytes.data(), bytes.size()}; }
+// A frame that takes over `bytes` (moved from) without copying them.
+zmq::message_t FrameOf(std::string&& bytes);
 // A second reference to `m` (shares the data of large messages).
 zmq::message_t Share(zmq::message_t& m);
 

@@ -10,31 +10,27 @@ protocol::Header FrameBuilder::NewHeader(protocol::MsgType type) {
   return {TaskId{session_.hi, ++counter_}, type, session_hex_, protocol::NowMicros()};
 }
 
-void FrameBuilder::AddToBatch(protocol::MsgType type, zmq::message_t parent, zmq::message_t meta,
-                              zmq::message_t content, protocol::Frames buffers) {
-  const size_t first = batch_.size();
-  batch_.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(type))));
-  batch_.push_back(std::move(parent));
-  batch_.push_back(std::move(meta));
-  batch_.push_back(std::move(content));
-  for (auto& b : buffers) batch_.push_back(std::move(b));
-  for (size_t i = first; i < batch_.size(); ++i) batch_bytes_ += batch_[i].size();
-  counts_.push_back(static_cast<int32_t>(batch_.size() - first));
+void FrameBuilder::AddToBatch(protocol::MsgType type, std::string_view parent,
+                              std::string_view meta, std::string_view content,
+                              std::span<const std::string_view> buffers) {
+  const std::string header = protocol::EncodeHeader(NewHeader(type));
+  const std::string_view frames[] = {header, parent, meta, content};
+  protocol::AppendRecord(records_, frames, buffers);
+  ++batched_;
 }
 
 protocol::Frames FrameBuilder::TakeBatch(int64_t seq) {
   protocol::Frames out;
-  out.reserve(protocol::kMinFrames + batch_.size());
+  out.reserve(protocol::kBatchFrames);
   out.push_back(protocol::Frame(protocol::kProtocolSignature));
   out.emplace_back();
   out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(protocol::MsgType::kMonitorBatch))));
   out.push_back(protocol::Frame(protocol::EncodeParent(std::nullopt)));
   out.push_back(protocol::Frame(protocol::EncodeBody(protocol::BatchMeta{seq})));
-  out.push_back(protocol::Frame(protocol::EncodeBody(protocol::MonitorBatch{std::move(counts_)})));
-  for (auto& f : batch_) out.push_back(std::move(f));
-  batch_.clear();
-  counts_.clear();
-  batch_bytes_ = 0;
+  out.push_back(protocol::Frame(protocol::EncodeBody(protocol::MonitorBatch{})));
+  out.push_back(protocol::FrameOf(std::move(records_)));
+  records_.clear();
+  batched_ = 0;
   return out;
 }
 
@@ -60,23 +56,21 @@ void FrameBuilder::Append(protocol::Frames& out, protocol::MsgType type, zmq::me
 }
 
 protocol::Frames FrameBuilder::SealTaskBatch(
-    std::string_view session, protocol::Frames& messages, std::vector<int32_t> counts,
+    std::string_view session, std::string records,
     std::optional<std::vector<protocol::DispatchInfo>> dispatch) {
   // The same bytes in every batch: encoded once.
   static const std::string kNoParent = protocol::EncodeParent(std::nullopt);
   static const std::string kEmpty = protocol::EncodeBody(protocol::Empty{});
   protocol::Frames out;
-  out.reserve(1 + protocol::kMinFrames + messages.size());
+  out.reserve(1 + protocol::kBatchFrames);
   out.push_back(protocol::Frame(session));
   out.push_back(protocol::Frame(protocol::kProtocolSignature));
   out.emplace_back();
   out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(protocol::MsgType::kTaskBatch))));
   out.push_back(protocol::Frame(kNoParent));
   out.push_back(protocol::Frame(kEmpty));
-  out.push_back(protocol::Frame(
-      protocol::EncodeBody(protocol::TaskBatch{std::move(counts), std::move(dispatch)})));
-  for (auto& f : messages) out.push_back(std::move(f));
-  messages.clear();
+  out.push_back(protocol::Frame(protocol::EncodeBody(protocol::TaskBatch{std::move(dispatch)})));
+  out.push_back(protocol::FrameOf(std::move(records)));
   protocol::SignFrames(signer_, out, 1);
   return out;
 }

@@ -1,13 +1,16 @@
 // FrameBuilder: the messages the scheduler writes itself (replies it makes,
 // monitor messages, retire notices), signed, with its own headers. Monitor
-// messages are gathered into batches, one signature each. Frames
-// taken from the messages it forwards are shared, never copied or re-encoded.
+// messages are gathered into batches, one signature each. Frames taken
+// from the messages it forwards are copied as they are, never re-encoded.
 //
 // Thread safety: owned by the scheduler's loop thread.
 #ifndef ZTASK_SCHEDULER_FRAME_BUILDER_H_
 #define ZTASK_SCHEDULER_FRAME_BUILDER_H_
 
 #include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
 
 #include "protocol/codec.h"
 #include "protocol/wire.h"
@@ -25,21 +28,21 @@ class FrameBuilder {
   // in it): a new header of `type`, then these frames, then `buffers`.
   void Append(protocol::Frames& out, protocol::MsgType type, zmq::message_t parent,
               zmq::message_t meta, zmq::message_t content, protocol::Frames buffers = {});
-  // A task_batch to `session` (frames[0]) holding `messages` (each message
-  // `counts[i]` frames of it, header first), with `dispatch` for an engine;
-  // signed. `messages` is moved from.
-  protocol::Frames SealTaskBatch(std::string_view session, protocol::Frames& messages,
-                                 std::vector<int32_t> counts,
+  // A task_batch to `session` (frames[0]) holding `records` (the
+  // messages, as protocol::AppendRecord lays them out), with `dispatch`
+  // for an engine; signed.
+  protocol::Frames SealTaskBatch(std::string_view session, std::string records,
                                  std::optional<std::vector<protocol::DispatchInfo>> dispatch);
   // Shares of frames[from..].
   static protocol::Frames ShareFrom(protocol::Frames& frames, size_t from);
 
   // Adds a message (unsigned: the batch's signature covers it) to the
   // monitor batch being built.
-  void AddToBatch(protocol::MsgType type, zmq::message_t parent, zmq::message_t meta,
-                  zmq::message_t content, protocol::Frames buffers = {});
-  size_t batched() const { return counts_.size(); }
-  size_t batched_bytes() const { return batch_bytes_; }
+  // Its frames are copied.
+  void AddToBatch(protocol::MsgType type, std::string_view parent, std::string_view meta,
+                  std::string_view content, std::span<const std::string_view> buffers = {});
+  size_t batched() const { return batched_; }
+  size_t batched_bytes() const { return records_.size(); }
   // The batch as one monitor_batch message numbered `seq`, not signed yet
   // (Reseal it to send it); the next batch starts empty.
   // REQUIRES: batched() > 0.
@@ -53,9 +56,8 @@ class FrameBuilder {
   TaskId session_;
   std::string session_hex_;
   uint64_t counter_ = 0;
-  protocol::Frames batch_;
-  std::vector<int32_t> counts_;
-  size_t batch_bytes_ = 0;
+  std::string records_;  // the monitor batch being built
+  size_t batched_ = 0;
 };
 
 }  // namespace ztask::scheduler

@@ -8,6 +8,18 @@ namespace ztask::scheduler {
 
 void MonitorLink::Adopt(protocol::Frames batch) {
   if (batch.size() < protocol::kMinFrames) return;
+  if (batch.size() != protocol::kBatchFrames) {
+    // Written by an earlier version, one frame per message frame.
+    auto records = protocol::RecordsOfEarlierBatch(protocol::Views(batch));
+    if (!records) {
+      spdlog::error("the journal holds a monitor batch that is not one; it is not sent");
+      return;
+    }
+    batch.resize(protocol::kMinFrames);
+    batch[protocol::kFrameContent] =
+        protocol::Frame(protocol::EncodeBody(protocol::MonitorBatch{}));
+    batch.push_back(protocol::FrameOf(std::move(*records)));
+  }
   const int64_t seq = next_seq_++;
   batch[protocol::kFrameMeta] = protocol::Frame(protocol::EncodeBody(protocol::BatchMeta{seq}));
   Keep(seq, std::move(batch));

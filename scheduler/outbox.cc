@@ -22,19 +22,15 @@ void Outbox::Send(protocol::Frames& message) {
   fresh_.push_back(std::move(message));
 }
 
-void Outbox::Batch(std::string_view session, protocol::Frames& message,
+void Outbox::Batch(std::string_view session, std::span<const std::string_view> message,
                    const protocol::DispatchInfo* dispatch) {
   auto it = open_.find(session);
   if (it == open_.end()) it = open_.emplace(std::string(session), Open{}).first;
   Open& open = it->second;
-  for (auto& f : message) {
-    open.bytes += f.size();
-    open.frames.push_back(std::move(f));
-  }
-  open.counts.push_back(static_cast<int32_t>(message.size()));
+  protocol::AppendRecord(open.records, message);
+  ++open.count;
   if (dispatch) open.dispatch.push_back(*dispatch);
-  message.clear();
-  if (open.counts.size() >= protocol::kMaxBatchTasks || open.bytes >= protocol::kMaxBatchBytes) {
+  if (open.count >= protocol::kMaxBatchTasks || open.records.size() >= protocol::kMaxBatchBytes) {
     Seal(it);
   }
 }
@@ -43,8 +39,7 @@ void Outbox::Seal(OpenMap::iterator it) {
   Open& open = it->second;
   std::optional<std::vector<protocol::DispatchInfo>> dispatch;
   if (!open.dispatch.empty()) dispatch = std::move(open.dispatch);
-  fresh_.push_back(
-      builder_.SealTaskBatch(it->first, open.frames, std::move(open.counts), std::move(dispatch)));
+  fresh_.push_back(builder_.SealTaskBatch(it->first, std::move(open.records), std::move(dispatch)));
   open_.erase(it);
 }
 

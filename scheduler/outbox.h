@@ -21,6 +21,7 @@
 #define ZTASK_SCHEDULER_OUTBOX_H_
 
 #include <deque>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -45,9 +46,9 @@ class Outbox {
   // after what was batched for the peer so far.
   void Send(protocol::Frames& message);
   // Adds a task_request or task_reply to the peer's batch: `message` is its
-  // header, parent, metadata, content and buffers (moved from); `dispatch`
-  // only for an engine.
-  void Batch(std::string_view session, protocol::Frames& message,
+  // header, parent, metadata, content and buffers (copied); `dispatch` only
+  // for an engine.
+  void Batch(std::string_view session, std::span<const std::string_view> message,
              const protocol::DispatchInfo* dispatch = nullptr);
   // Seals the batches, then sends what waits, as far as the peers' queues
   // take it. Returns the peers that are not connected (or never proved a
@@ -64,10 +65,9 @@ class Outbox {
 
   // The batch being filled for one peer.
   struct Open {
-    protocol::Frames frames;
-    std::vector<int32_t> counts;
+    std::string records;  // protocol::AppendRecord's layout
+    size_t count = 0;
     std::vector<protocol::DispatchInfo> dispatch;
-    size_t bytes = 0;
   };
   using OpenMap = std::unordered_map<std::string, Open, protocol::StringHash, std::equal_to<>>;
   // The peer's batch becomes a message in fresh_; it is erased.

@@ -4,31 +4,18 @@
 
 namespace ztask::scheduler {
 
-PackedRequest::PackedRequest(protocol::Frames& frames) {
+PackedRequest::PackedRequest(std::span<const std::string_view> frames) {
   const size_t count = frames.size();
-  size_t bytes = 0, large = 0;
-  for (const zmq::message_t& f : frames) {
-    if (f.size() >= kShareFrom) {
-      ++large;
-    } else {
-      bytes += f.size();
-    }
-  }
+  size_t bytes = 0;
+  for (std::string_view f : frames) bytes += f.size();
   const size_t head = sizeof(uint32_t) * (1 + count);
   data_ = std::make_unique_for_overwrite<char[]>(head + bytes);
-  if (large > 0) shared_ = std::make_unique<zmq::message_t[]>(large);
   auto put = [this](size_t k, uint32_t w) { std::memcpy(&data_[k * sizeof w], &w, sizeof w); };
   put(0, static_cast<uint32_t>(count));
-  uint32_t end = 0, next_shared = 0;
+  uint32_t end = 0;
   for (size_t i = 0; i < count; ++i) {
-    zmq::message_t& f = frames[i];
-    if (f.size() >= kShareFrom) {
-      shared_[next_shared] = protocol::Share(f);
-      put(1 + i, kShared | next_shared++);
-      continue;
-    }
-    if (f.size() > 0) std::memcpy(&data_[head + end], f.data(), f.size());
-    end += static_cast<uint32_t>(f.size());
+    if (!frames[i].empty()) std::memcpy(&data_[head + end], frames[i].data(), frames[i].size());
+    end += static_cast<uint32_t>(frames[i].size());
     put(1 + i, end);
   }
 }
@@ -40,24 +27,16 @@ uint32_t PackedRequest::Word(size_t k) const {
 }
 
 std::string_view PackedRequest::operator[](size_t i) const {
-  const uint32_t w = Word(1 + i);
-  if (w & kShared) return protocol::View(shared_[w & ~kShared]);
-  // The end of the last small frame before this one is where it starts.
-  uint32_t start = 0;
-  for (size_t k = i; k > 0; --k) {
-    if (const uint32_t before = Word(k); !(before & kShared)) {
-      start = before;
-      break;
-    }
-  }
-  const size_t head = sizeof(uint32_t) * (1 + Count());
-  return {&data_[head + start], w - start};
+  const uint32_t start = i == 0 ? 0 : Word(i);
+  const size_t head = sizeof(uint32_t) * (1 + Word(0));
+  return {&data_[head + start], Word(1 + i) - start};
 }
 
-zmq::message_t PackedRequest::Message(size_t i) const {
-  const uint32_t w = Word(1 + i);
-  if (w & kShared) return protocol::Share(shared_[w & ~kShared]);
-  return protocol::Frame((*this)[i]);
+std::vector<std::string_view> PackedRequest::From(size_t from) const {
+  std::vector<std::string_view> out;
+  out.reserve(size() - from);
+  for (size_t i = from; i < size(); ++i) out.push_back((*this)[i]);
+  return out;
 }
 
 }  // namespace ztask::scheduler

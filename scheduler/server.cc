@@ -151,11 +151,11 @@ void SchedulerServer::Impl::OnClientMessage(Frames& frames) {
   if (!header.ok()) return Drop(peer, header.status());
   switch (header->type) {
     case MsgType::kTaskRequest:
-      return OnTaskRequest(*header, views, frames);
+      return OnTaskRequest(*header, protocol::Views(frames));
     case MsgType::kTaskBatch:
       return ForEachInBatch(*header, views, frames, MsgType::kTaskRequest,
-                            [&](const protocol::Header& task, Frames& request) {
-                              OnTaskRequest(task, protocol::Views(request, 1), request);
+                            [&](const protocol::Header& task, Msg request) {
+                              OnTaskRequest(task, request);
                             });
     case MsgType::kAbortRequest:
       return OnAbortRequest(views, frames);
@@ -165,12 +165,10 @@ void SchedulerServer::Impl::OnClientMessage(Frames& frames) {
   }
 }
 
-void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header,
-                                          const std::vector<std::string_view>& views,
-                                          Frames& frames) {
+void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header, Msg msg) {
   ++tasks_seen_;
-  const std::string_view peer = View(frames[0]);
-  auto meta = protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]);
+  const std::string_view peer = msg[0];
+  auto meta = protocol::DecodeBody<protocol::RoutingMeta>(msg[1 + protocol::kFrameMeta]);
   if (!meta.ok()) return Drop(peer, "task_request metadata: " + meta.status().message());
   // Duplicates first: a task sent again is not a new task, and must not be
   // rejected for a limit it already counts towards.
@@ -190,13 +188,13 @@ void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header,
     ++counters_.duplicate_tasks;
     return Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
   }
-  if (std::string why = OverLimit(*meta, views, peer); !why.empty()) {
-    return Reject(header, frames, why);
+  if (std::string why = OverLimit(*meta, msg, peer); !why.empty()) {
+    return Reject(header, msg, why);
   }
   auto pending = pending_.try_emplace(header.id).first;
   // Monitor first, so the hub hears of the task before of its outcome.
-  MonitorCopy(MsgType::kTaskSubmitted, frames);
-  pending->request = PackedRequest(frames);
+  MonitorCopy(MsgType::kTaskSubmitted, msg);
+  pending->request = PackedRequest(msg);
   auto queued = queued_per_client_.find(peer);
   if (queued == queued_per_client_.end()) queued = queued_per_client_.emplace(peer, 0).first;
   ++queued->second;
@@ -213,12 +211,11 @@ void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header,
 }
 
 // Why a task may not be taken (TaskLimits), or "".
-std::string SchedulerServer::Impl::OverLimit(const protocol::RoutingMeta& meta,
-                                             const std::vector<std::string_view>& views,
+std::string SchedulerServer::Impl::OverLimit(const protocol::RoutingMeta& meta, Msg msg,
                                              std::string_view client) {
   const TaskLimits& limits = options_.task_limits;
   size_t bytes = 0;
-  for (size_t i = protocol::kFrameContent; i < views.size(); ++i) bytes += views[i].size();
+  for (size_t i = 1 + protocol::kFrameContent; i < msg.size(); ++i) bytes += msg[i].size();
   if (bytes > limits.max_task_bytes) {
     return "the task is " + std::to_string(bytes) + " bytes, over the limit of " +
            std::to_string(limits.max_task_bytes) + " (taskscheduler --max-task-bytes)";
@@ -239,17 +236,17 @@ std::string SchedulerServer::Impl::OverLimit(const protocol::RoutingMeta& meta,
 }
 
 // Fails a task at once, recorded in the hub like any other outcome.
-void SchedulerServer::Impl::Reject(const protocol::Header& header, Frames& frames,
+void SchedulerServer::Impl::Reject(const protocol::Header& header, Msg msg,
                                    const std::string& why) {
   ++counters_.rejected;
   spdlog::warn("rejected task {} of client {}: {}", header.id.ToHex(),
-               protocol::PrintablePeer(View(frames[0])), why);
-  MonitorCopy(MsgType::kTaskSubmitted, frames);
+               protocol::PrintablePeer(msg[0]), why);
+  MonitorCopy(MsgType::kTaskSubmitted, msg);
   Action a{.kind = Action::Kind::kFail,
            .task = header.id,
            .error = ErrorType::kTaskRejected,
            .message = why};
-  FailTask(a, PackedRequest(frames));
+  FailTask(a, PackedRequest(msg));
 }
 
 // The request of a task with its final outcome, and its client's count.
@@ -315,31 +312,20 @@ void SchedulerServer::Impl::Handle(const Action& a) {
 void SchedulerServer::Impl::Dispatch(const Action& a, const PackedRequest& request) {
   // The request as the client sent it, from its header on: the batch's
   // signature covers it.
-  Frames task;
-  task.reserve(request.size() - 1 - protocol::kFrameHeader);
-  for (size_t i = 1 + protocol::kFrameHeader; i < request.size(); ++i) {
-    task.push_back(request.Message(i));
-  }
+  static const std::string kEmpty = protocol::EncodeBody(protocol::Empty{});
   protocol::DispatchInfo dispatch{a.attempt, static_cast<int32_t>(core_.live_engines())};
   if (!a.run_after.IsZero()) dispatch.run_after = a.run_after;
-  protocol::Assignment assignment{a.engine_id, a.attempt};
-  builder_.AddToBatch(MsgType::kTaskAssigned, request.Message(1 + protocol::kFrameHeader),
-                      protocol::Frame(protocol::EncodeBody(assignment)),
-                      protocol::Frame(protocol::EncodeBody(protocol::Empty{})));
+  builder_.AddToBatch(MsgType::kTaskAssigned, request[1 + protocol::kFrameHeader],
+                      protocol::EncodeBody(protocol::Assignment{a.engine_id, a.attempt}), kEmpty);
   SealIfFull();
-  engines_out_.Batch(uuid_of_slot_[a.slot], task, &dispatch);
+  engines_out_.Batch(uuid_of_slot_[a.slot], request.From(1 + protocol::kFrameHeader), &dispatch);
 }
 
 void SchedulerServer::Impl::Deliver(const Action& a, const PackedRequest& request) {
-  Frames& reply = *current_reply_;
-  MonitorOutcome(a, /*final=*/true, Share(reply[1 + protocol::kFrameParent]),
-                 Share(reply[1 + protocol::kFrameContent]), &reply);
-  Frames out;
-  out.reserve(reply.size() - 1 - protocol::kFrameHeader);
-  for (size_t i = 1 + protocol::kFrameHeader; i < reply.size(); ++i) {
-    out.push_back(std::move(reply[i]));
-  }
-  ReplyToClient(request[0], out);
+  const Msg reply = current_reply_;
+  MonitorOutcome(a, /*final=*/true, reply[1 + protocol::kFrameParent],
+                 reply[1 + protocol::kFrameContent], reply.subspan(1 + protocol::kFirstBuffer));
+  ReplyToClient(request[0], reply.subspan(1 + protocol::kFrameHeader));
 }
 
 void SchedulerServer::Impl::FailTask(const Action& a, const PackedRequest& request) {
@@ -348,27 +334,25 @@ void SchedulerServer::Impl::FailTask(const Action& a, const PackedRequest& reque
   protocol::TaskResult result;
   result.error_message = a.message;
   const std::string content = protocol::EncodeBody(result);
-  MonitorOutcome(a, /*final=*/true, request.Message(1 + protocol::kFrameHeader),
-                 protocol::Frame(content), nullptr);
-  Frames out;
-  out.push_back(protocol::Frame(protocol::EncodeHeader(builder_.NewHeader(MsgType::kTaskReply))));
-  out.push_back(request.Message(1 + protocol::kFrameHeader));
-  out.push_back(protocol::Frame(protocol::EncodeBody(meta)));
-  out.push_back(protocol::Frame(content));
+  const std::string_view parent = request[1 + protocol::kFrameHeader];
+  MonitorOutcome(a, /*final=*/true, parent, content);
+  const std::string header = protocol::EncodeHeader(builder_.NewHeader(MsgType::kTaskReply));
+  const std::string encoded_meta = protocol::EncodeBody(meta);
+  const std::string_view out[] = {header, parent, encoded_meta, content};
   ReplyToClient(request[0], out);
 }
 
 void SchedulerServer::Impl::Retried(const Action& a, const PackedRequest& request) {
   if (a.from_reply) {
-    Frames& reply = *current_reply_;
-    MonitorOutcome(a, /*final=*/false, Share(reply[1 + protocol::kFrameParent]),
-                   Share(reply[1 + protocol::kFrameContent]), &reply);
+    const Msg reply = current_reply_;
+    MonitorOutcome(a, /*final=*/false, reply[1 + protocol::kFrameParent],
+                   reply[1 + protocol::kFrameContent], reply.subspan(1 + protocol::kFirstBuffer));
     return;
   }
   protocol::TaskResult result;
   result.error_message = a.message;
-  MonitorOutcome(a, /*final=*/false, request.Message(1 + protocol::kFrameHeader),
-                 protocol::Frame(protocol::EncodeBody(result)), nullptr);
+  MonitorOutcome(a, /*final=*/false, request[1 + protocol::kFrameHeader],
+                 protocol::EncodeBody(result));
 }
 
 // Sent ahead and not run: the hub records the task as waiting again.
@@ -376,27 +360,23 @@ void SchedulerServer::Impl::Returned(const Action& a, const PackedRequest& reque
   protocol::TaskResult result;
   result.error_message = "sent ahead to engine " + std::to_string(a.engine_id) +
                          ", not run there: its dependency did not succeed there";
-  MonitorOutcome(a, /*final=*/false, request.Message(1 + protocol::kFrameHeader),
-                 protocol::Frame(protocol::EncodeBody(result)), nullptr);
+  MonitorOutcome(a, /*final=*/false, request[1 + protocol::kFrameHeader],
+                 protocol::EncodeBody(result));
 }
 
 // A monitor message carrying a request's parts as they came.
-void SchedulerServer::Impl::MonitorCopy(MsgType type, Frames& request) {
-  builder_.AddToBatch(type, Share(request[1 + protocol::kFrameHeader]),
-                      Share(request[1 + protocol::kFrameMeta]),
-                      Share(request[1 + protocol::kFrameContent]),
-                      FrameBuilder::ShareFrom(request, 1 + protocol::kFirstBuffer));
+void SchedulerServer::Impl::MonitorCopy(MsgType type, Msg request) {
+  builder_.AddToBatch(type, request[1 + protocol::kFrameHeader], request[1 + protocol::kFrameMeta],
+                      request[1 + protocol::kFrameContent],
+                      request.subspan(1 + protocol::kFirstBuffer));
   SealIfFull();
 }
 
-void SchedulerServer::Impl::MonitorOutcome(const Action& a, bool final, zmq::message_t parent,
-                                           zmq::message_t content, Frames* reply) {
+void SchedulerServer::Impl::MonitorOutcome(const Action& a, bool final, std::string_view parent,
+                                           std::string_view content, Msg buffers) {
   protocol::OutcomeMeta meta{final, a.error == ErrorType::kNone, a.error, std::nullopt, a.attempt};
   if (a.engine_id >= 0) meta.engine_id = a.engine_id;
-  builder_.AddToBatch(
-      MsgType::kTaskOutcome, std::move(parent), protocol::Frame(protocol::EncodeBody(meta)),
-      std::move(content),
-      reply ? FrameBuilder::ShareFrom(*reply, 1 + protocol::kFirstBuffer) : Frames{});
+  builder_.AddToBatch(MsgType::kTaskOutcome, parent, protocol::EncodeBody(meta), content, buffers);
   SealIfFull();
 }
 

@@ -40,13 +40,13 @@ void SchedulerServer::Impl::OnEngineMessage(Frames& frames) {
   }
   if (header->type == MsgType::kTaskBatch) {
     return ForEachInBatch(*header, views, frames, MsgType::kTaskReply,
-                          [&](const protocol::Header&, Frames& reply) { OnTaskReply(reply); });
+                          [&](const protocol::Header&, Msg reply) { OnTaskReply(reply); });
   }
   if (header->type != MsgType::kTaskReply) {
     return Drop(peer, "unexpected " + std::string(protocol::MsgTypeName(header->type)) +
                           " on the engine socket");
   }
-  OnTaskReply(frames);
+  OnTaskReply(protocol::Views(frames));
 }
 
 // An engine's DEALER reached us: at its start, or again after its
@@ -88,20 +88,20 @@ void SchedulerServer::Impl::Reconcile(EngineSlot slot, const std::vector<TaskId>
 }
 
 // `frames` is verified: the engine's routing id, then the reply.
-void SchedulerServer::Impl::OnTaskReply(Frames& frames) {
+void SchedulerServer::Impl::OnTaskReply(Msg msg) {
   ++tasks_seen_;
-  const std::string_view peer = View(frames[0]);
+  const std::string_view peer = msg[0];
   auto entry = engines_.find(std::string(peer));
   if (entry == engines_.end() || entry->second.slot == kNoSlot) {
     if (!recovered_slots_.empty() && early_replies_.size() < kMaxEarlyReplies) {
       // After a restart, an engine may answer before it is linked again.
-      early_replies_.push_back(std::move(frames));
+      early_replies_.emplace_back(msg.begin(), msg.end());
       return;
     }
     ++counters_.unknown_engines;
     return Drop(peer, "task_reply from an engine that is not registered");
   }
-  const std::vector<std::string_view> views = protocol::Views(frames, 1);
+  const Msg views = msg.subspan(1);
   auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
   if (!parent.ok() || !*parent) return Drop(peer, "task_reply without a parent header");
   auto meta = protocol::DecodeBody<protocol::ReplyMeta>(views[protocol::kFrameMeta]);
@@ -109,7 +109,7 @@ void SchedulerServer::Impl::OnTaskReply(Frames& frames) {
   const EngineSlot slot = entry->second.slot;
   const TaskId& id = (*parent)->id;
   if (recovering_slots_.count(slot)) core_.Adopt(slot, id, meta->attempt);
-  current_reply_ = &frames;
+  current_reply_ = msg;
   // An engine sends its latest replies again when it reconnects: one of
   // an earlier attempt is late, like a reply from a lost engine.
   const bool earlier = meta->attempt > 0 && meta->attempt < core_.AttemptOf(id);
@@ -120,14 +120,17 @@ void SchedulerServer::Impl::OnTaskReply(Frames& frames) {
     spdlog::debug("ignored a late reply for task {}", id.ToHex());
   }
   DrainActions();
-  current_reply_ = nullptr;
+  current_reply_ = {};
 }
 
 // Replies kept while their engines were not linked yet.
 void SchedulerServer::Impl::ReplayEarlyReplies() {
-  std::vector<Frames> early;
+  std::vector<std::vector<std::string>> early;
   early.swap(early_replies_);
-  for (Frames& frames : early) OnTaskReply(frames);
+  for (const std::vector<std::string>& kept : early) {
+    const std::vector<std::string_view> msg(kept.begin(), kept.end());
+    OnTaskReply(msg);
+  }
 }
 
 void SchedulerServer::Impl::OnMonitorReply(Frames& frames) {
@@ -370,7 +373,7 @@ void SchedulerServer::Impl::Restore(const protocol::RecoveredTask& t) {
   protocol::SignFrames(signer_, frames, 1);
   auto [pending, inserted] = pending_.try_emplace(t.id);
   if (!inserted) return;
-  pending->request = PackedRequest(frames);
+  pending->request = PackedRequest(protocol::Views(frames));
   ++queued_per_client_[t.client];
   Submission submission{t.id,          ToSet(meta->after), ToSet(meta->follow),
                         meta->targets, meta->timeout_s,    meta->retries,

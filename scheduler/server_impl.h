@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -41,6 +42,11 @@ class SchedulerServer::Impl {
  public:
   using Frames = protocol::Frames;
   using MsgType = protocol::MsgType;
+  // A message as views of its frames, laid out as one that came alone on a
+  // ROUTER: the sender's session, the signature and HMAC frames (empty
+  // for a message of a batch), header, parent, metadata, content, buffers.
+  // Views into the message received: valid while it is handled.
+  using Msg = std::span<const std::string_view>;
 
   Impl(const SchedulerOptions& options, protocol::ConnectionInfo info,
        std::unique_ptr<Scheme> scheme, std::filesystem::path profile)
@@ -162,24 +168,21 @@ class SchedulerServer::Impl {
 
   void OnClientMessage(Frames& frames);
 
-  void OnTaskRequest(const protocol::Header& header, const std::vector<std::string_view>& views,
-                     Frames& frames);
+  void OnTaskRequest(const protocol::Header& header, Msg msg);
 
   // A verified task_batch (frames[0]: the sender's session): each of its
-  // messages is handled as if it came alone, as `handle(header, message)`
-  // where `message` is laid out as one that came alone (frames 1 and 2
-  // empty). Messages not of `type`, or of another session than the
-  // batch's, are dropped.
+  // messages is handled as if it came alone, as `handle(header, msg)`.
+  // Messages not of `type`, or of another session than the batch's, are
+  // dropped.
   template <class Each>
   void ForEachInBatch(const protocol::Header& batch, const std::vector<std::string_view>& views,
                       Frames& frames, MsgType type, Each&& handle);
 
   // Why a task may not be taken (TaskLimits), or "".
-  std::string OverLimit(const protocol::RoutingMeta& meta,
-                        const std::vector<std::string_view>& views, std::string_view client);
+  std::string OverLimit(const protocol::RoutingMeta& meta, Msg msg, std::string_view client);
 
   // Fails a task at once, recorded in the hub like any other outcome.
-  void Reject(const protocol::Header& header, Frames& frames, const std::string& why);
+  void Reject(const protocol::Header& header, Msg msg, const std::string& why);
 
   // The request of a task with its final outcome, and its client's count.
   // REQUIRES: `pending` is the entry of `id` in pending_.
@@ -201,8 +204,8 @@ class SchedulerServer::Impl {
   // the hub's last record.
   void Reconcile(EngineSlot slot, const std::vector<TaskId>& held);
 
-  // `frames` is verified: the engine's routing id, then the reply.
-  void OnTaskReply(Frames& frames);
+  // `msg` is verified: the engine's session, then the reply.
+  void OnTaskReply(Msg msg);
 
   // Replies kept while their engines were not linked yet.
   void ReplayEarlyReplies();
@@ -241,14 +244,15 @@ class SchedulerServer::Impl {
   // ---- building and sending ---------------------------------------------
 
   // A monitor message carrying a request's parts as they came.
-  void MonitorCopy(MsgType type, Frames& request);
+  void MonitorCopy(MsgType type, Msg request);
 
-  void MonitorOutcome(const Action& a, bool final, zmq::message_t parent, zmq::message_t content,
-                      Frames* reply);
+  // `buffers`: the reply's, when the outcome is an engine's reply.
+  void MonitorOutcome(const Action& a, bool final, std::string_view parent,
+                      std::string_view content, Msg buffers = {});
 
   void SendToClient(Frames& out) { clients_out_.Send(out); }
   // A reply for `client` (header, parent, metadata, content, buffers).
-  void ReplyToClient(std::string_view client, Frames& reply) { clients_out_.Batch(client, reply); }
+  void ReplyToClient(std::string_view client, Msg reply) { clients_out_.Batch(client, reply); }
 
   // Monitor messages go to the hub in batches, one signature each: a batch
   // is sealed when it is full and at the end of every turn of the loop.
@@ -286,7 +290,7 @@ class SchedulerServer::Impl {
   void EndRecoveryGrace();
 
   SchedulerOptions options_;
-  const protocol::Limits limits_ = protocol::WithBatches(options_.limits);
+  const protocol::Limits limits_ = options_.limits;
   std::filesystem::path profile_;
   protocol::ConnectionInfo info_;
   protocol::Signer signer_;
@@ -327,10 +331,10 @@ class SchedulerServer::Impl {
   // linked.
   std::unordered_map<int32_t, EngineSlot> recovered_slots_;
   std::unordered_set<EngineSlot> recovering_slots_;
-  std::vector<Frames> early_replies_;
+  std::vector<std::vector<std::string>> early_replies_;  // copies of the messages
   int64_t recovery_deadline_us_ = 0;
   Frames frames_;
-  Frames* current_reply_ = nullptr;
+  Msg current_reply_;  // while a reply is handled
   std::vector<Action> actions_;
   FlatIdMap<Pending> pending_;
   std::unordered_map<std::string, EngineEntry> engines_;
@@ -347,16 +351,10 @@ void SchedulerServer::Impl::ForEachInBatch(const protocol::Header& batch,
                                            const std::vector<std::string_view>& views,
                                            Frames& frames, MsgType type, Each&& handle) {
   const std::string_view peer = protocol::View(frames[0]);
-  protocol::TaskBatch content;
-  auto unpacked = protocol::UnpackBatch(views, &content);
+  auto unpacked = protocol::UnpackBatch(views);
   if (!unpacked.ok()) return Drop(peer, unpacked.status());
-  // views[i] is frames[i + 1]: frames[0] is the routing id.
-  size_t at = 1 + protocol::kFirstBuffer;
-  Frames message;
-  for (const int32_t count : content.frames) {
-    const size_t first = at;
-    at += static_cast<size_t>(count);
-    auto header = protocol::DecodeHeader(protocol::View(frames[first]));
+  for (std::vector<std::string_view>& message : *unpacked) {
+    auto header = protocol::DecodeHeader(message[protocol::kFrameHeader]);
     if (!header.ok()) {
       Drop(peer, header.status());
       continue;
@@ -367,13 +365,8 @@ void SchedulerServer::Impl::ForEachInBatch(const protocol::Header& batch,
                      protocol::PrintablePeer(batch.session));
       continue;
     }
-    message.clear();
-    message.reserve(3 + static_cast<size_t>(count));
-    message.push_back(protocol::Frame(peer));
-    message.emplace_back();
-    message.emplace_back();
-    for (size_t i = first; i < at; ++i) message.push_back(std::move(frames[i]));
-    handle(*header, message);
+    message.insert(message.begin(), peer);
+    handle(*header, Msg(message));
   }
 }
 

@@ -53,7 +53,7 @@ std::string Hex(std::string_view bytes) {
 TEST(TaskBatch, CarriesEachTaskWithItsDispatchUnderOneSignature) {
   const std::vector<std::string> frames = DocumentedBatch();
   const Signer signer("test-vector-key");
-  auto batch = DecodeMessage<MsgType::kTaskBatch>(signer, WithBatches({}), ViewsOf(frames));
+  auto batch = DecodeMessage<MsgType::kTaskBatch>(signer, Limits{}, ViewsOf(frames));
   ASSERT_TRUE(batch.ok()) << batch.status().ToString();
   TaskBatch content;
   auto tasks = UnpackBatch(ViewsOf(frames), &content);
@@ -75,15 +75,15 @@ TEST(TaskBatch, OneChangedByteInAnyTaskFailsTheWholeBatch) {
   for (size_t i = kFrameHeader; i < original.size(); ++i) {
     std::vector<std::string> frames = original;
     frames[i][frames[i].size() / 2] ^= 0x01;
-    EXPECT_EQ(CheckFrames(signer, WithBatches({}), ViewsOf(frames)).code(),
+    EXPECT_EQ(CheckFrames(signer, Limits{}, ViewsOf(frames)).code(),
               Status::Code::kBadSignature)
         << "frame " << i;
   }
-  // Nor may bytes move from one task's frame to the next.
+  // Nor may bytes move from the content to the records.
   std::vector<std::string> frames = original;
-  frames[kFirstBuffer + 1] += frames[kFirstBuffer + 2].substr(0, 1);
-  frames[kFirstBuffer + 2].erase(0, 1);
-  EXPECT_EQ(CheckFrames(signer, WithBatches({}), ViewsOf(frames)).code(),
+  frames[kFrameRecords].insert(0, 1, frames[kFrameContent].back());
+  frames[kFrameContent].pop_back();
+  EXPECT_EQ(CheckFrames(signer, Limits{}, ViewsOf(frames)).code(),
             Status::Code::kBadSignature);
 }
 
@@ -102,18 +102,23 @@ TEST(TaskBatch, ADispatchForEveryTaskOrForNone) {
   EXPECT_TRUE(UnpackBatch(ViewsOf(without)).ok());
 }
 
-TEST(TaskBatch, OnlyABatchMayHaveMoreFramesThanAMessage) {
+TEST(TaskBatch, NoMessageHasMoreFramesThanItsLimitInABatchOrOut) {
   const Signer signer("k");
   std::vector<std::string> buffers(kMaxMessageFrames, "b");
   const auto request = EncodeMessage(signer, FixedHeader(MsgType::kTaskRequest, 1, "c"),
                                      std::nullopt, RoutingMeta{}, TaskSpec{}, buffers);
-  EXPECT_EQ(DecodeMessage<MsgType::kTaskRequest>(signer, WithBatches({}), ViewsOf(request))
+  EXPECT_EQ(DecodeMessage<MsgType::kTaskRequest>(signer, Limits{}, ViewsOf(request))
                 .status()
                 .code(),
             Status::Code::kTooLarge);
   EXPECT_EQ(CheckFrameCount(MsgType::kTaskRequest, kMaxMessageFrames + 1).code(),
             Status::Code::kTooLarge);
-  EXPECT_TRUE(CheckFrameCount(MsgType::kTaskBatch, kMaxMessageFrames + 1).ok());
+  // A batch is exactly its six frames and the records.
+  EXPECT_TRUE(CheckFrameCount(MsgType::kTaskBatch, kBatchFrames).ok());
+  EXPECT_EQ(CheckFrameCount(MsgType::kTaskBatch, kBatchFrames + 1).code(),
+            Status::Code::kMalformed);
+  EXPECT_EQ(CheckFrameCount(MsgType::kMonitorBatch, kMinFrames).code(),
+            Status::Code::kMalformed);
   // Nor may one task inside a batch.
   std::vector<std::string> task = EncodeInner(FixedHeader(MsgType::kTaskRequest, 1, "c"),
                                               std::nullopt, RoutingMeta{}, TaskSpec{});

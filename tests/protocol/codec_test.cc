@@ -228,17 +228,30 @@ TEST(BadInput, DeepNestingIsRefused) {
 namespace ztask::protocol {
 namespace {
 
+// A monitor batch's own frames, then `records` as its frame 6.
+std::vector<std::string> MonitorBatchOf(const Signer& signer, std::string records) {
+  std::vector<std::string> frames = EncodeMessage(
+      signer, testing::SampleHeader(MsgType::kMonitorBatch), std::nullopt, Empty{},
+      MonitorBatch{}, {std::move(records)});
+  return frames;
+}
+
+std::string RecordOf(const std::vector<std::string>& message, size_t from = kFrameHeader) {
+  std::vector<std::string_view> views(message.begin() + static_cast<std::ptrdiff_t>(from),
+                                      message.end());
+  std::string records;
+  AppendRecord(records, views);
+  return records;
+}
+
 TEST(MonitorBatch, UnpacksEachMessageInOrder) {
   const Signer signer("k");
   const auto a = EncodeMessage(signer, testing::SampleHeader(MsgType::kTaskAssigned), Header{},
                                Assignment{3, 1}, Empty{});
   const auto b = EncodeMessage(signer, testing::SampleHeader(MsgType::kTaskOutcome), Header{},
                                OutcomeMeta{}, TaskResult{}, {"buffer"});
-  std::vector<std::string> frames = EncodeMessage(
-      signer, testing::SampleHeader(MsgType::kMonitorBatch), std::nullopt, Empty{},
-      MonitorBatch{{4, 5}});
-  frames.insert(frames.end(), a.begin() + kFrameHeader, a.end());
-  frames.insert(frames.end(), b.begin() + kFrameHeader, b.end());
+  const std::vector<std::string> frames = MonitorBatchOf(signer, RecordOf(a) + RecordOf(b));
+  ASSERT_EQ(frames.size(), kBatchFrames);
   std::vector<std::string_view> views(frames.begin(), frames.end());
   auto messages = UnpackBatch(views);
   ASSERT_TRUE(messages.ok()) << messages.status().ToString();
@@ -251,18 +264,54 @@ TEST(MonitorBatch, UnpacksEachMessageInOrder) {
   EXPECT_EQ(meta->engine_id, 3);
 }
 
-TEST(MonitorBatch, CountsThatDoNotMatchTheFramesAreMalformed) {
+// A record is its frame count, then each frame's length and bytes, all
+// within the records frame: anything else is refused, never read past.
+TEST(MonitorBatch, RecordsThatDoNotAddUpAreMalformed) {
   const Signer signer("k");
-  for (const std::vector<int32_t>& counts :
-       std::vector<std::vector<int32_t>>{{4, 4}, {3}, {5}, {-1}, {2, 2}}) {
-    std::vector<std::string> frames = EncodeMessage(
-        signer, testing::SampleHeader(MsgType::kMonitorBatch), std::nullopt, Empty{},
-        MonitorBatch{counts});
-    for (int i = 0; i < 4; ++i) frames.emplace_back("f");
+  const auto a = EncodeMessage(signer, testing::SampleHeader(MsgType::kTaskAssigned), Header{},
+                               Assignment{3, 1}, Empty{});
+  const std::string good = RecordOf(a);
+  auto word = [](uint32_t w) { return std::string(reinterpret_cast<const char*>(&w), 4); };
+  const std::vector<std::string> bad = {
+      good.substr(0, good.size() - 1),                    // cut short
+      good + "x",                                         // bytes left over
+      good.substr(0, 2),                                  // half a count
+      word(3) + word(0) + word(0) + word(0),              // too few frames
+      word(63) + std::string(63 * 4, '\0'),               // too many frames
+      word(4) + word(0xffffffff) + "abc",                 // a length past the end
+      good.substr(0, 4),                                  // a count and no frames
+  };
+  for (size_t i = 0; i < bad.size(); ++i) {
+    const std::vector<std::string> frames = MonitorBatchOf(signer, bad[i]);
     std::vector<std::string_view> views(frames.begin(), frames.end());
-    auto messages = UnpackBatch(views);
-    EXPECT_EQ(messages.status().code(), Status::Code::kMalformed) << counts.size();
+    EXPECT_EQ(UnpackBatch(views).status().code(), Status::Code::kMalformed) << "case " << i;
   }
+  // A batch is its six frames and the records, no other count.
+  std::vector<std::string> frames = MonitorBatchOf(signer, good);
+  frames.push_back(good);
+  std::vector<std::string_view> views(frames.begin(), frames.end());
+  EXPECT_EQ(UnpackBatch(views).status().code(), Status::Code::kMalformed);
+  // And one with no records holds no message.
+  const std::vector<std::string> empty = MonitorBatchOf(signer, "");
+  std::vector<std::string_view> empty_views(empty.begin(), empty.end());
+  auto none = UnpackBatch(empty_views);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(MonitorBatch, HoldsAtMostItsLimitOfMessages) {
+  const Signer signer("k");
+  const auto a = EncodeMessage(signer, testing::SampleHeader(MsgType::kTaskAssigned), Header{},
+                               Assignment{3, 1}, Empty{});
+  const std::string one = RecordOf(a);
+  std::string records;
+  for (size_t i = 0; i < kMaxBatchMessages; ++i) records += one;
+  const std::vector<std::string> full = MonitorBatchOf(signer, records);
+  std::vector<std::string_view> views(full.begin(), full.end());
+  EXPECT_TRUE(UnpackBatch(views).ok());
+  const std::vector<std::string> over = MonitorBatchOf(signer, records + one);
+  std::vector<std::string_view> over_views(over.begin(), over.end());
+  EXPECT_EQ(UnpackBatch(over_views).status().code(), Status::Code::kTooLarge);
 }
 
 }  // namespace

@@ -87,8 +87,8 @@ template <> inline PurgeRequest Sample<PurgeRequest>() { return {{SampleId(1)}, 
 template <> inline Count Sample<Count>() { return {17}; }
 template <> inline Acknowledgement Sample<Acknowledgement>() { return {false, "busy"}; }
 template <> inline Assignment Sample<Assignment>() { return {2, 3}; }
-template <> inline MonitorBatch Sample<MonitorBatch>() { return {{}}; }
-template <> inline TaskBatch Sample<TaskBatch>() { return {{}, std::vector<DispatchInfo>{}}; }
+template <> inline MonitorBatch Sample<MonitorBatch>() { return {}; }
+template <> inline TaskBatch Sample<TaskBatch>() { return {std::vector<DispatchInfo>{}}; }
 template <> inline BatchMeta Sample<BatchMeta>() { return {12}; }
 template <> inline MonitorAck Sample<MonitorAck>() { return {{12, 14}}; }
 template <> inline RecoverRequest Sample<RecoverRequest>() { return {SampleId(7), 2000, true}; }

@@ -21,8 +21,7 @@ class MonitorLinkTest : public ::testing::Test {
   }
   // One monitor message in a batch of its own, sealed.
   void Batch() {
-    builder_.AddToBatch(protocol::MsgType::kTaskSubmitted, protocol::Frame(""),
-                        protocol::Frame("meta"), protocol::Frame("content"));
+    builder_.AddToBatch(protocol::MsgType::kTaskSubmitted, "", "meta", "content");
     link_.Seal();
   }
   // The numbers of the batches the hub received, in order.
@@ -63,6 +62,35 @@ TEST_F(MonitorLinkTest, EachBatchGoesOnceWhileTheHubAcknowledges) {
   EXPECT_EQ(link_.resent(), 0u);
   link_.Acknowledged({1, 3}, now_);
   EXPECT_EQ(link_.unacknowledged(), 1u);
+}
+
+// A journal written by an earlier version holds batches with one frame per
+// message frame: they go to the hub in today's layout, every message kept.
+TEST_F(MonitorLinkTest, AnEarlierVersionsBatchGoesInTodaysLayout) {
+  protocol::Frames earlier;
+  for (std::string_view f : {"ZTASK1", "", "header", "\xc0", "\x81\xa3seq\x07",
+                             "\x81\xa6" "frames\x92\x04\x05", "h1", "p1", "m1", "c1", "h2", "p2",
+                             "m2", "c2", "buffer"}) {
+    earlier.push_back(protocol::Frame(f));
+  }
+  link_.Adopt(std::move(earlier));
+  link_.Flush(now_, /*now=*/true);
+  protocol::Frames frames;
+  ASSERT_TRUE(protocol::TryReceive(hub_, frames));
+  const auto views = protocol::Views(frames, 1);
+  ASSERT_EQ(views.size(), protocol::kBatchFrames);
+  EXPECT_TRUE(protocol::CheckFrames(signer_, {}, views).ok());
+  auto messages = protocol::UnpackBatch(views);
+  ASSERT_TRUE(messages.ok()) << messages.status().ToString();
+  ASSERT_EQ(messages->size(), 2u);
+  EXPECT_EQ((*messages)[0][protocol::kFrameContent], "c1");
+  EXPECT_EQ((*messages)[1][protocol::kFirstBuffer], "buffer");
+  // Not one: nothing is sent.
+  protocol::Frames broken;
+  for (int i = 0; i < 8; ++i) broken.push_back(protocol::Frame("x"));
+  link_.Adopt(std::move(broken));
+  link_.Flush(now_, true);
+  EXPECT_FALSE(protocol::TryReceive(hub_, frames));
 }
 
 TEST_F(MonitorLinkTest, ASilentHubGetsEverythingUnacknowledgedAgain) {

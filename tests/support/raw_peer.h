@@ -69,7 +69,7 @@ inline Result<std::vector<protocol::DecodedOf<protocol::MsgType::kTaskReply>>> R
     const protocol::Signer& signer, const protocol::Frames& frames) {
   const auto views = protocol::Views(frames);
   auto batch = protocol::DecodeMessage<protocol::MsgType::kTaskBatch>(
-      signer, protocol::WithBatches({}), views);
+      signer, protocol::Limits{}, views);
   if (!batch.ok()) return batch.status();
   auto inner = protocol::UnpackBatch(views);
   if (!inner.ok()) return inner.status();

@@ -70,9 +70,7 @@ size_t StandInHub::PumpMonitor(milliseconds wait) {
   Frames frames;
   while (ReceiveWithin(monitor_socket_, frames, count == 0 ? wait : milliseconds(0))) {
     auto views = protocol::Views(frames, 1);  // skip the scheduler's routing id
-    protocol::Limits limits;
-    limits.max_frames = size_t{1} << 17;
-    if (!protocol::CheckFrames(signer_, limits, views).ok()) {
+    if (!protocol::CheckFrames(signer_, protocol::Limits{}, views).ok()) {
       ++bad_monitor_;
       continue;
     }
@@ -174,7 +172,7 @@ std::optional<ReceivedTask> StandInEngine::Receive(milliseconds wait) {
     if (!ReceiveWithin(socket_, frames, wait)) return std::nullopt;
     ++messages_;
     auto views = protocol::Views(frames);
-    Status checked = protocol::CheckFrames(signer_, protocol::WithBatches({}), views);
+    Status checked = protocol::CheckFrames(signer_, protocol::Limits{}, views);
     if (!checked.ok()) throw std::runtime_error("engine got a bad message: " + checked.ToString());
     protocol::TaskBatch batch;
     auto tasks = protocol::UnpackBatch(views, &batch);
@@ -257,7 +255,7 @@ bool RawClient::ReceiveOne(milliseconds wait, std::optional<protocol::AbortReply
   if (!ReceiveWithin(socket_, frames, wait)) return false;
   ++messages_;
   auto views = protocol::Views(frames);
-  if (!protocol::CheckFrames(signer_, protocol::WithBatches({}), views).ok()) {
+  if (!protocol::CheckFrames(signer_, protocol::Limits{}, views).ok()) {
     throw std::runtime_error("client got a message that fails its signature");
   }
   auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);

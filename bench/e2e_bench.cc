@@ -217,7 +217,7 @@ Result<double> RunGraph(Client& c, const std::vector<std::vector<size_t>>& after
   constexpr size_t kPerCall = 1024;
   std::vector<TaskId> ids;
   ids.reserve(after.size());
-  for (size_t i = 0; i < after.size(); ++i) ids.push_back(TaskId::Random());
+  for (size_t i = 0; i < after.size(); ++i) ids.push_back(TaskId::New());
   std::vector<TaskOptions> tasks;
   const auto start = Clock::now();
   for (size_t first = 0; first < after.size(); first += kPerCall) {

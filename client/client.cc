@@ -127,7 +127,7 @@ class Client::Impl {
     std::vector<TaskId> out;
     out.reserve(tasks.size());
     for (size_t i = 0; i < tasks.size(); ++i) {
-      const TaskId id = ids ? (*ids)[i] : TaskId::Random();
+      const TaskId id = ids ? (*ids)[i] : TaskId::New();
       auto request = EncodeRequest(tasks[i], id);
       if (!request.ok()) {
         if (tasks.size() == 1) return request.status();

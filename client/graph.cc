@@ -136,7 +136,7 @@ Result<std::vector<std::pair<std::string, TaskId>>> Client::SubmitGraph(
   if (!order.ok()) return order.status();
   // Ids are chosen here, so the whole graph goes in batches.
   std::unordered_map<std::string, TaskId> ids;
-  for (const GraphNode& node : nodes) ids[node.name] = TaskId::Random();
+  for (const GraphNode& node : nodes) ids[node.name] = TaskId::New();
   std::vector<TaskOptions> tasks;
   std::vector<TaskId> task_ids;
   std::vector<std::pair<std::string, TaskId>> out;

@@ -65,7 +65,7 @@ Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path,
   sqlite3_busy_timeout(store->db_, 5000);
   const std::string setup = std::string("PRAGMA journal_mode=WAL;") +
                             (power ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;") +
-                            "PRAGMA cache_size=-65536;";
+                            "PRAGMA cache_size=-65536;PRAGMA wal_autocheckpoint=8192;";
   if (sqlite3_exec(store->db_, setup.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqlError(store->db_, "cannot set up the task database " + path);
   }
@@ -233,6 +233,14 @@ Status TaskStore::Load() {
   ZTASK_RETURN_IF_ERROR(
       read("SELECT seq, record FROM tasks WHERE done = 1 ORDER BY seq DESC LIMIT ?1", true));
   tally_changed_.clear();
+  Statement largest(db_, "SELECT max(id) FROM tasks");
+  if (largest.ok() && sqlite3_step(largest.get()) == SQLITE_ROW &&
+      sqlite3_column_bytes(largest.get(), 0) == 16) {
+    largest_stored_ = TaskId::FromBytes(
+        {static_cast<const char*>(sqlite3_column_blob(largest.get(), 0)), 16});
+  } else if (has_evicted_) {
+    largest_stored_ = TaskId{~uint64_t{0}, ~uint64_t{0}};  // unknown: any id may be there
+  }
   return Status::Ok();
 }
 
@@ -264,7 +272,7 @@ TaskStore::Entry& TaskStore::EntryOf(const TaskId& id, bool* made) {
   e.record.id = id;
   // A record let go of is finished: it comes back (to be let go again) so
   // that what comes for it is checked against it, never written twice.
-  if (has_evicted_ && ReadStored(id, &e.record, &e.row)) {
+  if (MayBeStored(id) && ReadStored(id, &e.record, &e.row)) {
     *made = false;
     if (Finished(e.record)) finished_order_.push_back(id);
   }
@@ -294,7 +302,7 @@ const protocol::TaskRecord* TaskStore::Find(const TaskId& id,
                                             protocol::TaskRecord* scratch) const {
   if (const Entry* e = FindEntry(id)) return &e->record;
   int64_t row;
-  if (has_evicted_ && ReadStored(id, scratch, &row)) return scratch;
+  if (MayBeStored(id) && ReadStored(id, scratch, &row)) return scratch;
   return nullptr;
 }
 
@@ -522,7 +530,10 @@ Status TaskStore::Flush() {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return error;
   }
-  for (const auto& [e, row] : added) e->row = row;
+  for (const auto& [e, row] : added) {
+    e->row = row;
+    largest_stored_ = std::max(largest_stored_, e->record.id);
+  }
   Clean();
   Evict();
   return Status::Ok();

@@ -153,6 +153,8 @@ class TaskStore {
   // After a flush: nothing is dirty.
   void Clean();
   const Entry* FindEntry(const TaskId& id) const;
+  // Whether the file may hold a record of `id` that memory does not.
+  bool MayBeStored(const TaskId& id) const { return has_evicted_ && !(largest_stored_ < id); }
   // The request of a task that just got its final outcome is not needed.
   void DropRequest(Entry& entry);
   // Adds (+1) or takes away (-1) a record from the counts.
@@ -172,6 +174,10 @@ class TaskStore {
   // Finished records in memory, oldest first (some may be purged already).
   std::deque<TaskId> finished_order_;
   bool has_evicted_ = false;
+  // No row of the file has a larger id: a new id above it (the usual case,
+  // as clients make ids that grow with time: TaskId::New) is known not to
+  // be there without reading the file.
+  TaskId largest_stored_;
 };
 
 }  // namespace ztask::hub

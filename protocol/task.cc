@@ -6,6 +6,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <exception>
 
@@ -119,6 +120,15 @@ TaskId TaskId::Random() {
   buffer.used += 16;
   const TaskId id = FromBytes({bytes, 16});
   sodium_memzero(buffer.bytes + buffer.used - 16, 16);  // handed out: not kept
+  return id;
+}
+
+TaskId TaskId::New() {
+  using namespace std::chrono;
+  const auto ms = static_cast<uint64_t>(
+      duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count());
+  TaskId id = Random();
+  id.hi = (ms << 16) | (id.hi & 0xffff);
   return id;
 }
 

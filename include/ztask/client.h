@@ -131,7 +131,7 @@ class Client {
   // a task may depend on one before it. Every task is checked before any is
   // sent. Returns their ids, in order.
   Result<std::vector<TaskId>> SubmitMany(const std::vector<TaskOptions>& tasks);
-  // The same under ids chosen by the caller (TaskId::Random()), so that a
+  // The same under ids chosen by the caller (TaskId::New()), so that a
   // task may name one of the same call as a dependency.
   // REQUIRES: ids.size() == tasks.size(), ids new.
   Result<std::vector<TaskId>> SubmitMany(const std::vector<TaskOptions>& tasks,

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <unordered_set>
 
 namespace ztask {
@@ -27,6 +28,30 @@ TEST(TaskId, BytesRoundTrip) {
 TEST(TaskId, RandomIdsDoNotRepeat) {
   std::unordered_set<TaskId, TaskIdHash> seen;
   for (int i = 0; i < 10000; ++i) EXPECT_TRUE(seen.insert(TaskId::Random()).second);
+}
+
+// Task ids start with the time in milliseconds: unique, and those made in
+// a later millisecond sort after those made before, in their bytes too
+// (the order of the hub's index).
+TEST(TaskId, NewIdsAreUniqueAndGrowWithTime) {
+  std::unordered_set<TaskId, TaskIdHash> seen;
+  const auto ms = [](const TaskId& id) { return id.hi >> 16; };
+  TaskId last = TaskId::New();
+  const uint64_t now_ms = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  EXPECT_LE(now_ms - ms(last), 1000u) << "the first 48 bits are the time in ms";
+  for (int i = 0; i < 20000; ++i) {
+    const TaskId id = TaskId::New();
+    EXPECT_TRUE(seen.insert(id).second);
+    EXPECT_GE(ms(id), ms(last));
+    if (ms(id) > ms(last)) {
+      EXPECT_LT(last, id);
+      EXPECT_LT(last.ToBytes(), id.ToBytes());
+    }
+    last = id;
+  }
 }
 
 TEST(TaskId, AForkedChildDrawsIdsOfItsOwn) {

@@ -23,16 +23,31 @@ trap 'rm -rf "$out"' EXIT
 bench=build-release/bin/e2e_bench
 py=/usr/bin/python3  # Debian's, where the peers are installed
 
-run() {  # run NAME COMMAND...: its last line (JSON) into $out/NAME.json
-  local name=$1
+# run NAME COMMAND...: its last line (JSON) into $out/NAME.json. A run that
+# fails (or prints no JSON) is run once more, and named in the table; one
+# that fails twice stops everything, with the end of its stderr and output.
+run() {
+  local name=$1 try status
   shift
-  echo "== $name: $*" >&2
-  "$@" > "$out/$name.log" 2> "$out/$name.err" || {
-    echo "$name failed:" >&2
-    tail -5 "$out/$name.err" "$out/$name.log" >&2
-    exit 1
-  }
-  grep -v '^ ' "$out/$name.log" | grep '^{' | tail -1 > "$out/$name.json"
+  for try in 1 2; do
+    echo "== $name: $*" >&2
+    status=0
+    "$@" > "$out/$name.log" 2> "$out/$name.err" || status=$?
+    if ((status == 0)); then
+      grep -v '^ ' "$out/$name.log" | grep '^{' | tail -n 1 > "$out/$name.json" || true
+      [[ -s "$out/$name.json" ]] && return 0
+      echo "$name printed no JSON line (try $try of 2)" >&2
+    else
+      echo "$name failed with exit code $status (try $try of 2)" >&2
+    fi
+    echo "-- the end of its stderr:" >&2
+    tail -n 20 -- "$out/$name.err" >&2 || true
+    echo "-- the end of its output:" >&2
+    tail -n 5 -- "$out/$name.log" >&2 || true
+    echo "$name" >> "$out/retried"
+  done
+  echo "$name failed twice: stopping" >&2
+  exit 1
 }
 
 # The main run three times (each with its own floor): the table shows medians.

@@ -25,7 +25,9 @@ Latency Summarize(std::vector<double> us) {
   return {us[us.size() / 2], us[us.size() * 99 / 100], us.back()};
 }
 
-RelayResult RunRelay(int workers, int tasks, int latency_tasks) {
+RelayResult RunRelay(int workers, int tasks, int latency_tasks, int per_message) {
+  per_message = std::max(per_message, 1);
+  const std::string payload(32 * static_cast<size_t>(per_message), 't');
   zmq::context_t ctx(1);
   // No high-water marks: a ROUTER drops what a full peer cannot take, and the
   // client's window already bounds what is in flight.
@@ -94,26 +96,27 @@ RelayResult RunRelay(int workers, int tasks, int latency_tasks) {
   client.connect(front_ep);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // workers say ready
   RelayResult result;
-  const int window = 1000;
+  const int messages = std::max(tasks / per_message, 1);
+  const int window = std::max(1000 / per_message, 1);  // messages in flight
   int sent = 0, got = 0;
   zmq::message_t reply;
   auto start = Clock::now();
-  while (got < tasks) {
-    while (sent < tasks && sent - got < window) {
-      client.send(zmq::str_buffer("t"), zmq::send_flags::none);
+  while (got < messages) {
+    while (sent < messages && sent - got < window) {
+      client.send(zmq::buffer(payload), zmq::send_flags::none);
       ++sent;
     }
     if (!client.recv(reply)) {
-      std::fprintf(stderr, "e2e_bench: the relay stalled after %d of %d\n", got, tasks);
+      std::fprintf(stderr, "e2e_bench: the relay stalled after %d of %d\n", got, messages);
       std::_Exit(1);
     }
     ++got;
   }
-  result.tasks_per_s = tasks / Since(start);
+  result.tasks_per_s = static_cast<double>(messages) * per_message / Since(start);
   std::vector<double> rtt;
   for (int i = 0; i < latency_tasks; ++i) {
     auto t = Clock::now();
-    client.send(zmq::str_buffer("t"), zmq::send_flags::none);
+    client.send(zmq::buffer(payload.data(), 32), zmq::send_flags::none);
     (void)client.recv(reply);
     rtt.push_back(Since(t) * 1e6);
   }

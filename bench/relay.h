@@ -19,9 +19,11 @@ struct RelayResult {
   double tasks_per_s = 0;
   Latency rtt;
 };
-// `tasks` empty messages through `workers` echo workers with up to 1,000 in
-// flight, then `latency_tasks` one at a time.
-RelayResult RunRelay(int workers, int tasks, int latency_tasks);
+// `tasks` tasks of 32 bytes through `workers` echo workers, `per_message`
+// of them in each message, with up to 1,000 tasks in flight, then
+// `latency_tasks` one at a time. Nothing is signed or parsed: what ZeroMQ
+// alone costs.
+RelayResult RunRelay(int workers, int tasks, int latency_tasks, int per_message = 1);
 
 }  // namespace ztask::bench
 

@@ -49,6 +49,7 @@ def main():
     rows = [
         ("no-op throughput, tasks/s", z.get("tasks_per_s"), z.get("relay_tasks_per_s"),
          ipp_best, d.get("tasks_per_s")),
+        ("floor at 64 tasks a message, tasks/s", None, z.get("relay64_tasks_per_s"), None, None),
         ("no-op throughput, HWM 1, tasks/s", z1.get("tasks_per_s"), None,
          i1.get("tasks_per_s"), None),
         ("round trip p50, us", z.get("p50_us"), z.get("relay_p50_us"), i1.get("p50_us"),
@@ -71,7 +72,9 @@ def main():
     for name, a, b, c, e in rows:
         print(f"{name:36} {cell(a, 10)} {cell(b, 10)} {cell(c, 12)} {cell(e, 10)}")
     print()
-    print(f"ztask / floor throughput:        {ratio(z.get('tasks_per_s'), z.get('relay_tasks_per_s')):.3f}")
+    print(f"ztask / floor throughput:        {ratio(z.get('tasks_per_s'), z.get('relay_tasks_per_s')):.3f} "
+          f"(one task a message), {ratio(z.get('tasks_per_s'), z.get('relay64_tasks_per_s')):.3f} "
+          f"(64 a message)")
     print(f"ztask p50 / floor p50:           {ratio(z.get('p50_us'), z.get('relay_p50_us')):.2f}")
     print(f"ztask / IPython Parallel:        {ratio(z.get('tasks_per_s'), ipp_best):.0f}x "
           f"(IPython Parallel's better of HWM 1 and HWM {hwm})")
@@ -90,6 +93,13 @@ def main():
     print(f"scheduler memory per waiting task: {zw.get('scheduler_bytes_per_waiting', 0):.0f} bytes "
           f"each more, {zw.get('scheduler_bytes_per_waiting_all', 0):.0f} in all "
           f"({zw.get('waiting', 0)} waiting)")
+    retried = []
+    try:
+        with open(os.path.join(directory, "retried")) as f:
+            retried = [line.strip() for line in f if line.strip()]
+    except OSError:
+        pass
+    print("runs that failed once and were run again: " + (", ".join(retried) or "none"))
     cpu = median_of([r["cpu_us_per_task"] for r in runs if isinstance(r.get("cpu_us_per_task"), dict)]
                     or [{}])
     if cpu:
@@ -103,6 +113,7 @@ def main():
         "ipyparallel_hwm1_tasks_per_s": i1.get("tasks_per_s", 0),
         "dask_tasks_per_s": d.get("tasks_per_s", 0),
         "relay_tasks_per_s": z.get("relay_tasks_per_s", 0),
+        "relay64_tasks_per_s": z.get("relay64_tasks_per_s", 0),
         "ztask_hwm": hwm,
         "ztask_hwm1_tasks_per_s": z1.get("tasks_per_s", 0),
         "ztask_p50_us": z.get("p50_us", 0),
@@ -124,6 +135,7 @@ def main():
         "scheduler_bytes_per_waiting": zw.get("scheduler_bytes_per_waiting", 0),
         "scheduler_bytes_per_waiting_all": zw.get("scheduler_bytes_per_waiting_all", 0),
         "ztask_cpu_us_per_task": cpu,
+        "retried": retried,
     }
     print(json.dumps(summary))
 

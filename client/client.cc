@@ -216,11 +216,19 @@ class Client::Impl {
     return Status::Ok();
   }
 
+  // With `wait` ("recorded" or "final"), the hub answers once every task
+  // is, or after `wait_ms`.
   Result<std::vector<TaskInfo>> Fetch(const std::vector<TaskId>& ids, bool tolerate_unknown,
-                                      std::vector<TaskId>* unknown) {
+                                      std::vector<TaskId>* unknown,
+                                      std::optional<std::string> wait = std::nullopt,
+                                      int32_t wait_ms = 0) {
     if (ids.empty()) return FetchEvery();
-    auto reply = Ask<MsgType::kResultRequest, MsgType::kResultReply>(
-        protocol::TaskIdList{ids, std::nullopt, std::nullopt});
+    protocol::TaskIdList request{ids, std::nullopt, std::nullopt};
+    if (wait) {
+      request.wait = std::move(wait);
+      request.wait_ms = wait_ms;
+    }
+    auto reply = Ask<MsgType::kResultRequest, MsgType::kResultReply>(request, wait_ms / 1000.0);
     if (!reply.ok()) return reply.status();
     std::unordered_map<TaskId, const protocol::TaskRecord*, TaskIdHash> by_id;
     for (const auto& r : reply->records) by_id[r.id] = &r;
@@ -259,12 +267,16 @@ class Client::Impl {
     // reached the hub yet: unknown ids get this long before they are an error.
     constexpr double kGrace = 3.0;
     std::set<TaskId> pending(ids.begin(), ids.end());
-    int backoff_ms = 1;
     while (true) {
       DrainReplies();
       std::vector<TaskId> ask(pending.begin(), pending.end());
       std::vector<TaskId> unknown;
-      auto records = Fetch(ask, true, &unknown);
+      // The hub answers when they are all final, or after a second at
+      // most: no polling, and unknown ids and the timeout are looked at
+      // again each second.
+      const double left = timeout_s < 0 ? 1.0 : timeout_s - (Now() - start);
+      const int32_t wait_ms = static_cast<int32_t>(std::clamp(left, 0.0, 1.0) * 1000);
+      auto records = Fetch(ask, true, &unknown, "final", wait_ms);
       if (!records.ok()) return records.status();
       for (const auto& r : *records) {
         if (r.finished()) pending.erase(r.id);
@@ -281,8 +293,6 @@ class Client::Impl {
                                 std::to_string(ids.size()) + " tasks had not finished after " +
                                 std::to_string(timeout_s) + " s");
       }
-      WaitForReplyOrSleep(backoff_ms);
-      backoff_ms = std::min(backoff_ms * 2, 50);
     }
   }
 
@@ -497,14 +507,16 @@ class Client::Impl {
   }
 
   // One request to the hub and its reply, matched by parent id.
+  // `held_s`: how long the hub may hold the request before it answers.
   template <MsgType kRequest, MsgType kReply, class Content>
-  Result<typename protocol::Bodies<kReply>::Content> Ask(const Content& content) {
+  Result<typename protocol::Bodies<kReply>::Content> Ask(const Content& content,
+                                                         double held_s = 0) {
     protocol::Header header{TaskId::Random(), kRequest, session_, protocol::NowMicros()};
     Status sent = protocol::SendEncoded(
         hub_, {},
         protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{}, content));
     if (!sent.ok()) return sent;
-    const double deadline = Now() + 5;
+    const double deadline = Now() + 5 + held_s;
     while (Now() < deadline) {
       zmq::pollitem_t item{hub_.handle(), 0, ZMQ_POLLIN, 0};
       (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
@@ -683,6 +695,14 @@ Result<std::vector<TaskInfo>> Client::Fetch(const std::vector<TaskId>& ids) {
   if (ids.empty()) return std::vector<TaskInfo>{};
   impl_->Notice();
   return impl_->Fetch(ids, false, nullptr);
+}
+Result<std::vector<TaskInfo>> Client::FetchWhen(const std::vector<TaskId>& ids, bool finished,
+                                                double timeout_s) {
+  if (ids.empty()) return std::vector<TaskInfo>{};
+  impl_->Notice();
+  const double held = std::clamp(timeout_s, 0.0, 60.0);
+  return impl_->Fetch(ids, false, nullptr, finished ? "final" : "recorded",
+                      static_cast<int32_t>(held * 1000));
 }
 Result<std::vector<TaskInfo>> Client::FetchAll() {
   impl_->Notice();

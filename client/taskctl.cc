@@ -90,17 +90,11 @@ ztask::Status BuildOptions(SubmitFlags& f) {
 // submit can be waited for at once by any process, and a cluster that does
 // not take the task is an error rather than an id that leads nowhere.
 ztask::Status AwaitRecorded(ztask::Client& client, const std::vector<ztask::TaskId>& ids) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (true) {
-    auto records = client.Fetch(ids);
-    if (records.ok()) return ztask::Status::Ok();
-    if (records.status().code() != ztask::Status::Code::kNotFound) return records.status();
-    if (std::chrono::steady_clock::now() > deadline) {
-      return ztask::Status::Unavailable(
-          "the cluster did not record the task within 10 s: is its scheduler running?");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  auto records = client.FetchWhen(ids, /*finished=*/false, 10);
+  if (records.ok()) return ztask::Status::Ok();
+  if (records.status().code() != ztask::Status::Code::kNotFound) return records.status();
+  return ztask::Status::Unavailable(
+      "the cluster did not record the task within 10 s: is its scheduler running?");
 }
 
 int PrintRecords(const std::vector<ztask::TaskInfo>& records) {

@@ -579,7 +579,7 @@ class EngineLoop final : public Stoppable {
 
   // On the worker thread: the results of `ids`, in order, from the hub. The
   // scheduler may start this task a moment before the hub has recorded its
-  // inputs' outcomes, so records not yet final are asked for again.
+  // inputs' outcomes, so the hub is asked to answer once they are final.
   Result<Value> ResultsOf(const std::vector<TaskId>& ids) {
     if (!query_) {
       query_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
@@ -587,33 +587,34 @@ class EngineLoop final : public Stoppable {
       protocol::SecureClient(*query_, info_);
       query_->connect(info_.hub.query);
     }
-    const int64_t deadline = SteadyMicros() + 10'000'000;
-    while (SteadyMicros() < deadline) {
-      auto records = AskRecords(ids, deadline);
-      if (!records.ok()) return records.status();
-      std::map<TaskId, const protocol::TaskRecord*> by_id;
-      for (const auto& r : *records) by_id[r.id] = &r;
-      Value out = Value::array();
-      for (const TaskId& id : ids) {
-        auto it = by_id.find(id);
-        if (it == by_id.end() || (it->second->state != "ok" && it->second->state != "error")) break;
-        const auto& bytes = it->second->result.bytes;
-        out.push_back(bytes.empty() ? Value() : Value::from_msgpack(bytes));
+    // One request: the hub answers once every record is final, or after
+    // 10 s.
+    auto records = AskRecords(ids, 10'000);
+    if (!records.ok()) return records.status();
+    std::map<TaskId, const protocol::TaskRecord*> by_id;
+    for (const auto& r : *records) by_id[r.id] = &r;
+    Value out = Value::array();
+    for (const TaskId& id : ids) {
+      auto it = by_id.find(id);
+      if (it == by_id.end() || (it->second->state != "ok" && it->second->state != "error")) {
+        return Status::Unavailable("the hub did not have the results of this task's dependencies");
       }
-      if (out.size() == ids.size()) return out;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      const auto& bytes = it->second->result.bytes;
+      out.push_back(bytes.empty() ? Value() : Value::from_msgpack(bytes));
     }
-    return Status::Unavailable("the hub did not have the results of this task's dependencies");
+    return out;
   }
 
+  // The records of `ids`, once all are final or `wait_ms` passed.
   Result<std::vector<protocol::TaskRecord>> AskRecords(const std::vector<TaskId>& ids,
-                                                       int64_t deadline) {
+                                                       int32_t wait_ms) {
     protocol::Header header{TaskId::Random(), MsgType::kResultRequest, uuid_,
                             protocol::NowMicros()};
+    protocol::TaskIdList request{ids, std::nullopt, std::nullopt, "final", wait_ms};
     (void)protocol::SendEncoded(
         *query_, {},
-        protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{},
-                                protocol::TaskIdList{ids, std::nullopt, std::nullopt}));
+        protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{}, request));
+    const int64_t deadline = SteadyMicros() + int64_t{wait_ms} * 1000 + 5'000'000;
     Frames frames;
     while (SteadyMicros() < deadline) {
       zmq::pollitem_t item{query_->handle(), 0, ZMQ_POLLIN, 0};

@@ -13,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "hub/registry.h"
+#include "hub/result_waits.h"
 #include "hub/store.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
@@ -268,6 +269,7 @@ class HubServer::Impl {
   }
 
   void Tick() {
+    for (const ResultWaits::Wait& wait : waits_.Expired(SteadyMicros())) AnswerWait(wait);
     // Heartbeats that wait in the socket count: a hub slowed down by its
     // other work must not expire engines that did beat.
     Drain(registration_, &Impl::OnEngineMessage);
@@ -356,6 +358,12 @@ class HubServer::Impl {
     acks_.clear();
   }
 
+  // Answers the waits that have what they asked for now.
+  void Noted(const TaskId& id, bool final) {
+    if (waits_.size() == 0) return;
+    for (const ResultWaits::Wait& wait : waits_.Noted(id, final)) AnswerWait(wait);
+  }
+
   // One task_submitted, task_assigned or task_outcome, alone or from a batch.
   void OnMonitorMessage(std::string_view peer, const protocol::Header& header,
                         const std::vector<std::string_view>& views) {
@@ -384,6 +392,7 @@ class HubServer::Impl {
                                std::move(request))) {
           return;
         }
+        Noted(id, false);
         event.kind = "task_submitted";
         event.text = taken.label;
         break;
@@ -392,6 +401,7 @@ class HubServer::Impl {
         auto a = protocol::DecodeBody<protocol::Assignment>(views[protocol::kFrameMeta]);
         if (!a.ok()) return Drop(peer, "bad task_assigned");
         if (!store_->Assigned(id, *a)) return;
+        Noted(id, false);
         event.kind = "task_assigned";
         event.engine_id = a->engine_id;
         event.attempt = a->attempt;
@@ -413,6 +423,7 @@ class HubServer::Impl {
           result->error_message = "the hub cannot read its result: " + why;
         }
         if (!store_->Outcome(id, *meta, *result, protocol::NowMicros())) return;
+        Noted(id, meta->final);
         // Not final and not failed: sent ahead and not run, waiting again.
         event.kind = meta->final ? "task_finished" : meta->ok ? "task_returned" : "task_retried";
         event.engine_id = meta->engine_id;
@@ -430,6 +441,38 @@ class HubServer::Impl {
 
   // ---- client queries -----------------------------------------------------
 
+  // A result_request with `wait`: answered now when every task is there,
+  // else held (ResultWaits) until they are or its time is up.
+  void AnswerWhen(std::string_view route, const protocol::Header& header,
+                  protocol::TaskIdList request) {
+    const auto until = ResultWaits::Parse(*request.wait);
+    if (!until) return Drop(route, "result_request: wait is '" + *request.wait + "'");
+    std::vector<TaskId> pending;
+    protocol::TaskRecord scratch;
+    for (const TaskId& id : request.task_ids) {
+      const protocol::TaskRecord* r = store_->Find(id, &scratch);
+      const bool there = r && (*until == ResultWaits::Until::kRecorded ||
+                               r->state == "ok" || r->state == "error");
+      if (!there) pending.push_back(id);
+    }
+    const int64_t wait_us =
+        std::clamp<int64_t>(int64_t{request.wait_ms.value_or(0)} * 1000, 0, ResultWaits::kMaxWaitUs);
+    if (!pending.empty() && wait_us > 0) {
+      ResultWaits::Wait wait{std::string(route), header, request, *until,
+                             SteadyMicros() + wait_us};
+      if (waits_.Park(std::move(wait), pending)) return;
+    }
+    AnswerWait({std::string(route), header, std::move(request)});
+  }
+
+  void AnswerWait(const ResultWaits::Wait& wait) {
+    const std::string_view prefix[] = {wait.route};
+    (void)protocol::SendEncoded(
+        query_, prefix,
+        protocol::EncodeMessage(signer_, NewHeader(MsgType::kResultReply), wait.header,
+                                protocol::Empty{}, Records(wait.request, false)));
+  }
+
   void OnQuery(Frames& frames) {
     std::vector<std::string_view> views;
     auto header = Open(frames, &views, query_guard_, limits_);
@@ -439,6 +482,9 @@ class HubServer::Impl {
       case MsgType::kResultRequest: {
         auto request = protocol::DecodeBody<protocol::TaskIdList>(content);
         if (!request.ok()) return Drop(View(frames[0]), request.status());
+        if (request->wait && !request->task_ids.empty()) {
+          return AnswerWhen(View(frames[0]), *header, std::move(*request));
+        }
         return Reply(query_, frames[0], MsgType::kResultReply, *header, Records(*request, false));
       }
       case MsgType::kRecoverRequest: {
@@ -611,6 +657,7 @@ class HubServer::Impl {
   protocol::Signer signer_;
   protocol::Limits limits_;
   std::unique_ptr<TaskStore> store_;
+  ResultWaits waits_;
   EngineRegistry registry_;
   zmq::context_t context_{protocol::OwnBuffersContext()};  // batches wait in its queue
   zmq::socket_t registration_, query_, monitor_, notifier_, events_;

@@ -309,11 +309,19 @@ struct TaskIdList {
   // of records after `after`, at most `limit` of them (and some MiB).
   std::optional<TaskId> after;
   std::optional<int32_t> limit;
+  // With ids, in a result_request to the query socket: answer only once
+  // each of them is "recorded" (the hub has a record) or "final" (ok or
+  // error), or once `wait_ms` (at most 60,000) passed, with the records as
+  // they are then. Absent: at once.
+  std::optional<std::string> wait = std::nullopt;
+  std::optional<int32_t> wait_ms = std::nullopt;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("task_ids", s.task_ids);
     v("after", s.after);
     v("limit", s.limit);
+    v("wait", s.wait);
+    v("wait_ms", s.wait_ms);
   }
   friend bool operator==(const TaskIdList&, const TaskIdList&) = default;
 };

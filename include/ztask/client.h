@@ -177,6 +177,12 @@ class Client {
   Status WaitReplies(const std::vector<TaskId>& ids, double timeout_s);
   // The hub's records, in the order asked; unknown ids are an error.
   Result<std::vector<TaskInfo>> Fetch(const std::vector<TaskId>& ids);
+  // Like Fetch, but the hub answers once every listed task has a record
+  // (`finished` false) or has finished (`finished` true), or after
+  // `timeout_s` (at most 60): then a task still unknown is kNotFound, and
+  // one unfinished is returned as it is. No polling: one request.
+  Result<std::vector<TaskInfo>> FetchWhen(const std::vector<TaskId>& ids, bool finished,
+                                          double timeout_s);
   // Every record the hub holds.
   Result<std::vector<TaskInfo>> FetchAll();
   Result<AbortResult> Abort(const std::vector<TaskId>& ids);

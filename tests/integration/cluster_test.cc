@@ -367,6 +367,40 @@ TEST_F(ClusterTest, ASecondProcessFetchesResultsAfterTheFirstExited) {
   EXPECT_EQ(record["label"], "kept");
 }
 
+// A process that did not submit a task waits for it with one request: the
+// hub answers when the record is there (or final), not when asked again.
+TEST_F(ClusterTest, FetchWhenIsAnsweredOnceTheTasksAreThere) {
+  StartCluster(1);
+  auto other = Client::Connect(profile());
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  // The gate: the task waits on it, so the test decides when it finishes.
+  const std::string gate = (dir_.path() / "gate").string();
+  const std::string id =
+      Submit({"--", "sh", "-c", "while [ ! -e " + gate + " ]; do sleep 0.01; done; echo out"});
+  const TaskId task = *TaskId::FromHex(id);
+  auto recorded = (*other)->FetchWhen({task}, /*finished=*/false, 30);
+  ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
+  EXPECT_NE((*recorded)[0].status, "ok");
+  // Not finished within its time: answered then, unfinished.
+  const auto start = std::chrono::steady_clock::now();
+  auto early = (*other)->FetchWhen({task}, /*finished=*/true, 0.3);
+  ASSERT_TRUE(early.ok());
+  EXPECT_NE((*early)[0].status, "ok");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
+  std::thread open([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::ofstream(gate) << "go";
+  });
+  auto finished = (*other)->FetchWhen({task}, /*finished=*/true, 30);
+  open.join();
+  ASSERT_TRUE(finished.ok()) << finished.status().ToString();
+  EXPECT_EQ((*finished)[0].status, "ok");
+  EXPECT_EQ((*finished)[0].stdout_text, "out\n");
+  // An id no one submitted: not found once the time is up.
+  auto unknown = (*other)->FetchWhen({TaskId::New()}, false, 0.2);
+  EXPECT_EQ(unknown.status().code(), Status::Code::kNotFound);
+}
+
 TEST_F(ClusterTest, StatusAndEnginesDescribeTheCluster) {
   StartCluster(2);
   Ran engines = Ctl({"engines", "--json"});

@@ -56,7 +56,7 @@ template <> inline ClusterRequest Sample<ClusterRequest>() {
 template <> inline EngineState Sample<EngineState>() {
   return {"node7-0", "restarting", 2, "exited with code 137"};
 }
-template <> inline TaskIdList Sample<TaskIdList>() { return {{SampleId(7)}, SampleId(8), 500}; }
+template <> inline TaskIdList Sample<TaskIdList>() { return {{SampleId(7)}, SampleId(8), 500, "final", 1000}; }
 template <> inline ResultReply Sample<ResultReply>() {
   TaskRecord r;
   r.id = SampleId(7);

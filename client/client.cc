@@ -260,6 +260,7 @@ class Client::Impl {
     }
   }
   static constexpr int32_t kRecordsPerPage = 20000;
+  static constexpr size_t kWaitAtOnce = 10000;
 
   Status Wait(const std::vector<TaskId>& ids, double timeout_s) {
     const double start = Now();
@@ -267,17 +268,32 @@ class Client::Impl {
     // reached the hub yet: unknown ids get this long before they are an error.
     constexpr double kGrace = 3.0;
     std::set<TaskId> pending(ids.begin(), ids.end());
+    int backoff_ms = 1;
     while (true) {
       DrainReplies();
-      std::vector<TaskId> ask(pending.begin(), pending.end());
+      // Every one must finish: the first kWaitAtOnce are waited for, then
+      // the next, so that the hub holds a bounded request.
+      std::vector<TaskId> ask;
+      for (auto it = pending.begin(); it != pending.end() && ask.size() < kWaitAtOnce; ++it) {
+        ask.push_back(*it);
+      }
       std::vector<TaskId> unknown;
       // The hub answers when they are all final, or after a second at
       // most: no polling, and unknown ids and the timeout are looked at
       // again each second.
       const double left = timeout_s < 0 ? 1.0 : timeout_s - (Now() - start);
       const int32_t wait_ms = static_cast<int32_t>(std::clamp(left, 0.0, 1.0) * 1000);
+      const double asked = Now();
       auto records = Fetch(ask, true, &unknown, "final", wait_ms);
       if (!records.ok()) return records.status();
+      // A hub that could not hold the request (it holds at most so many)
+      // answered at once: do not ask again at once.
+      if (Now() - asked < wait_ms / 2000.0) {
+        WaitForReplyOrSleep(backoff_ms);
+        backoff_ms = std::min(backoff_ms * 2, 50);
+      } else {
+        backoff_ms = 1;
+      }
       for (const auto& r : *records) {
         if (r.finished()) pending.erase(r.id);
       }

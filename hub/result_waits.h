@@ -25,7 +25,7 @@ namespace ztask::hub {
 class ResultWaits {
  public:
   static constexpr size_t kMaxWaits = 10000;
-  static constexpr size_t kMaxIds = 1000000;
+  static constexpr size_t kMaxIds = 100000;
   // The longest a request may be held.
   static constexpr int64_t kMaxWaitUs = 60'000'000;
 

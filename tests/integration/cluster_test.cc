@@ -401,6 +401,23 @@ TEST_F(ClusterTest, FetchWhenIsAnsweredOnceTheTasksAreThere) {
   EXPECT_EQ(unknown.status().code(), Status::Code::kNotFound);
 }
 
+// Another process waits for more tasks than the hub holds in one waiting
+// request: it waits for them part by part, and sees every one finished.
+TEST_F(ClusterTest, WaitingForManyTasksFromAnotherProcessSeesThemAllFinish) {
+  StartCluster(2, {"--hwm", "64"});
+  TaskOptions noop;
+  noop.function = "noop";
+  std::vector<TaskOptions> tasks(25000, noop);
+  auto ids = client_->SubmitMany(tasks);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  auto other = Client::Connect(profile());
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->Wait(*ids, 120).ok());
+  auto records = (*other)->Fetch(*ids);
+  ASSERT_TRUE(records.ok());
+  for (const TaskInfo& r : *records) ASSERT_EQ(r.status, "ok") << r.id.ToHex();
+}
+
 TEST_F(ClusterTest, StatusAndEnginesDescribeTheCluster) {
   StartCluster(2);
   Ran engines = Ctl({"engines", "--json"});

@@ -31,7 +31,7 @@ protocol::WireDependencies ToWire(const DependencySet& d) { return {d.ids, d.mod
 TaskInfo FromRecord(const protocol::TaskRecord& r) {
   TaskInfo info;
   info.id = r.id;
-  info.status = r.state;
+  info.status = TaskStateName(r.state);
   info.error_type = r.error_type;
   info.error_message = r.error_message;
   info.engine_id = r.engine_id;

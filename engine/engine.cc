@@ -596,7 +596,7 @@ class EngineLoop final : public Stoppable {
     Value out = Value::array();
     for (const TaskId& id : ids) {
       auto it = by_id.find(id);
-      if (it == by_id.end() || (it->second->state != "ok" && it->second->state != "error")) {
+      if (it == by_id.end() || !IsFinal(it->second->state)) {
         return Status::Unavailable("the hub did not have the results of this task's dependencies");
       }
       const auto& bytes = it->second->result.bytes;

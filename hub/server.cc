@@ -451,8 +451,7 @@ class HubServer::Impl {
     protocol::TaskRecord scratch;
     for (const TaskId& id : request.task_ids) {
       const protocol::TaskRecord* r = store_->Find(id, &scratch);
-      const bool there = r && (*until == ResultWaits::Until::kRecorded ||
-                               r->state == "ok" || r->state == "error");
+      const bool there = r && (*until == ResultWaits::Until::kRecorded || IsFinal(r->state));
       if (!there) pending.push_back(id);
     }
     const int64_t wait_us =
@@ -555,7 +554,7 @@ class HubServer::Impl {
     constexpr size_t kPageBytes = size_t{8} << 20;
     std::vector<TaskId> ids;
     store_->ForEachRecord([&](const TaskId& id, const protocol::TaskRecord& r) {
-      if (r.state == "ok" || r.state == "error") return;
+      if (IsFinal(r.state)) return;
       if (request.after && !(*request.after < id)) return;
       ids.push_back(id);
     });
@@ -578,9 +577,8 @@ class HubServer::Impl {
         for (const TaskId& dep : *deps) {
           protocol::TaskRecord scratch;
           const auto* d = store_->Find(dep, &scratch);
-          if (!d || (d->state != "ok" && d->state != "error") || !named.insert(dep).second)
-            continue;
-          reply.finished.push_back({dep, d->state == "ok", d->engine_id});
+          if (!d || !IsFinal(d->state) || !named.insert(dep).second) continue;
+          reply.finished.push_back({dep, d->state == TaskState::kOk, d->engine_id});
         }
       }
       for (const auto& f : *frames) bytes += f.size();

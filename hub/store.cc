@@ -14,7 +14,7 @@
 namespace ztask::hub {
 namespace {
 
-bool Finished(const protocol::TaskRecord& r) { return r.state == "ok" || r.state == "error"; }
+bool Finished(const protocol::TaskRecord& r) { return IsFinal(r.state); }
 
 Status SqlError(sqlite3* db, const std::string& what) {
   return Status::IoError(what + ": " + (db ? sqlite3_errmsg(db) : "no database"));
@@ -354,7 +354,7 @@ bool TaskStore::Submitted(const protocol::Header& request, const protocol::Routi
   Tally(r, -1);
   r.label = spec.label;
   r.client = request.session;
-  if (r.state.empty()) r.state = "waiting";  // what came later for it stays
+  if (r.state == TaskState::kNone) r.state = TaskState::kWaiting;  // what came later for it stays
   r.submitted_us = request.date_us;
   r.routing = meta;
   Tally(r, +1);
@@ -385,7 +385,7 @@ bool TaskStore::Assigned(const TaskId& id, const protocol::Assignment& assignmen
   Touch(e);
   protocol::TaskRecord& r = e.record;
   Tally(r, -1);
-  r.state = "running";
+  r.state = TaskState::kRunning;
   r.engine_id = assignment.engine_id;
   r.attempts = assignment.attempt;
   Tally(r, +1);
@@ -399,7 +399,7 @@ bool TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
   const protocol::TaskRecord& known = e.record;
   if (!made && (Finished(known) ||
                 (!meta.final && (meta.attempt < known.attempts ||
-                                 (meta.attempt == known.attempts && known.state == "waiting"))))) {
+                                 (meta.attempt == known.attempts && known.state == TaskState::kWaiting))))) {
     return false;  // final already, or a retry of an attempt already counted
   }
   Touch(e);
@@ -410,13 +410,13 @@ bool TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
   r.error_message = result.error_message;
   if (meta.engine_id) r.engine_id = meta.engine_id;
   if (!meta.final) {
-    r.state = "waiting";  // queued again for another attempt
+    r.state = TaskState::kWaiting;  // queued again for another attempt
     Tally(r, +1);
     return true;
   }
   DropRequest(e);
   if (db_) finished_order_.push_back(id);
-  r.state = meta.ok ? "ok" : "error";
+  r.state = meta.ok ? TaskState::kOk : TaskState::kError;
   r.result = result.result;
   r.exit_code = result.exit_code;
   r.stdout_text = result.stdout_text;
@@ -430,10 +430,10 @@ bool TaskStore::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
 }
 
 void TaskStore::Tally(const protocol::TaskRecord& r, int delta) {
-  if (r.state == "waiting") {
+  if (r.state == TaskState::kWaiting) {
     waiting_ += delta;
   } else if (r.engine_id) {
-    if (r.state == "running") by_engine_[*r.engine_id].running += delta;
+    if (r.state == TaskState::kRunning) by_engine_[*r.engine_id].running += delta;
     if (Finished(r)) {
       by_engine_[*r.engine_id].finished += delta;
       tally_changed_.insert(*r.engine_id);

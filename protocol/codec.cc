@@ -73,6 +73,7 @@ class Writer {
       WriteString(ErrorTypeName(t));
     }
   }
+  void Write(TaskState s) { WriteString(TaskStateName(s)); }
   void Write(DependencyMode m) { WriteString(DependencyModeName(m)); }
   void Write(AcceptedOutcome o) { WriteString(AcceptedOutcomeName(o)); }
   void Write(const RawValue& raw) {
@@ -256,6 +257,13 @@ class Reader {
     if (o.type != msgpack::type::STR) return WrongType("an error type name");
     auto parsed = ParseErrorType(AsStringView(o));
     if (!parsed) return Status::Malformed("unknown error type");
+    out = *parsed;
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, TaskState& out) {
+    if (o.type != msgpack::type::STR) return WrongType("a task state name");
+    auto parsed = ParseTaskState(AsStringView(o));
+    if (!parsed) return Status::Malformed("unknown task state");
     out = *parsed;
     return Status::Ok();
   }

@@ -331,7 +331,7 @@ struct TaskRecord {
   TaskId id;
   std::string label;
   std::string client;  // the submitting client's session
-  std::string state;   // "waiting", "running", "ok" or "error"
+  TaskState state = TaskState::kNone;  // on the wire its name: "waiting", "running", "ok", "error"
   ErrorType error_type = ErrorType::kNone;
   std::string error_message;
   std::optional<int32_t> engine_id;
@@ -519,7 +519,7 @@ struct RecoverRequest {
 struct RecoveredTask {
   TaskId id;
   std::string client;  // the client's routing id (its session)
-  std::string state;   // "waiting" or "running"
+  TaskState state = TaskState::kNone;  // waiting or running
   std::optional<int32_t> engine_id;
   int32_t attempts = 0;
   std::vector<std::string> request;

@@ -57,6 +57,17 @@ std::optional<ErrorType> ParseErrorType(std::string_view name) {
   return std::nullopt;
 }
 
+constexpr std::array<std::string_view, 5> kStateNames = {"", "waiting", "running", "ok", "error"};
+
+std::string_view TaskStateName(TaskState state) { return kStateNames[static_cast<size_t>(state)]; }
+
+std::optional<TaskState> ParseTaskState(std::string_view name) {
+  for (size_t i = 0; i < kStateNames.size(); ++i) {
+    if (kStateNames[i] == name) return static_cast<TaskState>(i);
+  }
+  return std::nullopt;
+}
+
 std::string_view DependencyModeName(DependencyMode mode) {
   return mode == DependencyMode::kAll ? "all" : "any";
 }

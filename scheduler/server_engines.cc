@@ -187,8 +187,8 @@ void SchedulerServer::Impl::OnLookupReply(const std::vector<std::string_view>& v
   if (asked == lookups_asked_.end()) return;  // answered already (asked twice)
   lookups_asked_.erase(asked);
   for (const protocol::TaskRecord& r : reply->records) {
-    if (r.state == "ok" || r.state == "error") {
-      core_.LookedUp(r.id, Lookup::kFinished, r.state == "ok", r.engine_id.value_or(-1));
+    if (IsFinal(r.state)) {
+      core_.LookedUp(r.id, Lookup::kFinished, r.state == TaskState::kOk, r.engine_id.value_or(-1));
     } else {
       core_.LookedUp(r.id, Lookup::kUnfinished);
     }
@@ -379,7 +379,7 @@ void SchedulerServer::Impl::Restore(const protocol::RecoveredTask& t) {
                         meta->targets, meta->timeout_s,    meta->retries,
                         meta->priority};
   submission.attempts = t.attempts;
-  if (t.state == "running") submission.running_on = RecoveredSlot(t.engine_id);
+  if (t.state == TaskState::kRunning) submission.running_on = RecoveredSlot(t.engine_id);
   if (!core_.Submit(submission)) Forget(t.id, *pending);
 }
 

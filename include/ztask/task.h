@@ -48,6 +48,17 @@ std::string_view ErrorTypeName(ErrorType type);
 // The inverse of ErrorTypeName; nullopt for an unknown name.
 std::optional<ErrorType> ParseErrorType(std::string_view name);
 
+// Where a task is in its life, as the hub records it. The wire carries the
+// name (TaskStateName): "waiting", "running", "ok", "error"; "" before
+// anything is known of it (kNone).
+enum class TaskState : uint8_t { kNone = 0, kWaiting, kRunning, kOk, kError };
+
+std::string_view TaskStateName(TaskState state);
+// The inverse of TaskStateName; nullopt for an unknown name.
+std::optional<TaskState> ParseTaskState(std::string_view name);
+// Finished: ok or error, never to change again.
+inline bool IsFinal(TaskState state) { return state == TaskState::kOk || state == TaskState::kError; }
+
 std::string_view DependencyModeName(DependencyMode mode);
 std::optional<DependencyMode> ParseDependencyMode(std::string_view name);
 std::string_view AcceptedOutcomeName(AcceptedOutcome outcome);

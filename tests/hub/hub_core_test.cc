@@ -80,16 +80,16 @@ TEST(Store, RecordsFollowTheTaskLifecycle) {
   protocol::TaskSpec spec;
   spec.label = "x";
   (*store)->Submitted(Request(1), {}, spec, {"header", "meta", "content"});
-  EXPECT_EQ(Find(**store, TaskId{7, 1})->state, "waiting");
+  EXPECT_EQ(Find(**store, TaskId{7, 1})->state, TaskState::kWaiting);
   (*store)->Assigned(TaskId{7, 1}, {3, 1});
-  EXPECT_EQ(Find(**store, TaskId{7, 1})->state, "running");
+  EXPECT_EQ(Find(**store, TaskId{7, 1})->state, TaskState::kRunning);
   protocol::TaskResult result;
   result.stdout_text = "out";
   (*store)->Outcome(TaskId{7, 1}, {false, false, ErrorType::kTaskFailed, 3, 1}, result, 5);
-  EXPECT_EQ(Find(**store, TaskId{7, 1})->state, "waiting") << "a retried attempt";
+  EXPECT_EQ(Find(**store, TaskId{7, 1})->state, TaskState::kWaiting) << "a retried attempt";
   (*store)->Outcome(TaskId{7, 1}, {true, true, ErrorType::kNone, 4, 2}, result, 9);
   const auto r = Find(**store, TaskId{7, 1});
-  EXPECT_EQ(r->state, "ok");
+  EXPECT_EQ(r->state, TaskState::kOk);
   EXPECT_EQ(r->attempts, 2);
   EXPECT_EQ(r->engine_id, 4);
   EXPECT_EQ(r->stdout_text, "out");
@@ -114,7 +114,7 @@ TEST(Store, SqliteKeepsRecordsAcrossReopeningAndPurges) {
   auto reopened = TaskStore::Open(path);
   ASSERT_TRUE(reopened.ok());
   EXPECT_EQ((*reopened)->size(), 3u);
-  EXPECT_EQ(Find(**reopened, TaskId{7, 1})->state, "ok");
+  EXPECT_EQ(Find(**reopened, TaskId{7, 1})->state, TaskState::kOk);
   EXPECT_EQ((*reopened)->RequestOf(TaskId{7, 1}), nullptr) << "finished: its request is gone";
   ASSERT_NE((*reopened)->RequestOf(TaskId{7, 2}), nullptr) << "unfinished: kept for a restart";
   EXPECT_EQ(*(*reopened)->RequestOf(TaskId{7, 2}),
@@ -139,7 +139,7 @@ TEST(Store, AFinalRecordNeverGoesBackWhenTheMonitorRepeatsItself) {
   EXPECT_FALSE((*store)->Submitted(Request(1), {}, {}, {"h", "m", "c"}));
   EXPECT_FALSE((*store)->Assigned(id, {0, 1}));
   EXPECT_FALSE((*store)->Outcome(id, {false, false, ErrorType::kEngineError, 0, 1}, {}, 6));
-  EXPECT_EQ(Find(**store, id)->state, "ok");
+  EXPECT_EQ(Find(**store, id)->state, TaskState::kOk);
   EXPECT_EQ((*store)->RequestOf(id), nullptr);
 }
 
@@ -148,11 +148,11 @@ void ExpectTalliesMatchTheRecords(const TaskStore& store) {
   int64_t waiting = 0;
   std::map<int32_t, TaskStore::EngineTally> scanned;
   store.ForEachRecord([&](const TaskId&, const protocol::TaskRecord& r) {
-    if (r.state == "waiting") {
+    if (r.state == TaskState::kWaiting) {
       ++waiting;
-    } else if (r.engine_id && r.state == "running") {
+    } else if (r.engine_id && r.state == TaskState::kRunning) {
       ++scanned[*r.engine_id].running;
-    } else if (r.engine_id && (r.state == "ok" || r.state == "error")) {
+    } else if (r.engine_id && (r.state == TaskState::kOk || r.state == TaskState::kError)) {
       ++scanned[*r.engine_id].finished;
     }
   });
@@ -238,8 +238,8 @@ TEST(Store, ATaskIsOneRowInTheOrderRecordedItsRequestGoneOnceItEnds) {
       << "only the finished task's request is gone";
   auto reopened = TaskStore::Open(path);
   ASSERT_TRUE(reopened.ok());
-  EXPECT_EQ(Find(**reopened, TaskId{7, 2})->state, "ok");
-  EXPECT_EQ(Find(**reopened, TaskId{7, 3})->state, "waiting");
+  EXPECT_EQ(Find(**reopened, TaskId{7, 2})->state, TaskState::kOk);
+  EXPECT_EQ(Find(**reopened, TaskId{7, 3})->state, TaskState::kWaiting);
   EXPECT_EQ((*reopened)->RequestOf(TaskId{7, 2}), nullptr);
   ASSERT_NE((*reopened)->RequestOf(TaskId{7, 4}), nullptr);
   // A record changed after the reopen is rewritten in its row, not added.
@@ -274,7 +274,7 @@ TEST(Store, ARecordPurgedAndMadeAgainIsOneRow) {
   store->reset();
   auto reopened = TaskStore::Open(path);
   ASSERT_TRUE(reopened.ok());
-  EXPECT_EQ(Find(**reopened, TaskId{7, 2})->state, "waiting");
+  EXPECT_EQ(Find(**reopened, TaskId{7, 2})->state, TaskState::kWaiting);
   EXPECT_EQ((*(*reopened)->RequestOf(TaskId{7, 2}))[2], "again");
 }
 
@@ -283,9 +283,9 @@ TEST(Store, AFileFromTheFirstLayoutIsCarriedOverWithItsRequests) {
   const std::string path = (dir.path() / "tasks.db").string();
   protocol::TaskRecord done, queued;
   done.id = TaskId{7, 1};
-  done.state = "ok";
+  done.state = TaskState::kOk;
   queued.id = TaskId{7, 2};
-  queued.state = "waiting";
+  queued.state = TaskState::kWaiting;
   {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
@@ -323,7 +323,7 @@ TEST(Store, AFileFromTheFirstLayoutIsCarriedOverWithItsRequests) {
   auto store = TaskStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_EQ((*store)->size(), 2u);
-  EXPECT_EQ(Find(**store, TaskId{7, 1})->state, "ok");
+  EXPECT_EQ(Find(**store, TaskId{7, 1})->state, TaskState::kOk);
   ASSERT_NE((*store)->RequestOf(TaskId{7, 2}), nullptr);
   EXPECT_EQ(*(*store)->RequestOf(TaskId{7, 2}), (std::vector<std::string>{"h", "m", "c 2"}));
   store->reset();
@@ -427,7 +427,7 @@ TEST(Store, FinishedRecordsBeyondWhatIsKeptAreReadFromTheFile) {
   EXPECT_TRUE(s.has_evicted());
   const auto first = Find(s, TaskId{7, 1});
   ASSERT_TRUE(first) << "the oldest is read from the file";
-  EXPECT_EQ(first->state, "ok");
+  EXPECT_EQ(first->state, TaskState::kOk);
   EXPECT_EQ(first->stdout_text, "out 1");
   EXPECT_EQ(s.by_engine().at(3).finished, 95) << "counts cover every record";
   EXPECT_EQ(s.waiting(), 5);
@@ -440,7 +440,7 @@ TEST(Store, FinishedRecordsBeyondWhatIsKeptAreReadFromTheFile) {
   ASSERT_EQ(ids.size(), 100u) << "every record once, in memory or not";
   EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
   EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end());
-  EXPECT_EQ(Find(s, TaskId{7, 1})->state, "ok");
+  EXPECT_EQ(Find(s, TaskId{7, 1})->state, TaskState::kOk);
   EXPECT_EQ(s.by_engine().at(3).finished, 95);
   // A listed purge reaches records in the file only.
   EXPECT_EQ(s.Purge({TaskId{7, 1}, TaskId{7, 2}, TaskId{7, 99}}, false), 2u)
@@ -468,7 +468,7 @@ TEST(Store, ARestartReadsTheUnfinishedAndTheLatestFinishedOnly) {
   EXPECT_EQ(s.by_engine().at(3).finished, 1997);
   EXPECT_EQ(s.waiting(), 3);
   ASSERT_NE(s.RequestOf(TaskId{7, 2000}), nullptr) << "an unfinished task's request";
-  EXPECT_EQ(Find(s, TaskId{7, 1950})->state, "ok");
+  EXPECT_EQ(Find(s, TaskId{7, 1950})->state, TaskState::kOk);
   EXPECT_EQ(Find(s, TaskId{7, 1})->stdout_text, "out 1") << "from the file";
   EXPECT_EQ(AllIds(s, 300).size(), 2000u);
   // Purging every finished record reaches the file too.
@@ -503,7 +503,7 @@ TEST(Store, AFileOfTheEarlierLayoutIsConvertedOnce) {
     for (uint64_t n = 1; n <= 30; ++n) {
       protocol::TaskRecord r;
       r.id = TaskId{7, n};
-      r.state = n <= 20 ? "ok" : "running";
+      r.state = n <= 20 ? TaskState::kOk : TaskState::kRunning;
       r.engine_id = 4;
       const std::string id = r.id.ToBytes(), blob = protocol::EncodeBody(r);
       sqlite3_bind_blob(insert, 1, id.data(), 16, SQLITE_TRANSIENT);
@@ -520,7 +520,7 @@ TEST(Store, AFileOfTheEarlierLayoutIsConvertedOnce) {
     EXPECT_EQ((*store)->size(), 15u) << "10 running and the 5 latest finished";
     EXPECT_EQ((*store)->by_engine().at(4).finished, 20);
     EXPECT_EQ((*store)->by_engine().at(4).running, 10);
-    EXPECT_EQ(Find(**store, TaskId{7, 1})->state, "ok");
+    EXPECT_EQ(Find(**store, TaskId{7, 1})->state, TaskState::kOk);
   }
 }
 

@@ -176,6 +176,30 @@ TEST(BadInput, WrongTypeIsNamed) {
       << decoded.status().message();
 }
 
+// A record's state travels as its name; a name no version knows is
+// refused, never read as some other state.
+TEST(BadInput, ATaskStateIsOneOfItsNames) {
+  for (TaskState state : {TaskState::kNone, TaskState::kWaiting, TaskState::kRunning,
+                          TaskState::kOk, TaskState::kError}) {
+    EXPECT_EQ(ParseTaskState(TaskStateName(state)), state);
+    TaskRecord r;
+    r.state = state;
+    auto back = DecodeBody<TaskRecord>(EncodeBody(r));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->state, state);
+  }
+  EXPECT_EQ(TaskStateName(TaskState::kOk), "ok");
+  EXPECT_EQ(TaskStateName(TaskState::kNone), "");
+  EXPECT_FALSE(ParseTaskState("finished").has_value());
+  TaskRecord r;
+  r.state = TaskState::kOk;
+  std::string encoded = EncodeBody(r);
+  const size_t at = encoded.find("\xa2ok");
+  ASSERT_NE(at, std::string::npos);
+  encoded.replace(at, 3, "\xa2no");
+  EXPECT_EQ(DecodeBody<TaskRecord>(encoded).status().code(), Status::Code::kMalformed);
+}
+
 TEST(BadInput, ContentThatIsNotAMapIsMalformed) {
   auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
   frames[kFrameContent] = "\x01";

@@ -62,7 +62,7 @@ template <> inline ResultReply Sample<ResultReply>() {
   r.id = SampleId(7);
   r.label = "l";
   r.client = "c";
-  r.state = "error";
+  r.state = TaskState::kError;
   r.error_type = ErrorType::kTaskFailed;
   r.error_message = "exit 3";
   r.engine_id = 1;
@@ -94,7 +94,7 @@ template <> inline MonitorAck Sample<MonitorAck>() { return {{12, 14}}; }
 template <> inline RecoverRequest Sample<RecoverRequest>() { return {SampleId(7), 2000, true}; }
 template <> inline RecoverReply Sample<RecoverReply>() {
   RecoverReply reply;
-  reply.tasks.push_back({SampleId(8), "client-1", "running", 2, 1, {"header", "meta", "content"}});
+  reply.tasks.push_back({SampleId(8), "client-1", TaskState::kRunning, 2, 1, {"header", "meta", "content"}});
   reply.finished.push_back({SampleId(7), true, 2});
   reply.done = true;
   return reply;

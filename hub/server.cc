@@ -283,6 +283,13 @@ class HubServer::Impl {
       for (const auto& [id, record] : registry_.alive()) {
         Publish(notifier_, MsgType::kEngineRegistered, record.info);
       }
+      // So are the draining ones: a scheduler that missed the notice (it
+      // was restarting, or had not linked the engine yet) still retires it.
+      for (const protocol::EngineInfo& e : registry_.Listing()) {
+        if (e.state == "draining" && !e.uuid.empty()) {
+          Publish(notifier_, MsgType::kEngineDraining, protocol::EngineRef{e.id, e.uuid});
+        }
+      }
       next_announce_ = SteadyMicros() + int64_t{options_.heartbeat_ms} * 1000;
     }
     FlushStore();

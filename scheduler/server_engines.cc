@@ -215,11 +215,12 @@ void SchedulerServer::Impl::OnNotifierMessage(Frames& frames) {
   } else if (header->type == MsgType::kEngineDraining) {
     auto ref = protocol::DecodeBody<protocol::EngineRef>(views[protocol::kFrameContent]);
     if (!ref.ok()) return Drop("hub-notifier", "engine_draining: " + ref.status().message());
-    auto it = engines_.find(ref->uuid);
-    if (it != engines_.end() && it->second.slot != kNoSlot) {
-      spdlog::info("engine {} is draining", it->second.id);
-      core_.EngineDraining(it->second.slot);
-    }
+    // Kept for an engine not taking tasks yet (its notice or its ready
+    // still to come): once it can, it drains instead.
+    EngineEntry& entry = engines_[ref->uuid];
+    if (!entry.draining) spdlog::info("engine {} is draining", ref->engine_id);
+    entry.draining = true;
+    if (entry.slot != kNoSlot) core_.EngineDraining(entry.slot);
   } else if (header->type == MsgType::kEngineUnregistered) {
     auto ref = protocol::DecodeBody<protocol::EngineRef>(views[protocol::kFrameContent]);
     if (!ref.ok()) return Drop("hub-notifier", "engine_unregistered: " + ref.status().message());
@@ -250,9 +251,15 @@ void SchedulerServer::Impl::Activate(const std::string& uuid, EngineEntry& entry
     return;
   }
   if (!entry.ready) return;
-  entry.slot = core_.EngineAdded(entry.id);
+  // Told to drain before it could take tasks: added taking none, and
+  // retired idle.
+  entry.slot = core_.EngineAdded(entry.id, /*accepting=*/!entry.draining);
   if (uuid_of_slot_.size() <= entry.slot) uuid_of_slot_.resize(entry.slot + 1);
   uuid_of_slot_[entry.slot] = uuid;
+  if (entry.draining) {
+    core_.EngineDraining(entry.slot);
+    return;
+  }
   spdlog::info("engine {} can take tasks", entry.id);
 }
 

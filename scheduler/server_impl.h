@@ -106,6 +106,7 @@ class SchedulerServer::Impl {
     int32_t id = -1;
     bool registered = false;  // the hub says so
     bool ready = false;       // its DEALER has reached us
+    bool draining = false;    // the hub said so, perhaps before it could take tasks
     EngineSlot slot = kNoSlot;
   };
 

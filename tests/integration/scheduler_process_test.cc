@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "protocol/wire.h"
 #include "tests/support/process.h"
 #include "tests/support/standins.h"
 #include "tests/support/temp_dir.h"
@@ -107,6 +108,32 @@ TEST_F(SchedulerProcess, RoutesTasksToEnginesAndEveryReplyBackToTheClient) {
   std::set<int32_t> engines_used;
   for (const auto& [task, engine] : served_by_) engines_used.insert(engine);
   EXPECT_EQ(engines_used, (std::set<int32_t>{0, 1})) << "leastload spreads the work";
+}
+
+// The hub may say an engine drains before the scheduler could give it
+// tasks (its notice or its ready still to come): it takes none, and is let
+// go as soon as it is linked.
+TEST_F(SchedulerProcess, AnEngineToldToDrainBeforeItCouldTakeTasksTakesNoneAndIsRetired) {
+  Start({"--hwm", "4"});
+  AddEngine(0);
+  client_->Submit({}, Echo("first"));
+  ASSERT_EQ(Serve(1).size(), 1u) << "the notifier reaches the scheduler";
+  StandInEngine late(endpoints_.engine, hub_->signer(), 1);
+  hub_->DrainEngine(1, late.uuid());
+  late.SendReady();
+  hub_->AnnounceEngine(1, late.uuid());
+  for (int i = 0; i < 20; ++i) client_->Submit({}, Echo("t"));
+  ASSERT_EQ(Serve(20).size(), 20u) << "a task given to the late engine would never end\n"
+                                    << process_->Log();
+  for (const auto& [task, engine] : served_by_) EXPECT_EQ(engine, 0);
+  zmq::pollitem_t item{late.socket().handle(), 0, ZMQ_POLLIN, 0};
+  ASSERT_TRUE(protocol::Poll(&item, 1, std::chrono::seconds(10)).ok());
+  protocol::Frames frames;
+  ASSERT_TRUE(protocol::TryReceive(late.socket(), frames)) << "told to go";
+  ASSERT_GE(frames.size(), protocol::kMinFrames);
+  auto header = protocol::DecodeHeader(protocol::View(frames[protocol::kFrameHeader]));
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(header->type, MsgType::kEngineRetire);
 }
 
 TEST_F(SchedulerProcess, TellsTheHubOfEverySubmissionAssignmentAndOutcome) {

@@ -65,6 +65,12 @@ void StandInHub::RetireEngine(int32_t id, const std::string& uuid) {
                                std::nullopt, protocol::Empty{}, protocol::EngineRef{id, uuid}));
 }
 
+void StandInHub::DrainEngine(int32_t id, const std::string& uuid) {
+  Send(notifier_,
+       protocol::EncodeMessage(signer_, NewHeader(MsgType::kEngineDraining, "hub"), std::nullopt,
+                               protocol::Empty{}, protocol::EngineRef{id, uuid}));
+}
+
 size_t StandInHub::PumpMonitor(milliseconds wait) {
   size_t count = 0;
   Frames frames;

@@ -48,6 +48,8 @@ class StandInHub {
 
   void AnnounceEngine(int32_t id, const std::string& uuid);
   void RetireEngine(int32_t id, const std::string& uuid);
+  // Publishes engine_draining: the engine is to take no new task.
+  void DrainEngine(int32_t id, const std::string& uuid);
   // Receives monitor messages for up to `wait`; returns how many came.
   // Answers the scheduler's lookups of dependencies: none is known.
   size_t PumpMonitor(milliseconds wait);

@@ -18,8 +18,6 @@
 #include <string_view>
 #include <vector>
 
-#include "protocol/wire.h"
-
 namespace ztask::scheduler {
 
 class PackedRequest {
@@ -33,8 +31,6 @@ class PackedRequest {
   std::string_view operator[](size_t i) const;
   // Frames [from, size()). REQUIRES: from <= size().
   std::vector<std::string_view> From(size_t from) const;
-  // A message holding a copy of frame `i`. REQUIRES: i < size().
-  zmq::message_t Message(size_t i) const { return protocol::Frame((*this)[i]); }
 
  private:
   // data_: the frame count, then per frame its end offset in the bytes,

@@ -126,6 +126,10 @@ struct ReplyMeta {
   // Sent ahead and not run: its run_after task did not succeed on the
   // engine. The scheduler queues it again; a client never sees this.
   bool not_run = false;
+  // Not run: its functional dependencies are unmet on this engine
+  // (error_message says why). The scheduler sends it to another engine,
+  // without using a retry; a client never sees this.
+  std::optional<bool> unmet = std::nullopt;
 
   template <class S, class V>
   static void Visit(S& s, V& v) {
@@ -134,6 +138,7 @@ struct ReplyMeta {
     v("engine_id", s.engine_id);
     v("attempt", s.attempt);
     v("not_run", s.not_run);
+    v("unmet", s.unmet);
   }
   friend bool operator==(const ReplyMeta&, const ReplyMeta&) = default;
 };

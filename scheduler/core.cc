@@ -348,6 +348,37 @@ SchedulerCore::Finish SchedulerCore::TaskNotRun(EngineSlot slot, const TaskId& i
   return Finish::kAccepted;
 }
 
+SchedulerCore::Finish SchedulerCore::TaskUnmet(EngineSlot slot, const TaskId& id, std::string why) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || it->second.state != State::kRunning || it->second.slot != slot) {
+    ++counters_.late_replies;
+    return Finish::kLate;
+  }
+  Task& task = it->second;
+  const int32_t engine_id = engines_[slot].id;
+  Release(task);
+  if (!Contains(task.unmet, engine_id)) task.unmet.push_back(engine_id);
+  actions_.push_back(
+      {Action::Kind::kUnmet, id, slot, engine_id, task.attempt, ErrorType::kNone, why, true});
+  std::vector<EngineSlot> allowed;
+  std::string never;
+  AllowedSlots(task, &allowed, &never);
+  if (!never.empty()) {
+    std::string ids;
+    for (int32_t e : task.unmet) ids += (ids.empty() ? "" : ", ") + std::to_string(e);
+    Fail(task, ErrorType::kImpossibleDependency,
+         "task " + id.ToHex() + ": no engine can run it: engine" +
+             (task.unmet.size() > 1 ? "s " : " ") + ids +
+             " answered that its dependencies are unmet there (engine " +
+             std::to_string(engine_id) + ": " + why + ")");
+  } else {
+    AddDeadline(task);  // it waits to start again, within its timeout
+    MakeReady(task);
+  }
+  Pump();
+  return Finish::kAccepted;
+}
+
 void SchedulerCore::AttemptFailed(Task& task, EngineSlot slot, ErrorType error, std::string message,
                                   bool from_reply) {
   const int32_t engine_id = engines_[slot].id;

@@ -84,6 +84,8 @@ struct Action {
     kRetry,     // attempt `attempt` failed on engine_id; the task waits again
     kRetire,    // the draining engine (slot, engine_id) has no task left: let it go
     kReturned,  // sent ahead, not run there (attempt `attempt`): waits again, no retry used
+    kUnmet,     // engine_id answered that the task's functional dependencies are unmet
+                // there (message: why): it waits for another engine, no retry used
   };
   Kind kind;
   TaskId task;
@@ -142,6 +144,12 @@ class SchedulerCore {
   // succeed there): the task waits again, as if never sent, and fails only
   // if its dependencies now say so. kLate as for TaskFinished.
   Finish TaskNotRun(EngineSlot slot, const TaskId& task);
+  // The engine answered that the task cannot run there (a functional
+  // dependency, `why`): the task goes to another engine it may use,
+  // without using a retry, and never back to this one; once every live
+  // engine it may use has answered so, it fails with ImpossibleDependency.
+  // kLate as for TaskFinished.
+  Finish TaskUnmet(EngineSlot slot, const TaskId& task, std::string why);
 
   // Restoring after a restart: a task that finished before, as dependents
   // see it. Call before submitting its dependents.
@@ -225,6 +233,7 @@ class SchedulerCore {
     std::vector<EngineSlot> location;  // follow: where it may run
     std::vector<int32_t> targets;
     std::vector<int32_t> blacklist;  // engine ids where it failed
+    std::vector<int32_t> unmet;      // engine ids that cannot run it (TaskUnmet)
     int64_t timeout_us = 0;
     int64_t deadline_us = 0;
     int32_t retries_left = 0;
@@ -317,6 +326,9 @@ class SchedulerCore {
   void Place(Task& task, EngineSlot slot);
   void Release(Task& task);
   bool Constrained(const Task& task) const;
+  // The live engines `task` may use, whatever their load; sets *never when
+  // it can never run.
+  void AllowedSlots(const Task& task, std::vector<EngineSlot>* allowed, std::string* never) const;
   // Engines with room that `task` may use now; sets *never when it can never run.
   void Candidates(const Task& task, std::vector<EngineView>* out, std::string* never) const;
   void Pump();

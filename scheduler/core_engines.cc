@@ -77,7 +77,7 @@ bool SchedulerCore::MayGoAhead(const Task& task, const Task& dep, bool is_follow
   }
   const Engine& e = engines_[dep.slot];
   if (!task.targets.empty() && !Contains(task.targets, e.id)) return false;
-  if (Contains(task.blacklist, e.id)) return false;
+  if (Contains(task.blacklist, e.id) || Contains(task.unmet, e.id)) return false;
   if (!HasRoom(e)) {
     *no_room = true;
     return false;
@@ -182,30 +182,45 @@ void SchedulerCore::RetireIfDrained(EngineSlot slot) {
 }
 
 bool SchedulerCore::Constrained(const Task& task) const {
-  return !task.location.empty() || !task.targets.empty() || !task.blacklist.empty();
+  return !task.location.empty() || !task.targets.empty() || !task.blacklist.empty() ||
+         !task.unmet.empty();
 }
 
-void SchedulerCore::Candidates(const Task& task, std::vector<EngineView>* out,
-                               std::string* never) const {
-  out->clear();
+void SchedulerCore::AllowedSlots(const Task& task, std::vector<EngineSlot>* allowed,
+                                 std::string* never) const {
+  allowed->clear();
   never->clear();
-  // The alive engines the task may use, ignoring load.
-  std::vector<EngineSlot> allowed;
   if (!task.location.empty()) {
     for (EngineSlot s : task.location) {
-      if (engines_[s].alive) allowed.push_back(s);
+      if (engines_[s].alive) allowed->push_back(s);
     }
-    if (allowed.empty()) {
+    if (allowed->empty()) {
       *never = "task " + task.id.ToHex() + ": the engine where its follow dependencies ran is gone";
       return;
     }
   } else if (!task.targets.empty()) {
     for (int32_t id : task.targets) {
-      if (auto it = slot_of_id_.find(id); it != slot_of_id_.end()) allowed.push_back(it->second);
+      if (auto it = slot_of_id_.find(id); it != slot_of_id_.end()) allowed->push_back(it->second);
     }
   } else {
-    for (const auto& [id, slot] : slot_of_id_) allowed.push_back(slot);
+    for (const auto& [id, slot] : slot_of_id_) allowed->push_back(slot);
   }
+  if (task.unmet.empty()) return;
+  const size_t before = allowed->size();
+  std::erase_if(*allowed, [&](EngineSlot s) { return Contains(task.unmet, engines_[s].id); });
+  if (before > 0 && allowed->empty()) {
+    *never = "task " + task.id.ToHex() +
+             ": no engine can run it: every engine it may use answered that its dependencies "
+             "are unmet there";
+  }
+}
+
+void SchedulerCore::Candidates(const Task& task, std::vector<EngineView>* out,
+                               std::string* never) const {
+  out->clear();
+  std::vector<EngineSlot> allowed;
+  AllowedSlots(task, &allowed, never);
+  if (!never->empty()) return;
   // Prefer engines where it has not failed; when it failed on all of them,
   // run again on one rather than wait for an engine that may never come.
   const bool any_fresh = std::any_of(allowed.begin(), allowed.end(), [&](EngineSlot s) {

@@ -303,6 +303,7 @@ void SchedulerServer::Impl::Handle(const Action& a) {
     case Action::Kind::kRetry:
       return Retried(a, request);
     case Action::Kind::kReturned:
+    case Action::Kind::kUnmet:
       return Returned(a, request);
     case Action::Kind::kRetire:
       return;  // handled above
@@ -358,8 +359,11 @@ void SchedulerServer::Impl::Retried(const Action& a, const PackedRequest& reques
 // Sent ahead and not run: the hub records the task as waiting again.
 void SchedulerServer::Impl::Returned(const Action& a, const PackedRequest& request) {
   protocol::TaskResult result;
-  result.error_message = "sent ahead to engine " + std::to_string(a.engine_id) +
-                         ", not run there: its dependency did not succeed there";
+  result.error_message =
+      a.kind == Action::Kind::kUnmet
+          ? "engine " + std::to_string(a.engine_id) + " cannot run it: " + a.message
+          : "sent ahead to engine " + std::to_string(a.engine_id) +
+                ", not run there: its dependency did not succeed there";
   MonitorOutcome(a, /*final=*/false, request[1 + protocol::kFrameHeader],
                  protocol::EncodeBody(result));
 }

@@ -87,6 +87,15 @@ void SchedulerServer::Impl::Reconcile(EngineSlot slot, const std::vector<TaskId>
                held.size());
 }
 
+// Why an engine cannot run a task: its reply's error_message, bounded.
+std::string SchedulerServer::Impl::UnmetReason(Msg reply) {
+  auto result = protocol::DecodeBody<protocol::TaskResult>(reply[protocol::kFrameContent]);
+  std::string why = result.ok() ? result->error_message : "";
+  if (why.empty()) why = "its dependencies are unmet there";
+  if (why.size() > 500) why.resize(500);
+  return why;
+}
+
 // `frames` is verified: the engine's routing id, then the reply.
 void SchedulerServer::Impl::OnTaskReply(Msg msg) {
   ++tasks_seen_;
@@ -113,9 +122,12 @@ void SchedulerServer::Impl::OnTaskReply(Msg msg) {
   // An engine sends its latest replies again when it reconnects: one of
   // an earlier attempt is late, like a reply from a lost engine.
   const bool earlier = meta->attempt > 0 && meta->attempt < core_.AttemptOf(id);
-  if (earlier || (meta->not_run ? core_.TaskNotRun(slot, id)
-                                : core_.TaskFinished(slot, id, meta->ok, meta->error_type)) ==
-                     SchedulerCore::Finish::kLate) {
+  auto finish = [&] {
+    if (meta->not_run) return core_.TaskNotRun(slot, id);
+    if (meta->unmet.value_or(false)) return core_.TaskUnmet(slot, id, UnmetReason(views));
+    return core_.TaskFinished(slot, id, meta->ok, meta->error_type);
+  };
+  if (earlier || finish() == SchedulerCore::Finish::kLate) {
     ++counters_.late_replies;
     spdlog::debug("ignored a late reply for task {}", id.ToHex());
   }

@@ -241,6 +241,7 @@ class SchedulerServer::Impl {
 
   void Retried(const Action& a, const PackedRequest& request);
   void Returned(const Action& a, const PackedRequest& request);
+  static std::string UnmetReason(Msg reply);
 
   // ---- building and sending ---------------------------------------------
 

@@ -144,6 +144,12 @@ class Run {
     auto it = running_.begin();
     std::advance(it, a % running_.size());
     const Where where = it->second;
+    if (b % 8 == 5) {  // cannot run there: another engine, or ImpossibleDependency
+      Check(core_.TaskUnmet(where.slot, IdOf(it->first), "fuzzed") ==
+            SchedulerCore::Finish::kAccepted);
+      Collect();
+      return;
+    }
     Check(core_.TaskFinished(where.slot, IdOf(it->first), b % 4 != 0,
                              b % 4 != 0 ? ErrorType::kNone : ErrorType::kTaskFailed) ==
           SchedulerCore::Finish::kAccepted);
@@ -210,6 +216,7 @@ class Run {
         break;
       case Action::Kind::kRetry:
       case Action::Kind::kReturned:
+      case Action::Kind::kUnmet:
         running_.erase(n);
         break;
       case Action::Kind::kRetire: {

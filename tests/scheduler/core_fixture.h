@@ -104,6 +104,13 @@ class CoreTest : public ::testing::Test {
     Collect();
     return r;
   }
+  // The engine task n was last sent to cannot run it (a functional
+  // dependency unmet there).
+  SchedulerCore::Finish Unmet(uint64_t n, const std::string& why = "no numpy here") {
+    auto r = core_->TaskUnmet(slots_.at(running_on_.at(n)), Id(n), why);
+    Collect();
+    return r;
+  }
   void Tick(double seconds) {
     clock_.Advance(seconds);
     core_->Tick();

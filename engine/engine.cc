@@ -19,6 +19,7 @@
 #include <zmq.hpp>
 
 #include "engine/command.h"
+#include "engine/python_worker.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
 #include "protocol/security.h"
@@ -141,6 +142,7 @@ class EngineLoop final : public Stoppable {
     // A command still running dies with the engine (its task is failed over
     // by the scheduler when the hub reports the engine gone).
     if (const int group = running_group_.load(); group > 0) ::kill(-group, SIGKILL);
+    if (engine::PythonWorker* python = python_for_kill_.load()) python->Kill();
     stop_.store(true);
     wake_loop_.send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
     if (worker_.joinable()) worker_.join();
@@ -508,6 +510,7 @@ class EngineLoop final : public Stoppable {
       request.env["ZTASK_ENGINE_ID"] = std::to_string(engine_id_);
       request.env["ZTASK_ATTEMPT"] = std::to_string(job.dispatch.attempt);
       request.env["ZTASK_NUM_ENGINES"] = std::to_string(job.dispatch.engines);
+      request.env["ZTASK_UNMET_EXIT_CODE"] = std::to_string(kUnmetExitCode);
       if (mpi_rank_) request.env["ZTASK_MPI_RANK"] = std::to_string(*mpi_rank_);
       engine::CommandOutcome outcome = engine::RunCommand(request);
       done.result.stdout_text = std::move(outcome.stdout_text);
@@ -521,12 +524,17 @@ class EngineLoop final : public Stoppable {
         if (outcome.timed_out) {
           fail(ErrorType::kTimeLimitExceeded,
                "killed after its time limit of " + SecondsText(job.meta.time_limit_s));
+        } else if (outcome.exit_code == kUnmetExitCode) {
+          Unmet(&done, "the command exited with code " + std::to_string(kUnmetExitCode) +
+                           " (its dependencies are unmet here)");
         } else if (outcome.exit_code != 0) {
           fail(ErrorType::kTaskFailed, "exited with code " + std::to_string(outcome.exit_code));
         }
       }
     } else if (job.spec.kind == "function") {
       RunFunction(job, &done, fail);
+    } else if (job.spec.kind == "python") {
+      RunPython(job, &done, fail);
     } else {
       fail(ErrorType::kTaskFailed, "unknown task kind '" + job.spec.kind + "'");
     }
@@ -569,11 +577,69 @@ class EngineLoop final : public Stoppable {
         return fail(ErrorType::kBadTask,
                     "its result breaks the limits on values: " + s.message());
       }
+    } catch (const UnmetDependency& e) {
+      Unmet(done, e.what());
     } catch (const TimeLimitReached&) {
       fail(ErrorType::kTimeLimitExceeded,
            "stopped at its time limit of " + SecondsText(job.meta.time_limit_s));
     } catch (const std::exception& e) {
       fail(ErrorType::kTaskFailed, e.what());
+    }
+  }
+
+  // The task cannot run here: the scheduler tries another engine.
+  static void Unmet(Done* done, std::string why) {
+    done->meta.ok = false;
+    done->meta.unmet = true;
+    done->result.error_message = std::move(why);
+  }
+
+  // A Python function task, in the engine's Python worker. Its arguments are
+  // {"pickle": bytes}; so is its result.
+  template <class Fail>
+  void RunPython(const Job& job, Done* done, Fail&& fail) {
+    auto payload = protocol::PickledPayload(job.spec.args.bytes);
+    if (!payload.ok()) {
+      return fail(ErrorType::kBadTask, "a Python task whose arguments are not {pickle: bytes}: " +
+                                           payload.status().message());
+    }
+    if (!python_) {
+      python_ = std::make_unique<engine::PythonWorker>(options_.python, options_.python_path);
+      python_for_kill_.store(python_.get());
+    }
+    engine::PythonTask task{std::move(*payload),     job.header.id.ToHex(),
+                            engine_id_,              job.dispatch.attempt,
+                            job.meta.time_limit_s,   options_.max_output_bytes};
+    engine::PythonOutcome outcome = python_->Run(task);
+    done->result.stdout_text = std::move(outcome.stdout_text);
+    done->result.stderr_text = std::move(outcome.stderr_text);
+    done->result.stdout_truncated = outcome.stdout_truncated;
+    done->result.stderr_truncated = outcome.stderr_truncated;
+    using Kind = engine::PythonOutcome::Kind;
+    switch (outcome.kind) {
+      case Kind::kOk:
+        done->result.result.bytes = protocol::PickledValue(outcome.result);
+        if (done->result.result.bytes.size() > options_.max_result_bytes) {
+          done->result.result.bytes.clear();
+          return fail(ErrorType::kTaskFailed,
+                      "its result is over the engine's limit of " +
+                          std::to_string(options_.max_result_bytes) +
+                          " bytes (taskengine --max-result-bytes)");
+        }
+        return;
+      case Kind::kError:
+        done->result.result.bytes =
+            protocol::RemoteException(outcome.ename, outcome.evalue, outcome.traceback);
+        return fail(ErrorType::kTaskFailed, outcome.ename + ": " + outcome.evalue);
+      case Kind::kUnmet:
+        return Unmet(done, outcome.evalue);
+      case Kind::kTimedOut:
+        return fail(ErrorType::kTimeLimitExceeded,
+                    "killed after its time limit of " + SecondsText(job.meta.time_limit_s) +
+                        " (the engine's Python worker is started again)");
+      case Kind::kWorkerLost:
+        return fail(ErrorType::kEngineError, "engine " + std::to_string(engine_id_) + ": " +
+                                                 outcome.evalue);
     }
   }
 
@@ -661,6 +727,10 @@ class EngineLoop final : public Stoppable {
   std::unordered_map<TaskId, const Sent*, TaskIdHash> sent_by_id_;
   size_t sent_bytes_ = 0;
   std::atomic<int> running_group_{0};  // process group of the running command
+  // The worker thread's, started on the first Python task; the loop thread
+  // kills it when the engine stops.
+  std::unique_ptr<engine::PythonWorker> python_;
+  std::atomic<engine::PythonWorker*> python_for_kill_{nullptr};
   std::atomic<bool> stop_{false};
   std::thread worker_;
 };
@@ -683,7 +753,20 @@ Status Engine::Run(const EngineOptions& options) {
     return Status::Unavailable("the cluster in " + profile.string() +
                                " has not started its hub and scheduler yet");
   }
-  EngineLoop loop(options, functions_, *info);
+  EngineOptions with_defaults = options;
+  if (with_defaults.python.empty()) {
+    const char* env = std::getenv("ZTASK_PYTHON");
+    with_defaults.python = env && *env                                ? env
+                           : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3"
+                                                                         : "python3";
+  }
+#ifdef ZTASK_PYTHON_DIR
+  if (with_defaults.python_path.empty() &&
+      std::filesystem::is_directory(ZTASK_PYTHON_DIR "/ztask")) {
+    with_defaults.python_path = ZTASK_PYTHON_DIR;
+  }
+#endif
+  EngineLoop loop(with_defaults, functions_, *info);
   SetStopTarget(&loop);
   Status started = loop.Start();
   if (started.ok()) loop.Run();
@@ -707,6 +790,11 @@ int Engine::Main(int argc, char** argv) {
   app.add_option("--max-result-bytes", options.max_result_bytes,
                  "largest result of a function; a larger one fails the task")
       ->capture_default_str();
+  app.add_option("--python", options.python,
+                 "the Python that runs Python function tasks (default $ZTASK_PYTHON, else "
+                 "/usr/bin/python3)");
+  app.add_option("--python-path", options.python_path,
+                 "put first on that Python's PYTHONPATH (where the ztask package is)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   try {

@@ -534,6 +534,50 @@ Status CheckValue(std::string_view packed) {
   return s;
 }
 
+Result<std::string> PickledPayload(std::string_view args) {
+  std::string payload;
+  bool found = false;
+  Status status = Unpack(args, [&](const msgpack::object& o) {
+    if (o.type != msgpack::type::MAP) return Status::Malformed("not a map");
+    for (uint32_t i = 0; i < o.via.map.size; ++i) {
+      const msgpack::object_kv& kv = o.via.map.ptr[i];
+      if (kv.key.type == msgpack::type::STR &&
+          std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == "pickle" &&
+          kv.val.type == msgpack::type::BIN) {
+        payload.assign(kv.val.via.bin.ptr, kv.val.via.bin.size);
+        found = true;
+      }
+    }
+    return found ? Status::Ok() : Status::Malformed("no binary 'pickle' in it");
+  });
+  if (!status.ok()) return status;
+  return payload;
+}
+
+std::string PickledValue(std::string_view pickled) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> packer(buffer);
+  packer.pack_map(1);
+  packer.pack(std::string_view("pickle"));
+  packer.pack_bin(static_cast<uint32_t>(pickled.size()));
+  packer.pack_bin_body(pickled.data(), static_cast<uint32_t>(pickled.size()));
+  return std::string(buffer.data(), buffer.size());
+}
+
+std::string RemoteException(std::string_view ename, std::string_view evalue,
+                            std::string_view traceback) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> packer(buffer);
+  packer.pack_map(3);
+  packer.pack(std::string_view("ename"));
+  packer.pack(ename);
+  packer.pack(std::string_view("evalue"));
+  packer.pack(evalue);
+  packer.pack(std::string_view("traceback"));
+  packer.pack(traceback);
+  return std::string(buffer.data(), buffer.size());
+}
+
 template <class T>
 Result<T> DecodeBody(std::string_view frame) {
   T out{};

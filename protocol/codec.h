@@ -75,6 +75,15 @@ inline bool IsBatch(MsgType type) {
 // at most 32 levels, which leaves room for the records that carry a value.
 inline constexpr size_t kMaxValueDepth = 24;
 
+// Python function tasks (docs/python.md): their arguments and results
+// are the msgpack map {"pickle": bin}, the bytes cloudpickled by the Python
+// side; an exception they raised is {"ename", "evalue", "traceback"}.
+// The pickled bytes of a Python task's arguments, or what is wrong.
+Result<std::string> PickledPayload(std::string_view args);
+std::string PickledValue(std::string_view pickled);
+std::string RemoteException(std::string_view ename, std::string_view evalue,
+                            std::string_view traceback);
+
 // OK when `packed` is one msgpack value within the limits on values (or
 // empty: no value); otherwise what is wrong, in words.
 Status CheckValue(std::string_view packed);

@@ -54,6 +54,19 @@ class TimeLimitReached : public std::runtime_error {
   TimeLimitReached() : std::runtime_error("time limit reached") {}
 };
 
+// Thrown by a function that cannot run on this engine (a library or a
+// device it needs is missing here): the scheduler sends the task to another
+// engine, without using a retry, and fails it with ImpossibleDependency once
+// every engine it may use has answered so. The message says why.
+class UnmetDependency : public std::runtime_error {
+ public:
+  explicit UnmetDependency(const std::string& why) : std::runtime_error(why) {}
+};
+
+// The exit code by which a command says that it cannot run on this engine
+// (as UnmetDependency does); commands see it as $ZTASK_UNMET_EXIT_CODE.
+inline constexpr int kUnmetExitCode = 75;
+
 using Function = std::function<Value(const Value& args, const TaskContext& context)>;
 
 struct EngineOptions {
@@ -72,6 +85,13 @@ struct EngineOptions {
   size_t max_result_bytes = size_t{16} << 20;
   // How long to wait for the hub to answer the registration. Default: 10 s.
   int register_timeout_ms = 10000;
+  // The Python that runs Python function tasks (a path, or a name looked up
+  // on PATH). Default: $ZTASK_PYTHON, else /usr/bin/python3.
+  std::string python;
+  // Put first on that Python's PYTHONPATH, so that it finds the ztask
+  // package. Default: the package of the source tree this engine was built
+  // from, when it is there.
+  std::string python_path;
 };
 
 class Engine {

@@ -1,0 +1,266 @@
+#include "engine/python_worker.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <msgpack.hpp>
+#include <vector>
+
+#include "protocol/path_search.h"
+#include "protocol/wire.h"
+
+extern char** environ;
+
+namespace ztask::engine {
+namespace {
+
+constexpr int64_t kStartTimeoutUs = 30'000'000;
+// Messages from the worker larger than this are refused (a result is at
+// most 64 MiB, plus its output).
+constexpr uint32_t kMaxMessageBytes = 80u << 20;
+
+bool WriteAll(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+std::string Field(const msgpack::object& map, std::string_view key) {
+  if (map.type != msgpack::type::MAP) return "";
+  for (uint32_t i = 0; i < map.via.map.size; ++i) {
+    const auto& kv = map.via.map.ptr[i];
+    if (kv.key.type != msgpack::type::STR || std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) != key) {
+      continue;
+    }
+    if (kv.val.type == msgpack::type::STR) return std::string(kv.val.via.str.ptr, kv.val.via.str.size);
+    if (kv.val.type == msgpack::type::BIN) return std::string(kv.val.via.bin.ptr, kv.val.via.bin.size);
+  }
+  return "";
+}
+
+void Keep(std::string text, size_t limit, std::string* out, bool* truncated) {
+  if (text.size() > limit) {
+    text.resize(limit);
+    *truncated = true;
+  }
+  *out = std::move(text);
+}
+
+std::string ExitText(int wstatus) {
+  if (WIFSIGNALED(wstatus)) return "killed by signal " + std::to_string(WTERMSIG(wstatus));
+  return "exited with code " + std::to_string(WEXITSTATUS(wstatus));
+}
+
+}  // namespace
+
+PythonWorker::PythonWorker(std::string interpreter, std::string python_path)
+    : interpreter_(std::move(interpreter)), python_path_(std::move(python_path)) {}
+
+PythonWorker::~PythonWorker() {
+  Kill();
+  std::string why;
+  Reap(&why);
+}
+
+void PythonWorker::Kill() {
+  const pid_t pid = pid_.load();
+  if (pid > 0) ::kill(-pid, SIGKILL);
+}
+
+void PythonWorker::Reap(std::string* why) {
+  const pid_t pid = pid_.exchange(-1);
+  if (to_worker_ >= 0) ::close(to_worker_);
+  if (from_worker_ >= 0) ::close(from_worker_);
+  to_worker_ = from_worker_ = -1;
+  if (pid <= 0) return;
+  ::kill(-pid, SIGKILL);  // what it started goes with it
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  *why = ExitText(wstatus);
+}
+
+std::string PythonWorker::Start() {
+  std::string program = FindOnPath(interpreter_);
+  if (program.empty()) {
+    return "cannot run the Python interpreter '" + interpreter_ +
+           "': not found (taskengine --python PATH)";
+  }
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0) env.emplace_back(*e);
+  }
+  std::string path = python_path_;
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) {
+    path = path.empty() ? old : path + ":" + old;
+  }
+  if (!path.empty()) env.push_back("PYTHONPATH=" + path);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string code = "from ztask._worker import main; main()";
+  std::string dash_c = "-c";
+  std::string in_fd = "3", out_fd = "4";
+  std::vector<char*> argv = {program.data(), dash_c.data(), code.data(), in_fd.data(),
+                             out_fd.data(), nullptr};
+  int to[2], from[2];
+  if (::pipe2(to, O_CLOEXEC) != 0) return std::string("cannot make pipes: ") + std::strerror(errno);
+  if (::pipe2(from, O_CLOEXEC) != 0) {
+    ::close(to[0]);
+    ::close(to[1]);
+    return std::string("cannot make pipes: ") + std::strerror(errno);
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    // dup2 clears close-on-exec on the copies the worker keeps.
+    if (::dup2(to[0], 3) < 0 || ::dup2(from[1], 4) < 0) ::_exit(127);
+    ::execve(program.c_str(), argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(to[0]);
+  ::close(from[1]);
+  if (pid < 0) {
+    ::close(to[1]);
+    ::close(from[0]);
+    return std::string("cannot fork: ") + std::strerror(errno);
+  }
+  ::setpgid(pid, pid);
+  pid_.store(pid);
+  to_worker_ = to[1];
+  from_worker_ = from[0];
+  // Its first word: a hello, or why it cannot serve (a string).
+  std::string hello;
+  const ReadStatus read = ReadMessage(&hello, protocol::SteadyMicros() + kStartTimeoutUs);
+  std::string why;
+  if (read == ReadStatus::kOk) {
+    try {
+      msgpack::object_handle h = msgpack::unpack(hello.data(), hello.size());
+      if (h.get().type == msgpack::type::MAP && Field(h.get(), "status") == "hello") return "";
+      if (h.get().type == msgpack::type::STR) why = h.get().as<std::string>();
+    } catch (const std::exception&) {
+    }
+    if (why.empty()) why = "the Python worker did not say hello";
+  }
+  std::string exit_text;
+  Reap(&exit_text);
+  if (why.empty()) {
+    why = "the Python worker (" + program + ") " +
+          (read == ReadStatus::kTimedOut ? "did not start within 30 s" : exit_text + " at start") +
+          "; is the ztask package importable there (taskengine --python-path DIR)?";
+  }
+  return why;
+}
+
+PythonWorker::ReadStatus PythonWorker::ReadMessage(std::string* out, int64_t deadline_us) {
+  auto read_exact = [&](char* into, size_t n) -> ReadStatus {
+    while (n > 0) {
+      int wait_ms = -1;
+      if (deadline_us > 0) {
+        const int64_t left = deadline_us - protocol::SteadyMicros();
+        if (left <= 0) return ReadStatus::kTimedOut;
+        wait_ms = static_cast<int>(std::min<int64_t>(left / 1000 + 1, 1000));
+      }
+      pollfd fd{from_worker_, POLLIN, 0};
+      const int ready = ::poll(&fd, 1, wait_ms);
+      if (ready < 0 && errno != EINTR) return ReadStatus::kClosed;
+      if (ready <= 0) continue;
+      const ssize_t r = ::read(from_worker_, into, n);
+      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (r <= 0) return ReadStatus::kClosed;
+      into += r;
+      n -= static_cast<size_t>(r);
+    }
+    return ReadStatus::kOk;
+  };
+  unsigned char size_bytes[4];
+  ReadStatus s = read_exact(reinterpret_cast<char*>(size_bytes), 4);
+  if (s != ReadStatus::kOk) return s;
+  const uint32_t size = size_bytes[0] | size_bytes[1] << 8 | size_bytes[2] << 16 |
+                        static_cast<uint32_t>(size_bytes[3]) << 24;
+  if (size > kMaxMessageBytes) return ReadStatus::kClosed;
+  out->resize(size);
+  return read_exact(out->data(), size);
+}
+
+PythonOutcome PythonWorker::Run(const PythonTask& task) {
+  PythonOutcome outcome;
+  if (pid_.load() <= 0) {
+    if (std::string why = Start(); !why.empty()) {
+      outcome.evalue = std::move(why);
+      return outcome;
+    }
+  }
+  msgpack::sbuffer body;
+  msgpack::packer<msgpack::sbuffer> packer(body);
+  packer.pack_map(4);
+  packer.pack(std::string_view("payload"));
+  packer.pack_bin(static_cast<uint32_t>(task.payload.size()));
+  packer.pack_bin_body(task.payload.data(), static_cast<uint32_t>(task.payload.size()));
+  packer.pack(std::string_view("task_id"));
+  packer.pack(task.task_id);
+  packer.pack(std::string_view("engine_id"));
+  packer.pack(task.engine_id);
+  packer.pack(std::string_view("attempt"));
+  packer.pack(task.attempt);
+  const uint32_t n = static_cast<uint32_t>(body.size());
+  const char size[4] = {static_cast<char>(n), static_cast<char>(n >> 8), static_cast<char>(n >> 16),
+                        static_cast<char>(n >> 24)};
+  const int64_t deadline =
+      task.time_limit_s > 0
+          ? protocol::SteadyMicros() + static_cast<int64_t>(task.time_limit_s * 1e6)
+          : 0;
+  std::string reply;
+  ReadStatus read = ReadStatus::kClosed;
+  if (WriteAll(to_worker_, size, 4) && WriteAll(to_worker_, body.data(), body.size())) {
+    read = ReadMessage(&reply, deadline);
+  }
+  if (read != ReadStatus::kOk) {
+    std::string exit_text;
+    Reap(&exit_text);
+    if (read == ReadStatus::kTimedOut) {
+      outcome.kind = PythonOutcome::Kind::kTimedOut;
+      return outcome;
+    }
+    outcome.evalue = "the Python worker " + exit_text +
+                     " while it ran the task; it is started again for the next task";
+    return outcome;
+  }
+  try {
+    msgpack::object_handle h = msgpack::unpack(reply.data(), reply.size());
+    const msgpack::object& map = h.get();
+    const std::string status = Field(map, "status");
+    Keep(Field(map, "stdout"), task.max_output_bytes, &outcome.stdout_text, &outcome.stdout_truncated);
+    Keep(Field(map, "stderr"), task.max_output_bytes, &outcome.stderr_text, &outcome.stderr_truncated);
+    outcome.evalue = Field(map, "evalue");
+    if (status == "ok") {
+      outcome.kind = PythonOutcome::Kind::kOk;
+      outcome.result = Field(map, "result");
+    } else if (status == "unmet") {
+      outcome.kind = PythonOutcome::Kind::kUnmet;
+    } else {
+      outcome.kind = PythonOutcome::Kind::kError;
+      outcome.ename = Field(map, "ename");
+      outcome.traceback = Field(map, "traceback");
+    }
+  } catch (const std::exception& e) {
+    std::string exit_text;
+    Reap(&exit_text);
+    outcome.kind = PythonOutcome::Kind::kWorkerLost;
+    outcome.evalue = std::string("the Python worker answered what cannot be read: ") + e.what();
+  }
+  return outcome;
+}
+
+}  // namespace ztask::engine

@@ -13,6 +13,7 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libtcmalloc-minimal4
   openmpi-bin openssh-client openssh-server slurm-wlm munge
+  python3-zmq python3-msgpack python3-cloudpickle python3-pytest python3-tqdm python3-venv
 )
 case "${1:-}" in
   fuzz) packages+=(clang libclang-rt-14-dev) ;;             # scripts/fuzz.sh

@@ -1,0 +1,328 @@
+"""The Python client against a real cluster: Python functions, commands and
+engine functions as tasks, their futures, errors and dependencies."""
+
+import concurrent.futures
+import os
+import sys
+import threading
+import time
+
+import cloudpickle
+import pytest
+
+import ztask
+
+# Functions of this module travel by value: the engines cannot import it.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def square(x):
+    return x * x
+
+
+def add(x, y=0, *, z=0):
+    return x + y + z
+
+
+def raise_value_error(text):
+    raise ValueError(text)
+
+
+def chatty(x):
+    print("out", x)
+    print("err", x, file=sys.stderr)
+    return x
+
+
+def engine_id():
+    return int(os.environ["ZTASK_ENGINE_ID"])
+
+
+def crash_on_first_attempt():
+    if os.environ["ZTASK_ATTEMPT"] == "1":
+        os._exit(7)
+    return "second attempt"
+
+
+def test_a_python_function_runs_on_an_engine_and_returns_its_value(client):
+    f = client.submit(add, 1, 2, z=3)
+    assert isinstance(f, ztask.Future) and isinstance(f, concurrent.futures.Future)
+    assert f.result(30) == 6
+    assert f.engine_id in client.ids
+    assert len(f.id) == 32 and int(f.id, 16) >= 0
+
+
+def test_lambdas_closures_and_objects_travel(client):
+    base = {"k": [1, 2, 3]}
+    assert client.submit(lambda: base["k"] + [4]).result(30) == [1, 2, 3, 4]
+    assert client.submit(set, [1, 2, 2]).result(30) == {1, 2}
+
+
+def test_a_raised_exception_is_a_remote_error_with_its_traceback(client):
+    f = client.submit(raise_value_error, "bad input")
+    with pytest.raises(ztask.RemoteError) as caught:
+        f.result(30)
+    e = caught.value
+    assert (e.ename, e.evalue) == ("ValueError", "bad input")
+    assert "raise_value_error" in e.traceback and "ValueError: bad input" in e.traceback
+    assert isinstance(e, ztask.TaskFailed) and isinstance(e, ztask.TaskError)
+    assert e.task_id == f.id
+    assert f.record["error_type"] == "TaskFailed"
+
+
+def test_what_a_function_prints_is_captured_in_its_record(client):
+    f = client.submit(chatty, 5)
+    assert f.result(30) == 5
+    record = f.record
+    assert record["stdout"] == "out 5\n"
+    assert record["stderr"] == "err 5\n"
+    assert record["state"] == "ok" and record["id"] == f.id
+
+
+def test_a_command_returns_its_exit_code_and_output(client, tmp_path):
+    f = client.command(["sh", "-c", 'echo "$GREETING $(pwd)"; echo oops >&2'], cwd=tmp_path,
+                       env={"GREETING": "hi"})
+    r = f.result(30)
+    assert r == ztask.CommandResult(0, "hi %s\n" % tmp_path, "oops\n")
+    failed = client.command(["sh", "-c", "echo partial; exit 3"])
+    with pytest.raises(ztask.TaskFailed) as caught:
+        failed.result(30)
+    assert caught.value.result.exit_code == 3 and caught.value.result.stdout == "partial\n"
+
+
+def test_an_engine_function_is_called_by_name(client):
+    assert client.call("sum", [1, 2, [3, 4]]).result(30) == 10
+    assert client.call("echo", {"a": [1, "b"]}).result(30) == {"a": [1, "b"]}
+    with pytest.raises(ztask.TaskFailed, match="no function named 'nope'"):
+        client.call("nope").result(30)
+
+
+def test_map_returns_futures_in_order_with_or_without_chunks(client):
+    assert client.gather(client.map(square, range(50))) == [x * x for x in range(50)]
+    fs = client.map(add, range(10), range(10, 20), chunksize=4)
+    assert len(fs) == 10
+    assert client.gather(fs) == [x + y for x, y in zip(range(10), range(10, 20))]
+    assert len({f.id for f in fs}) == 3  # three tasks of at most 4 calls
+
+
+def test_an_error_in_a_chunk_fails_every_future_of_the_chunk(client):
+    fs = client.map(lambda x: 1 // x, [1, 0, 2], chunksize=3)
+    for f in fs:
+        with pytest.raises(ztask.RemoteError, match="ZeroDivisionError"):
+            f.result(30)
+
+
+def test_as_completed_and_wait_work_from_ztask_and_the_standard_library(client):
+    fs = client.map(square, range(20))
+    assert sorted(f.result() for f in ztask.as_completed(fs, timeout=30)) == [x * x for x in range(20)]
+    done, not_done = concurrent.futures.wait(fs, timeout=30)
+    assert len(done) == 20 and not not_done
+    slow = client.submit(time.sleep, 30)
+    fast = client.submit(square, 3)
+    done, not_done = ztask.wait([slow, fast], timeout=30, return_when=ztask.FIRST_COMPLETED)
+    assert fast in done and slow in not_done
+    assert slow.cancel() is False  # it runs already
+    client.abort([slow])
+
+
+def test_after_runs_a_task_once_its_dependencies_succeeded(client, tmp_path):
+    marker = tmp_path / "first"
+    first = client.command(["sh", "-c", "sleep 0.3; touch %s" % marker])
+    second = client.submit(os.path.exists, str(marker), after=[first])
+    assert second.result(30) is True
+
+
+def test_after_a_failure_is_impossible_unless_failure_is_accepted(client):
+    bad = client.submit(raise_value_error, "x")
+    never = client.submit(square, 2, after=bad)
+    on_failure = client.submit(square, 3, after=ztask.Dependency([bad], success=False, failure=True))
+    with pytest.raises(ztask.ImpossibleDependency):
+        never.result(30)
+    assert on_failure.result(30) == 9
+
+
+def test_follow_runs_where_its_dependency_ran(client):
+    first = client.submit(engine_id)
+    where = first.result(30)
+    for _ in range(5):
+        assert client.submit(engine_id, follow=first).result(30) == where
+
+
+def test_targets_pin_a_task_to_engines(client):
+    for e in client.ids:
+        assert client.submit(engine_id, targets=e).result(30) == e
+
+
+def test_an_unknown_dependency_is_invalid(client):
+    f = client.submit(square, 1, after="0" * 32)
+    with pytest.raises(ztask.InvalidDependency):
+        f.result(30)
+
+
+def test_a_task_not_started_within_its_timeout_fails_with_task_timeout(client):
+    blocker = client.submit(time.sleep, 3)
+    late = client.submit(square, 1, after=blocker, timeout=0.3)
+    with pytest.raises(ztask.TaskTimeout):
+        late.result(30)
+    client.abort([blocker])
+
+
+def test_a_python_task_over_its_time_limit_is_killed_and_the_next_one_runs(client):
+    f = client.submit(time.sleep, 30, time_limit=0.5)
+    with pytest.raises(ztask.TimeLimitExceeded):
+        f.result(30)
+    assert client.submit(square, 4, targets=f.engine_id).result(30) == 16
+
+
+def test_a_crash_of_the_python_worker_is_an_engine_error_or_a_retry(client):
+    f = client.submit(os._exit, 3)
+    with pytest.raises(ztask.EngineError, match="Python worker exited with code 3"):
+        f.result(30)
+    assert client.submit(crash_on_first_attempt, retries=1).result(30) == "second attempt"
+    # The engine itself lives on, and so does its next worker.
+    assert client.submit(square, 5, targets=f.engine_id).result(30) == 25
+
+
+def test_require_sends_a_task_where_its_modules_import_or_fails_it(client):
+    @ztask.require("json")
+    def uses_json():
+        return json.dumps([1])  # noqa: F821 (imported by require)
+
+    assert uses_json.__ztask_require__ == ("json",)
+    assert client.submit(uses_json).result(30) == "[1]"
+
+    @ztask.require("a_module_no_engine_has")
+    def impossible():
+        return 1
+
+    with pytest.raises(ztask.ImpossibleDependency, match="a_module_no_engine_has"):
+        client.submit(impossible, retries=3).result(30)
+
+
+def test_depend_runs_a_task_only_where_its_check_holds(client):
+    wanted = max(client.ids)
+
+    def on_engine(e):
+        return os.environ.get("ZTASK_ENGINE_ID") == str(e)
+
+    @ztask.depend(on_engine, wanted)
+    def where():
+        return int(os.environ["ZTASK_ENGINE_ID"])
+
+    assert {client.submit(where).result(30) for _ in range(6)} == {wanted}
+
+
+def test_raising_unmet_dependency_tries_another_engine(client):
+    def only_on(e):
+        if os.environ["ZTASK_ENGINE_ID"] != str(e):
+            raise ztask.UnmetDependency("not this one")
+        return e
+
+    wanted = min(client.ids)
+    assert client.gather([client.submit(only_on, wanted) for _ in range(6)]) == [wanted] * 6
+
+
+def test_a_command_exiting_with_the_unmet_code_is_tried_elsewhere_then_impossible(client):
+    f = client.command(["sh", "-c", 'exit "$ZTASK_UNMET_EXIT_CODE"'])
+    with pytest.raises(ztask.ImpossibleDependency, match="unmet"):
+        f.result(30)
+    assert f.record["attempts"] == len(client.ids)
+
+
+def test_get_gives_a_future_for_any_task_from_any_client(client, cluster):
+    f = client.submit(time.sleep, 0.5)
+    with ztask.Client(cluster.profile) as other:
+        g = other.get(f.id)
+        assert g.result(30) is None
+        assert g.engine_id == f.result(30) or g.engine_id in other.ids
+        command = client.command(["echo", "x"])
+        assert other.get(command.id).result(30).stdout == "x\n"
+        with pytest.raises(ValueError, match="no task"):
+            other.get("f" * 32)
+
+
+def test_cancel_aborts_a_task_that_has_not_started(client):
+    blockers = [client.submit(time.sleep, 1) for _ in range(12)]
+    waiting = client.submit(square, 2, after=blockers)
+    assert waiting.cancel() is True
+    assert waiting.cancelled()
+    with pytest.raises(concurrent.futures.CancelledError):
+        waiting.result(30)
+    outcome = client.abort(blockers)
+    assert set(outcome) == {"aborted", "running", "finished", "unknown"}
+    assert len(outcome["aborted"]) + len(outcome["running"]) + len(outcome["finished"]) == 12
+    for b in blockers:
+        concurrent.futures.wait([b], timeout=30)
+
+
+def test_many_threads_submit_and_wait_at_once(client):
+    results = {}
+
+    def work(k):
+        fs = [client.submit(add, k, i) for i in range(200)]
+        results[k] = client.gather(fs, timeout=60)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    assert results == {k: [k + i for i in range(200)] for k in range(4)}
+
+
+def test_engines_and_status_describe_the_cluster(client):
+    engines = client.engines()
+    assert len([e for e in engines if e["state"] == "running"]) == 2
+    assert {"id", "name", "host", "pid", "state"} <= set(engines[0])
+    status = client.status()
+    assert set(status) == {"engines", "unassigned"}
+    assert set(status["engines"]) <= set(client.ids)
+
+
+def test_progress_waits_for_every_future_and_draws_only_on_a_terminal(client, capsys):
+    fs = client.map(square, range(30))
+    client.progress(fs)
+    assert all(f.done() for f in fs)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"timeout": -1}, "timeout"),
+        ({"retries": 1.5}, "retries"),
+        ({"targets": ["a"]}, "targets"),
+        ({"after": "not-an-id"}, "not a task id"),
+        ({"priority": "high"}, "priority"),
+    ],
+)
+def test_wrong_options_are_refused_before_anything_is_sent(client, options, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        client.submit(square, 1, **options)
+
+
+def test_wrong_arguments_are_refused_with_what_to_do(client):
+    with pytest.raises(TypeError, match="callable"):
+        client.submit(42)
+    with pytest.raises(ValueError, match="list of strings"):
+        client.command("echo hi")
+    with pytest.raises(TypeError, match="unknown option"):
+        client.command(["true"], retry=2)
+    with pytest.raises(TypeError, match="cannot be sent"):
+        client.call("echo", object())
+    with pytest.raises(TypeError, match="cannot send"):
+        client.submit(lambda: None, threading.Lock())
+
+
+def test_no_cluster_is_a_cluster_error_that_says_what_to_do(tmp_path):
+    with pytest.raises(ztask.ClusterError, match="taskcluster start --profile-dir"):
+        ztask.Client(tmp_path)
+
+
+def test_a_connection_file_others_may_read_is_refused(cluster, tmp_path):
+    copy = tmp_path / "ztask-cluster.json"
+    with open(os.path.join(cluster.profile, "ztask-cluster.json")) as f:
+        copy.write_text(f.read())
+    os.chmod(copy, 0o644)
+    with pytest.raises(ztask.ClusterError, match="chmod 600"):
+        ztask.Client(tmp_path)

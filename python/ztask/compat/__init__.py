@@ -1,0 +1,1 @@
+"""IPython Parallel's API over ztask (filled in below)."""

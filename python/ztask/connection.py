@@ -1,0 +1,82 @@
+"""Reading a cluster's connection file (docs/protocol.md, "The connection
+file") and securing sockets with what it says."""
+
+import json
+import os
+import stat
+
+from .errors import ClusterError
+
+FILE_NAME = "ztask-cluster.json"
+
+
+def default_profile_dir():
+    return os.environ.get("ZTASK_PROFILE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".ztask", "profile_default"
+    )
+
+
+class ConnectionInfo:
+    """The key, the endpoints and the CurveZMQ keys of one cluster."""
+
+    def __init__(self, path, data):
+        self.path = path
+        self.key = bytes.fromhex(data["key"])
+        self.hub = data["hub"]
+        self.scheduler = data["scheduler"]
+        self.curve = data.get("curve")
+
+    def secure(self, socket):
+        """Makes `socket` (a connecting one) a CurveZMQ client when the
+        cluster encrypts."""
+        if self.curve:
+            socket.curve_serverkey = self.curve["server_public"].encode()
+            socket.curve_publickey = self.curve["client_public"].encode()
+            socket.curve_secretkey = self.curve["client_secret"].encode()
+
+
+def read(profile_dir=None):
+    """The cluster of `profile_dir` (or of a connection file's path).
+    Raises ClusterError saying what to do when there is none to use."""
+    where = profile_dir or default_profile_dir()
+    where = os.fspath(where)
+    path = where if os.path.isfile(where) else os.path.join(where, FILE_NAME)
+    try:
+        mode = os.stat(path).st_mode
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ClusterError(
+            "no cluster is running with profile %s: start one with: taskcluster start "
+            "--profile-dir %s" % (where, where)
+        ) from None
+    except OSError as e:
+        raise ClusterError("cannot read %s: %s" % (path, e.strerror)) from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ClusterError(
+            "%s may be read by others than its owner: its key must stay secret (chmod 600 %s)"
+            % (path, path)
+        )
+    try:
+        data = json.loads(text)
+        if data.get("version") != 1:
+            raise ValueError('it must have "version": 1')
+        scheme, key = data["signature_scheme"], data["key"]
+        if scheme not in ("hmac-sha256", "none") or (scheme == "none") != (key == ""):
+            raise ValueError("its signature_scheme and key do not agree")
+        bytes.fromhex(key)
+        for section, names in (
+            ("hub", ("registration", "query", "notifier", "monitor", "events")),
+            ("scheduler", ("client", "engine")),
+        ):
+            for name in names:
+                if not isinstance(data[section][name], str):
+                    raise ValueError("%s.%s is not a string" % (section, name))
+        info = ConnectionInfo(path, data)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ClusterError("connection file %s is not valid: %s" % (path, e)) from None
+    if not info.hub["query"] or not info.scheduler["client"]:
+        raise ClusterError(
+            "the cluster in %s has not finished starting (no hub or scheduler endpoint yet)" % where
+        )
+    return info

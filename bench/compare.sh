@@ -7,17 +7,20 @@
 # it stops. Takes a few minutes on a 2-core machine (3 to 5 here).
 #
 # usage: bench/compare.sh [ENGINES]   (default 2)
-# Environment: ZTASK_TASKS (200000), PEER_TASKS (2000), ZTASK_HWM (64).
+# Environment: ZTASK_TASKS (200000), PEER_TASKS (2000), ZTASK_HWM (64),
+# PYTHON_TASKS (20000: the Python client's workloads).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 engines="${1:-2}"
 ztask_tasks="${ZTASK_TASKS:-200000}"
 peer_tasks="${PEER_TASKS:-2000}"
+python_tasks="${PYTHON_TASKS:-20000}"
 hwm="${ZTASK_HWM:-64}"
 scripts/install-deps.sh bench
 export CCACHE_BASEDIR="$PWD"
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-release -j2 --target e2e_bench core_bench >/dev/null
+cmake --build build-release -j2 --target e2e_bench core_bench taskcluster taskhub taskscheduler \
+  taskengine >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 bench=build-release/bin/e2e_bench
@@ -77,6 +80,9 @@ run ipyparallel_hwm1 timeout 300 "$py" bench/peers/ipyparallel_bench.py --engine
   --hwm 1 --tasks "$peer_tasks" --latency 500 --chain 500
 run ipyparallel_hwm "$py" bench/peers/ipyparallel_bench.py --engines "$engines" \
   --hwm "$hwm" --tasks "$peer_tasks" --latency 0 --chain 0
+# The Python client: the peers' Python no-op, and the engines' noop by name.
+run ztask_python timeout 600 "$py" bench/peers/ztask_python_bench.py --bin build-release/bin \
+  --engines "$engines" --hwm "$hwm" --tasks "$python_tasks" --latency 1000
 run dask timeout 300 "$py" bench/peers/dask_bench.py --engines "$engines" --tasks "$peer_tasks" \
   --latency 500 --chain 500
 

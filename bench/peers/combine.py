@@ -44,6 +44,7 @@ def main():
     i1 = load(directory, "ipyparallel_hwm1")
     ih = load(directory, "ipyparallel_hwm")
     d = load(directory, "dask")
+    zpy = load(directory, "ztask_python")
     ipp_best = max(i1.get("tasks_per_s", 0), ih.get("tasks_per_s", 0))
 
     rows = [
@@ -60,6 +61,12 @@ def main():
         ("fan-in, tasks/s", z.get("fan_in_tasks_per_s"), None, i1.get("fan_in_tasks_per_s"),
          d.get("fan_in_tasks_per_s")),
         ("random DAG, tasks/s", z.get("dag_tasks_per_s"), None, None, None),
+        ("Python function no-op, tasks/s", zpy.get("function_tasks_per_s"), None, ipp_best,
+         d.get("tasks_per_s")),
+        ("Python client, engine noop, tasks/s", zpy.get("call_tasks_per_s"), None, None, None),
+        ("Python round trip p50, us", zpy.get("call_p50_us"), None, None, None),
+        ("Python function round trip p50, us", zpy.get("function_p50_us"), None, i1.get("p50_us"),
+         d.get("p50_us")),
     ]
     print(f"{engines} engines each; ztask: leastload, HWM {hwm}, signed, SQLite "
           f"({z.get('tasks')} tasks; medians of {len(runs)} runs, each with its floor); "
@@ -79,6 +86,12 @@ def main():
     print(f"ztask / IPython Parallel:        {ratio(z.get('tasks_per_s'), ipp_best):.0f}x "
           f"(IPython Parallel's better of HWM 1 and HWM {hwm})")
     print(f"ztask / Dask:                    {ratio(z.get('tasks_per_s'), d.get('tasks_per_s')):.0f}x")
+    print(f"Python functions / IPyParallel:  "
+          f"{ratio(zpy.get('function_tasks_per_s'), ipp_best):.0f}x, / Dask "
+          f"{ratio(zpy.get('function_tasks_per_s'), d.get('tasks_per_s')):.0f}x "
+          f"(the same no-op function, from Python)")
+    print(f"Python / C++ round trip p50:     {ratio(zpy.get('call_p50_us'), z.get('p50_us')):.2f} "
+          f"(the engines' noop, one at a time)")
     print(f"fan-in / no-op throughput:       {ratio(z.get('fan_in_tasks_per_s'), z.get('tasks_per_s')):.2f}")
     print(f"1000 / {engines} simulated engines:      "
           f"{ratio(s1000.get('tasks_per_s'), s2.get('tasks_per_s')):.2f} "
@@ -135,6 +148,10 @@ def main():
         "scheduler_bytes_per_waiting": zw.get("scheduler_bytes_per_waiting", 0),
         "scheduler_bytes_per_waiting_all": zw.get("scheduler_bytes_per_waiting_all", 0),
         "ztask_cpu_us_per_task": cpu,
+        "python_function_tasks_per_s": zpy.get("function_tasks_per_s", 0),
+        "python_call_tasks_per_s": zpy.get("call_tasks_per_s", 0),
+        "python_p50_us": zpy.get("call_p50_us", 0),
+        "python_function_p50_us": zpy.get("function_p50_us", 0),
         "retried": retried,
     }
     print(json.dumps(summary))

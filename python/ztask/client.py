@@ -143,7 +143,9 @@ def _int(value, name, low=None):
 
 
 class _Options:
-    """The routing options every kind of task takes, checked and packed."""
+    """The routing options every kind of task takes, checked; `meta` is
+    what goes in a request's metadata frame (packed once for the defaults,
+    which most tasks have)."""
 
     NAMES = ("after", "follow", "targets", "timeout", "time_limit", "retries", "priority", "label")
 
@@ -165,6 +167,18 @@ class _Options:
             "priority": _int(priority, "priority"),
         }
 
+    @staticmethod
+    def default():
+        global _DEFAULT_OPTIONS
+        if _DEFAULT_OPTIONS is None:
+            o = _Options()
+            o.meta = protocol.Packed(protocol.pack(o.meta))
+            _DEFAULT_OPTIONS = o
+        return _DEFAULT_OPTIONS
+
+
+_DEFAULT_OPTIONS = None
+
 
 def _spec(kind, label, function="", args=None, argv=(), cwd="", env=None):
     return {
@@ -177,6 +191,9 @@ def _spec(kind, label, function="", args=None, argv=(), cwd="", env=None):
         "label": label,
         "pass_results": None,
     }
+
+
+_DEFAULTS = (None, None, None, None, None, 0, 0, None)
 
 
 class Client:
@@ -199,7 +216,10 @@ class Client:
         """Runs fn(*args, **kwargs) on an engine; returns its Future."""
         if not callable(fn):
             raise TypeError("submit() needs a callable, not %s" % type(fn).__name__)
-        options = _Options(after, follow, targets, timeout, time_limit, retries, priority, label)
+        if (after, follow, targets, timeout, time_limit, retries, priority, label) == _DEFAULTS:
+            options = _Options.default()
+        else:
+            options = _Options(after, follow, targets, timeout, time_limit, retries, priority, label)
         args = self._pickled(fn, {"fn": fn, "args": args, "kwargs": kwargs})
         return self._send([("python", _spec("python", options.label, args=args), options.meta)])[0]
 
@@ -249,6 +269,8 @@ class Client:
         return out
 
     def _options(self, options):
+        if not options:
+            return _Options.default()
         unknown = set(options) - set(_Options.NAMES)
         if unknown:
             raise TypeError("unknown option %s (options: %s)" % (", ".join(sorted(unknown)), ", ".join(_Options.NAMES)))
@@ -438,6 +460,7 @@ class _Io:
         # frames)), in the order sent; queries waiting for their reply (id ->
         # (future, deadline)); futures of tasks watched on the hub.
         self._unanswered = {}
+        self._replies = 0
         self._in_flight = 0
         self._queries = {}
         self._watched = {}
@@ -562,6 +585,14 @@ class _Io:
         self._scheduler.send_multipart(protocol.encode_batch(self._signer, head, messages), copy=False)
 
     def _read(self, socket):
+        self._replies = 0
+        try:
+            self._read_some(socket)
+        finally:
+            if self._replies:
+                self._answered(self._replies)
+
+    def _read_some(self, socket):
         for _ in range(1000):
             try:
                 frames = socket.recv_multipart(zmq.NOBLOCK)
@@ -590,7 +621,7 @@ class _Io:
         entry = self._unanswered.pop(task_id, None)
         if entry is None:
             return  # a reply again after a reconnection, or not ours
-        self._answered(1)
+        self._replies += 1
         future = entry[0]
         meta = reply.meta
         future.engine_id = meta.get("engine_id")

@@ -11,6 +11,7 @@ Thread safety: the functions are reentrant; a Signer is immutable.
 import hashlib
 import hmac
 import os
+import random
 import struct
 import threading
 import time
@@ -74,9 +75,15 @@ class ProtocolError(Exception):
 # ---- values ---------------------------------------------------------------
 
 
+class Packed(bytes):
+    """A value packed already (pack() returns it as it is)."""
+
+
 def pack(value):
     """One msgpack value, as ztask's codec writes it: strings as str, bytes
     as bin, integral floats as integers."""
+    if type(value) is Packed:
+        return value
     return msgpack.packb(value, use_bin_type=True, default=_not_packable)
 
 
@@ -113,15 +120,24 @@ def seconds(value):
 # ---- ids and dates ----------------------------------------------------------
 
 
+# Ids need to be unique, not secret: drawn from a generator seeded by the
+# system once per process (re-seeded in a forked child), without a system
+# call per id (which, from a submitting thread, hands the interpreter's lock
+# to the client's I/O thread every time).
+_ids = random.Random(os.urandom(32))
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _ids.seed(os.urandom(32)))
+
+
 def new_task_id():
     """A new task id: the time in ms in the first 48 bits (big-endian), 80
     random bits after, so that the hub's index grows at its end."""
     ms = int(time.time() * 1000) & ((1 << 48) - 1)
-    return ms.to_bytes(6, "big") + os.urandom(10)
+    return ((ms << 80) | _ids.getrandbits(80)).to_bytes(16, "big")
 
 
 def random_id():
-    return os.urandom(16)
+    return _ids.getrandbits(128).to_bytes(16, "big")
 
 
 def id_hex(task_id):

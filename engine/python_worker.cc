@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -124,6 +125,8 @@ std::string PythonWorker::Start() {
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::setpgid(0, 0);
+    // An engine killed outright takes its worker with it, even mid-task.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     // dup2 clears close-on-exec on the copies the worker keeps.
     if (::dup2(to[0], 3) < 0 || ::dup2(from[1], 4) < 0) ::_exit(127);
     ::execve(program.c_str(), argv.data(), envp.data());

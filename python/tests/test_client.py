@@ -326,3 +326,17 @@ def test_a_connection_file_others_may_read_is_refused(cluster, tmp_path):
     os.chmod(copy, 0o644)
     with pytest.raises(ztask.ClusterError, match="chmod 600"):
         ztask.Client(tmp_path)
+
+
+def test_the_readme_example_runs(cluster, monkeypatch, capsys):
+    readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+    with open(readme, encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## Python"):]
+    code = section[section.index("```python\n") + 10:]
+    code = code[:code.index("```")]
+    monkeypatch.setenv("ZTASK_PROFILE_DIR", cluster.profile)
+    exec(compile(code, "README.md", "exec"), {"__name__": "__main__"})
+    out = capsys.readouterr().out
+    assert out.endswith("1024 hi\n %d\n" % sum(x * x for x in range(1000)))
+    assert len(out.splitlines()) == 5  # three (engine, result) lines first

@@ -13,6 +13,7 @@ on from any thread.
 
 import collections
 import concurrent.futures
+import logging
 import os
 import sys
 import threading
@@ -32,6 +33,8 @@ QUERY_TIMEOUT_S = 10.0
 HELD_MS = 30_000
 # After a reconnection, unanswered tasks are looked up this often.
 RESYNC_EVERY_S = 1.0
+
+log = logging.getLogger("ztask")
 
 
 class CommandResult(collections.namedtuple("CommandResult", "exit_code stdout stderr")):
@@ -461,6 +464,7 @@ class _Io:
         # (future, deadline)); futures of tasks watched on the hub.
         self._unanswered = {}
         self._replies = 0
+        self.dropped = 0
         self._in_flight = 0
         self._queries = {}
         self._watched = {}
@@ -526,25 +530,42 @@ class _Io:
         poller.register(self._monitor, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
         try:
-            while not self._stopping:
-                events = dict(poller.poll(self._poll_ms()))
-                if self._wake_r in events:
-                    try:
-                        os.read(self._wake_r, 4096)
-                    except BlockingIOError:
-                        pass
-                self._take_posted()
-                if self._scheduler in events:
-                    self._read(self._scheduler)
-                if self._hub in events:
-                    self._read(self._hub)
-                if self._monitor in events:
-                    self._read_monitor()
-                self._timers()
+            self._loop(poller)
+        except Exception as e:  # a bug: no future may wait for ever on a dead thread
+            log.exception("the ztask client's I/O thread stopped")
+            self._fail_everything("the client's I/O thread stopped: %s: %s" % (type(e).__name__, e))
         finally:
             for s in (self._monitor, self._scheduler, self._hub):
                 s.close()
             self._context.term()
+
+    def _fail_everything(self, why):
+        for task_id, (future, _) in list(self._unanswered.items()):
+            _settle(future, exception=errors.ClusterError(why))
+        for future in self._watched.values():
+            _settle(future, exception=errors.ClusterError(why))
+        for answer, _ in self._queries.values():
+            answer.set_result(None)
+        self._unanswered.clear()
+        self._watched.clear()
+        self._queries.clear()
+
+    def _loop(self, poller):
+        while not self._stopping:
+            events = dict(poller.poll(self._poll_ms()))
+            if self._wake_r in events:
+                try:
+                    os.read(self._wake_r, 4096)
+                except BlockingIOError:
+                    pass
+            self._take_posted()
+            if self._scheduler in events:
+                self._read(self._scheduler)
+            if self._hub in events:
+                self._read(self._hub)
+            if self._monitor in events:
+                self._read_monitor()
+            self._timers()
 
     def _poll_ms(self):
         return 100 if (self._queries or self._watched or self._resync_at) else 1000
@@ -611,8 +632,11 @@ class _Io:
                     self._on_reply(message)
                 elif message.parent is not None:
                     self._on_answer(message)
-            except protocol.ProtocolError:
-                continue  # not from our cluster, or broken: dropped
+            except Exception as e:  # not from our cluster, or broken: dropped
+                self.dropped += 1
+                if self.dropped == 1:
+                    log.warning("dropped a message that cannot be read (%s); further drops are counted "
+                                "in Client.dropped", e)
 
     def _on_reply(self, reply):
         if reply.type != protocol.TASK_REPLY or reply.parent is None:

@@ -84,6 +84,8 @@ void PythonWorker::Reap(std::string* why) {
   if (to_worker_ >= 0) ::close(to_worker_);
   if (from_worker_ >= 0) ::close(from_worker_);
   to_worker_ = from_worker_ = -1;
+  inbox_.clear();
+  inbox_at_ = 0;
   if (pid <= 0) return;
   ::kill(-pid, SIGKILL);  // what it started goes with it
   int wstatus = 0;
@@ -167,34 +169,42 @@ std::string PythonWorker::Start() {
 }
 
 PythonWorker::ReadStatus PythonWorker::ReadMessage(std::string* out, int64_t deadline_us) {
-  auto read_exact = [&](char* into, size_t n) -> ReadStatus {
-    while (n > 0) {
-      int wait_ms = -1;
-      if (deadline_us > 0) {
-        const int64_t left = deadline_us - protocol::SteadyMicros();
-        if (left <= 0) return ReadStatus::kTimedOut;
-        wait_ms = static_cast<int>(std::min<int64_t>(left / 1000 + 1, 1000));
-      }
-      pollfd fd{from_worker_, POLLIN, 0};
-      const int ready = ::poll(&fd, 1, wait_ms);
-      if (ready < 0 && errno != EINTR) return ReadStatus::kClosed;
-      if (ready <= 0) continue;
-      const ssize_t r = ::read(from_worker_, into, n);
-      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (r <= 0) return ReadStatus::kClosed;
-      into += r;
-      n -= static_cast<size_t>(r);
+  // Whatever the pipe has is taken at once: a message most often in one read.
+  auto have = [&](size_t n) { return inbox_.size() - inbox_at_ >= n; };
+  auto fill = [&]() -> ReadStatus {
+    int wait_ms = -1;
+    if (deadline_us > 0) {
+      const int64_t left = deadline_us - protocol::SteadyMicros();
+      if (left <= 0) return ReadStatus::kTimedOut;
+      wait_ms = static_cast<int>(std::min<int64_t>(left / 1000 + 1, 1000));
     }
+    pollfd fd{from_worker_, POLLIN, 0};
+    const int ready = ::poll(&fd, 1, wait_ms);
+    if (ready < 0 && errno != EINTR) return ReadStatus::kClosed;
+    if (ready <= 0) return ReadStatus::kOk;  // look at the deadline again
+    if (inbox_at_ > 0) {
+      inbox_.erase(0, inbox_at_);
+      inbox_at_ = 0;
+    }
+    char buffer[1 << 16];
+    const ssize_t r = ::read(from_worker_, buffer, sizeof buffer);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) return ReadStatus::kOk;
+    if (r <= 0) return ReadStatus::kClosed;
+    inbox_.append(buffer, static_cast<size_t>(r));
     return ReadStatus::kOk;
   };
-  unsigned char size_bytes[4];
-  ReadStatus s = read_exact(reinterpret_cast<char*>(size_bytes), 4);
-  if (s != ReadStatus::kOk) return s;
-  const uint32_t size = size_bytes[0] | size_bytes[1] << 8 | size_bytes[2] << 16 |
-                        static_cast<uint32_t>(size_bytes[3]) << 24;
+  while (!have(4)) {
+    if (ReadStatus s = fill(); s != ReadStatus::kOk) return s;
+  }
+  const auto* p = reinterpret_cast<const unsigned char*>(inbox_.data() + inbox_at_);
+  const uint32_t size = p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24;
   if (size > kMaxMessageBytes) return ReadStatus::kClosed;
-  out->resize(size);
-  return read_exact(out->data(), size);
+  while (!have(4 + size)) {
+    if (ReadStatus s = fill(); s != ReadStatus::kOk) return s;
+  }
+  out->assign(inbox_, inbox_at_ + 4, size);
+  inbox_at_ += 4 + size;
+  return ReadStatus::kOk;
 }
 
 PythonOutcome PythonWorker::Run(const PythonTask& task) {
@@ -206,6 +216,7 @@ PythonOutcome PythonWorker::Run(const PythonTask& task) {
     }
   }
   msgpack::sbuffer body;
+  body.write("\0\0\0\0", 4);  // its length, once known: one write a task
   msgpack::packer<msgpack::sbuffer> packer(body);
   packer.pack_map(4);
   packer.pack(std::string_view("payload"));
@@ -217,16 +228,17 @@ PythonOutcome PythonWorker::Run(const PythonTask& task) {
   packer.pack(task.engine_id);
   packer.pack(std::string_view("attempt"));
   packer.pack(task.attempt);
-  const uint32_t n = static_cast<uint32_t>(body.size());
+  const uint32_t n = static_cast<uint32_t>(body.size() - 4);
   const char size[4] = {static_cast<char>(n), static_cast<char>(n >> 8), static_cast<char>(n >> 16),
                         static_cast<char>(n >> 24)};
+  std::memcpy(body.data(), size, 4);
   const int64_t deadline =
       task.time_limit_s > 0
           ? protocol::SteadyMicros() + static_cast<int64_t>(task.time_limit_s * 1e6)
           : 0;
   std::string reply;
   ReadStatus read = ReadStatus::kClosed;
-  if (WriteAll(to_worker_, size, 4) && WriteAll(to_worker_, body.data(), body.size())) {
+  if (WriteAll(to_worker_, body.data(), body.size())) {
     read = ReadMessage(&reply, deadline);
   }
   if (read != ReadStatus::kOk) {

@@ -76,6 +76,9 @@ class PythonWorker {
   std::atomic<pid_t> pid_{-1};
   int to_worker_ = -1;
   int from_worker_ = -1;
+  // Read from the worker and not taken yet: inbox_ from inbox_at_ on.
+  std::string inbox_;
+  size_t inbox_at_ = 0;
 };
 
 }  // namespace ztask::engine

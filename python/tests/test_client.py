@@ -340,3 +340,23 @@ def test_the_readme_example_runs(cluster, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert out.endswith("1024 hi\n %d\n" % sum(x * x for x in range(1000)))
     assert len(out.splitlines()) == 5  # three (engine, result) lines first
+
+
+def test_tasks_outlive_a_killed_scheduler_and_every_future_gets_its_result(own_cluster):
+    import signal
+
+    from conftest import wait_until
+
+    cluster = own_cluster(2, "--hwm", "8")
+    with ztask.Client(cluster.profile) as c:
+        c.wait_for_engines(2, 30)
+        first = c.map(time.sleep, [0.01] * 300)
+        [old] = cluster.children("taskscheduler")
+        os.kill(old, signal.SIGKILL)
+        # Submitted while the scheduler is down: sent again once it is back.
+        second = c.map(square, range(300))
+        wait_until(lambda: cluster.children("taskscheduler") not in ([], [old]), 60, "a new scheduler")
+        assert c.gather(first, timeout=120) == [None] * 300
+        assert c.gather(second, timeout=120) == [x * x for x in range(300)]
+        records = [c.get(f.id).result(30) for f in second[:5]]
+        assert records == [0, 1, 4, 9, 16]

@@ -19,17 +19,6 @@ import sys
 import traceback
 
 
-def _read_exact(fd, n):
-    chunks = []
-    while n:
-        chunk = os.read(fd, n)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
 def _write(fd, msgpack, message):
     data = msgpack.packb(message, use_bin_type=True)
     data = struct.pack("<I", len(data)) + data
@@ -60,9 +49,29 @@ def _check_requirements(fn):
             raise _Unmet("%s(...) is false on this engine" % getattr(check, "__name__", "a check"))
 
 
+# Functions unpickled, by the bytes they came as (the latest 64): a map's
+# tasks all carry the same function. As with any long-lived worker, state a
+# function keeps in itself (a mutable default, say) lives on between its
+# tasks here.
+_functions = {}
+_MAX_FUNCTIONS = 64
+
+
+def _function(cloudpickle, pickled):
+    if not isinstance(pickled, bytes):
+        return pickled  # sent inside the job by an older client
+    fn = _functions.get(pickled)
+    if fn is None:
+        fn = cloudpickle.loads(pickled)
+        if len(_functions) >= _MAX_FUNCTIONS:
+            _functions.pop(next(iter(_functions)))
+        _functions[pickled] = fn
+    return fn
+
+
 def _run(cloudpickle, task):
     job = cloudpickle.loads(task["payload"])
-    fn = job["fn"]
+    fn = _function(cloudpickle, job["fn"])
     _check_requirements(fn)
     if "chunk" in job:
         return [fn(*args) for args in job["chunk"]]
@@ -75,12 +84,14 @@ def _is_unmet(exc):
 
 def _serve(fd_in, fd_out, cloudpickle, msgpack):
     real_stdout, real_stderr = sys.stdout, sys.stderr
+    tasks = os.fdopen(fd_in, "rb", buffering=1 << 16)  # one read a task, most often
     while True:
-        size = _read_exact(fd_in, 4)
-        if size is None:
+        size = tasks.read(4)
+        if len(size) < 4:
             return
-        body = _read_exact(fd_in, struct.unpack("<I", size)[0])
-        if body is None:
+        n = struct.unpack("<I", size)[0]
+        body = tasks.read(n)
+        if len(body) < n:
             return
         task = msgpack.unpackb(body, raw=False)
         os.environ["ZTASK_TASK_ID"] = task.get("task_id", "")

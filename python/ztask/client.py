@@ -223,7 +223,7 @@ class Client:
             options = _Options.default()
         else:
             options = _Options(after, follow, targets, timeout, time_limit, retries, priority, label)
-        args = self._pickled(fn, {"fn": fn, "args": args, "kwargs": kwargs})
+        args = self._pickled(fn, {"fn": self._pickled_fn(fn), "args": args, "kwargs": kwargs})
         return self._send([("python", _spec("python", options.label, args=args), options.meta)])[0]
 
     def command(self, argv, cwd=None, env=None, **options):
@@ -257,13 +257,14 @@ class Client:
         chunksize = _int(chunksize, "chunksize", 1)
         o = self._options(options)
         calls = list(zip(*iterables))
+        pickled_fn = self._pickled_fn(fn)  # once for the whole map
         if chunksize == 1:
-            tasks = [("python", _spec("python", o.label, args=self._pickled(fn, {"fn": fn, "args": a})), o.meta)
-                     for a in calls]
+            tasks = [("python", _spec("python", o.label, args=self._pickled(fn, {"fn": pickled_fn, "args": a})),
+                      o.meta) for a in calls]
             return self._send(tasks)
         chunks = [calls[i:i + chunksize] for i in range(0, len(calls), chunksize)]
-        tasks = [("python", _spec("python", o.label, args=self._pickled(fn, {"fn": fn, "chunk": c})), o.meta)
-                 for c in chunks]
+        tasks = [("python", _spec("python", o.label, args=self._pickled(fn, {"fn": pickled_fn, "chunk": c})),
+                  o.meta) for c in chunks]
         out = []
         for chunk, whole in zip(chunks, self._send(tasks)):
             parts = [Future(self, whole._task_id, "python") for _ in chunk]
@@ -278,6 +279,15 @@ class Client:
         if unknown:
             raise TypeError("unknown option %s (options: %s)" % (", ".join(sorted(unknown)), ", ".join(_Options.NAMES)))
         return _Options(**options)
+
+    @staticmethod
+    def _pickled_fn(fn):
+        """The function alone, pickled: engines keep what they unpickled by
+        these bytes, so the same function is not rebuilt for every task."""
+        try:
+            return cloudpickle.dumps(fn)
+        except Exception as e:
+            raise TypeError("cannot send %s to an engine: %s" % (getattr(fn, "__name__", fn), e)) from None
 
     @staticmethod
     def _pickled(fn, job):

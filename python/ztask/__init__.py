@@ -13,7 +13,8 @@ docs/python.md has the whole API; `ztask.compat` is IPython Parallel's.
 
 from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, FIRST_EXCEPTION, as_completed, wait
 
-from .client import Client, CommandResult, Future
+from .client import Client
+from .futures import CommandResult, Future
 from .dependencies import Dependency, depend, require
 from .errors import (
     BadTask,

@@ -227,3 +227,34 @@ def test_a_client_with_no_cluster_says_what_to_do(tmp_path):
 
     with pytest.raises(ztask.ClusterError, match="taskcluster start"):
         ipp.Client(profile_dir=str(tmp_path))
+
+
+def test_remote_and_parallel_decorators_run_on_the_view(view):
+    @view.remote(block=True)
+    def double(x):
+        return 2 * x
+
+    assert double(21) == 42
+
+    @view.parallel(block=True)
+    def triple(x):
+        return 3 * x
+
+    assert triple.map(range(4)) == [0, 3, 6, 9]
+    assert triple(range(3)) == [0, 3, 6]
+
+
+def test_namespace_operations_say_plainly_they_are_not_supported(rc):
+    dview = rc[:]
+    for call in (lambda: dview.push({"a": 1}), lambda: dview.pull("a"), lambda: dview.execute("a = 1"),
+                 lambda: dview.scatter("a", [1, 2])):
+        with pytest.raises(NotImplementedError, match="no state between tasks"):
+            call()
+    with pytest.raises(NotImplementedError):
+        dview["a"] = 5
+
+
+def test_stdout_of_an_async_result(view):
+    ar = view.apply_async(print, "hello")
+    ar.get(30)
+    assert ar.stdout == "hello\n"

@@ -89,6 +89,20 @@ class Client:
         futures = [self._client.get(i) for i in ([ids] if single else ids)]
         return AsyncResult(self, futures, single=single)
 
+    def shutdown(self, targets="all", restart=False, hub=False, block=None):
+        """With hub=True, stops the whole cluster (its supervisor stops every
+        engine). Engines alone are not stopped here: a supervised pool is
+        shrunk with `taskcluster scale N`."""
+        if hub:
+            from ztask import protocol
+
+            self._client._ask_hub(protocol.SHUTDOWN_REQUEST, {})
+        else:
+            import warnings
+
+            warnings.warn("ztask.compat: shutdown() without hub=True does nothing; the engines are "
+                          "supervised (taskcluster scale N, taskcluster stop)", stacklevel=2)
+
     def close(self, linger=None):
         self._client.close()
 
@@ -183,6 +197,44 @@ class _View:
     @staticmethod
     def _maybe_block(result, block):
         return result.get() if block else result
+
+    def remote(self, block=None):
+        """Decorates a function so that calling it runs it on the view."""
+        def decorate(f):
+            def call(*args, **kwargs):
+                use = self.block if block is None else block
+                return self._maybe_block(self.apply_async(f, *args, **kwargs), use)
+
+            call.__name__ = getattr(f, "__name__", "remote")
+            call.__doc__ = getattr(f, "__doc__", None)
+            return call
+
+        return decorate
+
+    def parallel(self, block=None, chunksize=1, **_ignored):
+        """Decorates a function so that calling it (or its .map) maps it over
+        sequences on the view."""
+        view = self
+
+        class Parallel:
+            def __init__(self, f):
+                self.func = f
+                self.__name__ = getattr(f, "__name__", "parallel")
+
+            def map(self, *sequences):
+                use = view.block if block is None else block
+                return view._maybe_block(view.map_async(self.func, *sequences, chunksize=chunksize), use)
+
+            __call__ = map
+
+        return Parallel
+
+    def _no_namespace(self, *args, **kwargs):
+        raise NotImplementedError(
+            "ztask engines keep no state between tasks: push, pull, execute, run, scatter, gather and "
+            "view[name] are not supported; pass values as arguments and return results instead")
+
+    push = pull = execute = run = scatter = gather = __setitem__ = __getitem__ = _no_namespace
 
 
 class LoadBalancedView(_View):
@@ -316,6 +368,17 @@ class AsyncResult:
                 entry[key] = datetime.datetime.fromtimestamp(us / 1e6) if us else None
             out.append(entry)
         return out[0] if self._single else out
+
+    @property
+    def stdout(self):
+        """What the task printed (a list of it for many tasks)."""
+        md = self.metadata
+        return md["stdout"] if self._single else [m["stdout"] for m in md]
+
+    @property
+    def stderr(self):
+        md = self.metadata
+        return md["stderr"] if self._single else [m["stderr"] for m in md]
 
     @property
     def elapsed(self):

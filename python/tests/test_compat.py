@@ -173,13 +173,18 @@ def ok_and_failed(view, rc):
     return ok, bad, a, b
 
 
-@pytest.mark.parametrize("settings, runs", AFTER)
-def test_after_truth_table(view, ok_and_failed, settings, runs):
+def dependent(view, ok_and_failed, settings, flag, f, *args):
+    """f(*args) submitted with `flag` (after or follow) on both tasks."""
     ok, bad, _, _ = ok_and_failed
     all_, success, failure = settings
     dep = ipp.Dependency(ok.msg_ids + bad.msg_ids, all=all_, success=success, failure=failure)
-    with view.temp_flags(after=dep):
-        ar = view.apply_async(pow, 2, 3)
+    with view.temp_flags(**{flag: dep}):
+        return view.apply_async(f, *args)
+
+
+@pytest.mark.parametrize("settings, runs", AFTER)
+def test_after_truth_table(view, ok_and_failed, settings, runs):
+    ar = dependent(view, ok_and_failed, settings, "after", pow, 2, 3)
     if runs:
         assert ar.get(30) == 8
     else:
@@ -199,11 +204,8 @@ FOLLOW = [
 
 @pytest.mark.parametrize("settings, where", FOLLOW)
 def test_follow_truth_table(view, ok_and_failed, settings, where):
-    ok, bad, a, b = ok_and_failed
-    all_, success, failure = settings
-    dep = ipp.Dependency(ok.msg_ids + bad.msg_ids, all=all_, success=success, failure=failure)
-    with view.temp_flags(follow=dep):
-        ar = view.apply_async(engine)
+    _, _, a, b = ok_and_failed
+    ar = dependent(view, ok_and_failed, settings, "follow", engine)
     if where is None:
         with pytest.raises(ipp.error.ImpossibleDependency):
             ar.get(30)

@@ -762,7 +762,7 @@ Status Engine::Run(const EngineOptions& options) {
   }
 #ifdef ZTASK_PYTHON_DIR
   if (with_defaults.python_path.empty() &&
-      std::filesystem::is_directory(ZTASK_PYTHON_DIR "/ztask")) {
+      std::filesystem::exists(ZTASK_PYTHON_DIR "/ztask_worker.py")) {
     with_defaults.python_path = ZTASK_PYTHON_DIR;
   }
 #endif

@@ -112,7 +112,7 @@ std::string PythonWorker::Start() {
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  std::string code = "from ztask._worker import main; main()";
+  std::string code = "from ztask_worker import main; main()";
   std::string dash_c = "-c";
   std::string in_fd = "3", out_fd = "4";
   std::vector<char*> argv = {program.data(), dash_c.data(), code.data(), in_fd.data(),

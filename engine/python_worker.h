@@ -1,8 +1,8 @@
 // Runs Python function tasks in a long-lived Python process of the engine's
-// own: started on the first Python task (`python3 -c "from ztask._worker
-// import main; main()"`, with the package on its PYTHONPATH), reused for the
+// own: started on the first Python task (`python3 -c "from ztask_worker
+// import main; main()"`, with python/ on its PYTHONPATH), reused for the
 // next ones, and started again after it died or was killed at a time limit.
-// Starting Python and importing cloudpickle costs about 50 ms; a task in a
+// Starting Python and importing cloudpickle costs 50-70 ms here; a task in a
 // worker already running costs tens of µs.
 //
 // The engine and its worker speak over two pipes: each message a msgpack

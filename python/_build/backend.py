@@ -31,6 +31,7 @@ def get_requires_for_build_sdist(config_settings=None):
 
 
 def _files():
+    yield os.path.join(HERE, "ztask_worker.py"), "ztask_worker.py"
     root = os.path.join(HERE, NAME)
     for folder, dirs, names in os.walk(root):
         dirs[:] = [d for d in dirs if d != "__pycache__"]

@@ -17,7 +17,7 @@ def test_pip_installs_the_package_into_a_virtual_environment_offline(tmp_path):
     assert pip.returncode == 0, pip.stdout + pip.stderr
     probe = subprocess.run(
         [str(venv / "bin" / "python"), "-c",
-         "import ztask, ztask.compat, ztask._worker; print(ztask.__file__)"],
+         "import ztask, ztask.compat, ztask_worker; print(ztask.__file__)"],
         capture_output=True, text=True, cwd=str(tmp_path), timeout=60,
     )
     assert probe.returncode == 0, probe.stderr

@@ -1,11 +1,14 @@
 """The Python worker a taskengine runs Python function tasks in.
 
-The engine starts it (`python3 -c "from ztask._worker import main; main()"
+The engine starts it (`python3 -c "from ztask_worker import main; main()"
 IN OUT`) on its first Python task and keeps it for the next ones. It reads
 tasks from file descriptor IN and writes outcomes to OUT, each a msgpack map
 after its length (4 bytes, little-endian). A task carries its function and
 arguments cloudpickled; the outcome carries the result cloudpickled, or the
 exception's name, text and traceback, and what the task printed.
+
+A module of its own, outside the package, so that an engine's Python
+needs only cloudpickle and msgpack (not pyzmq) and starts quickly.
 
 Only the engine talks to it; its own stdin is /dev/null, and what is
 written to its stdout or stderr outside a task goes to the engine's log.

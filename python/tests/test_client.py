@@ -360,3 +360,19 @@ def test_tasks_outlive_a_killed_scheduler_and_every_future_gets_its_result(own_c
         assert c.gather(second, timeout=120) == [x * x for x in range(300)]
         records = [c.get(f.id).result(30) for f in second[:5]]
         assert records == [0, 1, 4, 9, 16]
+
+
+def test_a_thread_waiting_for_a_slow_task_does_not_hold_up_others(client):
+    slow = client.submit(time.sleep, 3)
+    started = time.monotonic()
+    waiter = threading.Thread(target=lambda: slow.result(30))
+    waiter.start()  # it drives the client's loop while it waits
+    time.sleep(0.1)
+    assert client.submit(square, 7).result(30) == 49
+    assert client.call("sum", [1, 2]).result(30) == 3
+    assert time.monotonic() - started < 2.5
+    with pytest.raises(concurrent.futures.TimeoutError):
+        client.submit(time.sleep, 3).result(0.3)
+    assert time.monotonic() - started < 2.9
+    waiter.join(30)
+    assert slow.done() and slow.result() is None

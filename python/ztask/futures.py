@@ -7,6 +7,7 @@ by the client's I/O thread.
 
 import collections
 import concurrent.futures
+import time
 
 import cloudpickle
 
@@ -36,6 +37,21 @@ class Future(concurrent.futures.Future):
     @property
     def id(self):
         return self._task_id.hex()
+
+    def result(self, timeout=None):
+        return super().result(self._lead(timeout))
+
+    def exception(self, timeout=None):
+        return super().exception(self._lead(timeout))
+
+    def _lead(self, timeout):
+        """Drives the client's loop on this thread while waiting, when no
+        other thread does (see _io.py); returns the time left to wait."""
+        if self.done():
+            return timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._client._io.lead_until(self, timeout)
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
 
     @property
     def record(self):

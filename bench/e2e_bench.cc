@@ -5,7 +5,10 @@
 //                  [--fan-in N] [--dag N] [--relay] [--label TEXT]
 //                  [--send-ahead true|false] [--waiting N] [--curve]
 //                  [--durability process|power]
+//        e2e_bench --attach PROFILE_DIR --latency N
 //
+// --attach: only the round trips, against a cluster already running (the
+// Python client's benchmark measures the C++ client's in its cluster).
 // --curve: the hub makes the connection file with CurveZMQ on, as a cluster
 // bound beyond loopback has by default: every connection encrypted.
 // --durability power: the hub's commits and the scheduler's journal synced
@@ -297,6 +300,31 @@ Result<WaitingMemory> WaitingBytes(Cluster& cluster, int n) {
                        static_cast<double>(*all - *half) / (n - n / 2)};
 }
 
+// `n` no-ops one at a time, each to its reply.
+Result<Latency> RoundTrips(Client& c, int n) {
+  std::vector<double> us;
+  TaskOptions noop;
+  noop.function = "noop";
+  for (int i = 0; i < n; ++i) {
+    const auto t = Clock::now();
+    auto id = c.Submit(noop);
+    if (!id.ok() || !c.WaitReplies({*id}, 60).ok()) return Status::TimedOut("a round trip stalled");
+    us.push_back(Since(t) * 1e6);
+  }
+  return Summarize(us);
+}
+
+int Attached(const std::string& profile, int n) {
+  auto client = Client::Connect(profile);
+  if (!client.ok()) return Fail(client.status().message());
+  auto rtt = RoundTrips(**client, n);
+  if (!rtt.ok()) return Fail(rtt.status().message());
+  std::printf("{\"label\": \"attached\", \"latency\": %d, \"p50_us\": %.0f, \"p99_us\": %.0f, "
+              "\"max_us\": %.0f}\n",
+              n, rtt->p50, rtt->p99, rtt->max);
+  return 0;
+}
+
 int Main(const Options& o) {
   char pattern[] = "/tmp/ztask-bench-XXXXXX";
   const std::string dir = ::mkdtemp(pattern);
@@ -320,16 +348,9 @@ int Main(const Options& o) {
              used.client / o.tasks};
       bytes_per_record = static_cast<double>(ResidentBytes(cluster.hub_pid()) - before) / o.tasks;
     }
-    std::vector<double> us;
-    TaskOptions noop;
-    noop.function = "noop";
-    for (int i = 0; i < o.latency; ++i) {
-      const auto t = Clock::now();
-      auto id = c.Submit(noop);
-      if (!id.ok() || !c.WaitReplies({*id}, 60).ok()) return Fail("a round trip stalled");
-      us.push_back(Since(t) * 1e6);
-    }
-    rtt = Summarize(us);
+    auto measured = RoundTrips(c, o.latency);
+    if (!measured.ok()) return Fail(measured.status().message());
+    rtt = *measured;
     if (o.chain > 0) {
       std::vector<std::vector<size_t>> g(static_cast<size_t>(o.chain));
       for (size_t i = 1; i < g.size(); ++i) g[i] = {i - 1};
@@ -419,7 +440,7 @@ int Main(const Options& o) {
 int main(int argc, char** argv) {
   using ztask::bench::Fail;
   ztask::bench::Options o;
-  std::string serve_profile;
+  std::string serve_profile, attach;
   int serve = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -449,6 +470,7 @@ int main(int argc, char** argv) {
       else if (flag == "--durability") o.durability = v;
       else if (flag == "--serve-simulated") serve = std::stoi(v);
       else if (flag == "--profile") serve_profile = v;
+      else if (flag == "--attach") attach = v;
       else return Fail("unknown flag " + flag + " (see the usage at the top of e2e_bench.cc)");
       // clang-format on
     } catch (const std::exception&) {
@@ -462,5 +484,6 @@ int main(int argc, char** argv) {
     return Fail("--send-ahead takes true or false, not '" + o.send_ahead + "'");
   }
   if (serve > 0) return ztask::bench::RunSimulatedEngines(serve_profile, serve);
+  if (!attach.empty()) return ztask::bench::Attached(attach, o.latency);
   return ztask::bench::Main(o);
 }

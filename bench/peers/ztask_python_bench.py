@@ -3,8 +3,10 @@
 Starts a cluster (taskcluster of the given build, leastload, the given HWM)
 in a temporary profile, then from one Python client: trivial Python
 function tasks (the same `noop` the peers run), the engines' built-in
-`noop` by name, and one-at-a-time round trips of each. Stops the cluster and
-prints one JSON line.
+`noop` by name, and one-at-a-time round trips of each; and the C++
+client's round trips in the same cluster (e2e_bench --attach), the
+reference for the Python client's. Stops the cluster and prints one JSON
+line.
 
 usage: /usr/bin/python3 ztask_python_bench.py --bin build-release/bin --engines 2 --hwm 64 --tasks 20000
 """
@@ -71,6 +73,9 @@ def main():
             function_rtt = round_trips(lambda: client.submit(noop), args.latency)
             call_rtt = round_trips(lambda: client.call("noop"), args.latency)
             client.close()
+            cpp = subprocess.run([os.path.join(args.bin, "e2e_bench"), "--attach", profile, "--latency",
+                                  str(args.latency)], check=True, capture_output=True, text=True, timeout=300)
+            cpp_rtt = json.loads(cpp.stdout.strip().splitlines()[-1])
         finally:
             subprocess.run([cluster, "stop", "--profile-dir", profile], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=120)
@@ -80,6 +85,7 @@ def main():
         "function_p50_us": round(percentile(function_rtt, 0.5)),
         "function_p99_us": round(percentile(function_rtt, 0.99)),
         "call_p50_us": round(percentile(call_rtt, 0.5)), "call_p99_us": round(percentile(call_rtt, 0.99)),
+        "cpp_p50_us": cpp_rtt["p50_us"], "cpp_p99_us": cpp_rtt["p99_us"],
     }))
 
 

@@ -96,9 +96,9 @@ void PythonWorker::Reap(std::string* why) {
 
 std::string PythonWorker::Start() {
   std::string program = FindOnPath(interpreter_);
-  if (program.empty()) {
+  if (program.empty() || ::access(program.c_str(), X_OK) != 0) {
     return "cannot run the Python interpreter '" + interpreter_ +
-           "': not found (taskengine --python PATH)";
+           "': not found or not executable (taskengine --python PATH, or $ZTASK_PYTHON)";
   }
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {

@@ -29,11 +29,12 @@ def program(name):
 class Cluster:
     """A running cluster: its profile directory and its supervisor's pid."""
 
-    def __init__(self, profile, engines, extra):
+    def __init__(self, profile, engines, extra, env=None):
         self.profile = str(profile)
         command = [program("taskcluster"), "start", "-n", str(engines), "--daemonize", "--profile-dir",
                    self.profile, *extra]
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, timeout=60)
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, timeout=60,
+                       env=None if env is None else {**os.environ, **env})
         with open(os.path.join(self.profile, "cluster.pid")) as f:
             self.pid = int(f.read())
 
@@ -91,8 +92,8 @@ def own_cluster(tmp_path):
     """A cluster of this test alone (for tests that kill its processes)."""
     made = []
 
-    def make(engines=2, *extra):
-        c = Cluster(tmp_path / ("profile%d" % len(made)), engines, list(extra))
+    def make(engines=2, *extra, env=None):
+        c = Cluster(tmp_path / ("profile%d" % len(made)), engines, list(extra), env)
         made.append(c)
         return c
 

@@ -376,3 +376,13 @@ def test_a_thread_waiting_for_a_slow_task_does_not_hold_up_others(client):
     assert time.monotonic() - started < 2.9
     waiter.join(30)
     assert slow.done() and slow.result() is None
+
+
+def test_an_engine_without_its_python_fails_python_tasks_clearly_and_runs_the_rest(own_cluster):
+    cluster = own_cluster(1, env={"ZTASK_PYTHON": "/nonexistent/python3"})
+    with ztask.Client(cluster.profile) as c:
+        c.wait_for_engines(1, 30)
+        with pytest.raises(ztask.EngineError, match="cannot run the Python interpreter '/nonexistent/python3'"):
+            c.submit(square, 2).result(30)
+        assert c.command(["echo", "still here"]).result(30).stdout == "still here\n"
+        assert c.call("sum", [2, 3]).result(30) == 5

@@ -97,3 +97,21 @@ def test_a_hub_that_never_answers_is_a_cluster_error_not_a_hang(tmp_path):
         client.close()
         scheduler.close()
         hub.close()
+
+
+def test_python_tasks_whose_bodies_cannot_be_read_fail_and_nothing_hangs(client):
+    from ztask.client import _Options, _spec
+
+    options = _Options.default()
+    not_a_pickle_map, garbage, fine = client._send([
+        ("python", _spec("python", "", args=[1, 2]), options.meta),
+        ("python", _spec("python", "", args={"pickle": b"\x80\x05garbage"}), options.meta),
+        ("python", _spec("python", "", args={"pickle": __import__("cloudpickle").dumps(
+            {"fn": __import__("cloudpickle").dumps(abs), "args": (-3,)})}), options.meta),
+    ])
+    with pytest.raises(ztask.BadTask, match="pickle"):
+        not_a_pickle_map.result(30)
+    with pytest.raises(ztask.RemoteError) as caught:
+        garbage.result(30)
+    assert "Unpickling" in caught.value.ename or "pickle" in caught.value.evalue.lower()
+    assert fine.result(30) == 3

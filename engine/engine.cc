@@ -799,8 +799,11 @@ int Engine::Main(int argc, char** argv) {
       ->capture_default_str();
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "taskengine: %s (see taskengine --help)\n", e.what());
+    return 2;
   }
   InstallStopSignals();
   spdlog::set_level(spdlog::level::from_str(log_level));

@@ -463,6 +463,21 @@ TEST_F(ClusterTest, UserErrorsAreOneLineWithExitTwo) {
   EXPECT_NE(second.err.find("already running"), std::string::npos) << second.err;
 }
 
+TEST_F(ClusterTest, AnEngineGivenWrongFlagsSaysSoInOneLineWithExitTwo) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--pyton", "x"}, {"--python"}, {"--max-result-bytes", "lots"}}) {
+    std::vector<std::string> argv = {kBin + "/taskengine"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Ran r = RunProgram(argv, dir_);
+    EXPECT_EQ(r.code, 2) << args[0];
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("taskengine --help"), std::string::npos) << r.err;
+  }
+  Ran help = RunProgram({kBin + "/taskengine", "--help"}, dir_);
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("--python"), std::string::npos);
+}
+
 TEST_F(ClusterTest, StopLeavesNoProcessBehind) {
   StartCluster(2);
   auto engines = client_->Engines();

@@ -61,6 +61,7 @@ def test_metadata_says_where_and_when_a_task_ran(view, rc):
     assert md["engine_id"] in rc.ids
     assert md["started"] is not None and md["completed"] >= md["started"]
     assert md["status"] == "ok"
+    assert md.engine_id == md["engine_id"] and md.completed == md["completed"]
 
 
 def test_a_remote_exception_is_an_ipp_remote_error(view):

@@ -290,6 +290,17 @@ def _as_ipp_error(exc, engine_id=None):
     return RemoteError(type(exc).__name__, str(exc), "", info)
 
 
+class Metadata(dict):
+    """A task's metadata: a dict whose keys are attributes too
+    (`ar.metadata.engine_id`), as IPython Parallel's."""
+
+    def __getattr__(self, key):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+
 class AsyncResult:
     """The results of tasks to come: get(timeout), wait, ready, successful,
     msg_ids, metadata."""
@@ -356,13 +367,13 @@ class AsyncResult:
         out = []
         for f in self._futures:
             record = f.record if f.done() else {}
-            entry = {
+            entry = Metadata({
                 "msg_id": f.id,
                 "engine_id": f.engine_id if f.engine_id is not None else record.get("engine_id"),
                 "status": record.get("state"),
                 "stdout": record.get("stdout", ""),
                 "stderr": record.get("stderr", ""),
-            }
+            })
             for key in ("submitted", "started", "completed"):
                 us = record.get(key)
                 entry[key] = datetime.datetime.fromtimestamp(us / 1e6) if us else None

@@ -753,6 +753,10 @@ Status Engine::Run(const EngineOptions& options) {
     return Status::Unavailable("the cluster in " + profile.string() +
                                " has not started its hub and scheduler yet");
   }
+  // A Python worker that died leaves a closed pipe: writing to it must be
+  // an error to handle, not a signal that ends the engine (also when a
+  // program runs the engine library without Main).
+  ::signal(SIGPIPE, SIG_IGN);
   EngineOptions with_defaults = options;
   if (with_defaults.python.empty()) {
     const char* env = std::getenv("ZTASK_PYTHON");

@@ -26,17 +26,6 @@ constexpr int64_t kStartTimeoutUs = 30'000'000;
 // most 64 MiB, plus its output).
 constexpr uint32_t kMaxMessageBytes = 80u << 20;
 
-bool WriteAll(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 std::string Field(const msgpack::object& map, std::string_view key) {
   if (map.type != msgpack::type::MAP) return "";
   for (uint32_t i = 0; i < map.via.map.size; ++i) {
@@ -145,11 +134,12 @@ std::string PythonWorker::Start() {
   pid_.store(pid);
   to_worker_ = to[1];
   from_worker_ = from[0];
+  ::fcntl(to_worker_, F_SETFL, O_NONBLOCK);  // writes wait in poll, within a deadline
   // Its first word: a hello, or why it cannot serve (a string).
   std::string hello;
-  const ReadStatus read = ReadMessage(&hello, protocol::SteadyMicros() + kStartTimeoutUs);
+  const IoStatus read = ReadMessage(&hello, protocol::SteadyMicros() + kStartTimeoutUs);
   std::string why;
-  if (read == ReadStatus::kOk) {
+  if (read == IoStatus::kOk) {
     try {
       msgpack::object_handle h = msgpack::unpack(hello.data(), hello.size());
       if (h.get().type == msgpack::type::MAP && Field(h.get(), "status") == "hello") return "";
@@ -162,49 +152,72 @@ std::string PythonWorker::Start() {
   Reap(&exit_text);
   if (why.empty()) {
     why = "the Python worker (" + program + ") " +
-          (read == ReadStatus::kTimedOut ? "did not start within 30 s" : exit_text + " at start") +
+          (read == IoStatus::kTimedOut ? "did not start within 30 s" : exit_text + " at start") +
           "; is the ztask package importable there (taskengine --python-path DIR)?";
   }
   return why;
 }
 
-PythonWorker::ReadStatus PythonWorker::ReadMessage(std::string* out, int64_t deadline_us) {
-  // Whatever the pipe has is taken at once: a message most often in one read.
-  auto have = [&](size_t n) { return inbox_.size() - inbox_at_ >= n; };
-  auto fill = [&]() -> ReadStatus {
+// The whole of `data` to the worker before `deadline_us` (0: none): a
+// worker that stops reading is timed out like one that stops answering.
+PythonWorker::IoStatus PythonWorker::WriteMessage(std::string_view data, int64_t deadline_us) {
+  while (!data.empty()) {
+    const ssize_t w = ::write(to_worker_, data.data(), data.size());
+    if (w > 0) {
+      data.remove_prefix(static_cast<size_t>(w));
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno != EAGAIN) return IoStatus::kClosed;  // EPIPE: it died
     int wait_ms = -1;
     if (deadline_us > 0) {
       const int64_t left = deadline_us - protocol::SteadyMicros();
-      if (left <= 0) return ReadStatus::kTimedOut;
+      if (left <= 0) return IoStatus::kTimedOut;
+      wait_ms = static_cast<int>(std::min<int64_t>(left / 1000 + 1, 1000));
+    }
+    pollfd fd{to_worker_, POLLOUT, 0};
+    if (::poll(&fd, 1, wait_ms) < 0 && errno != EINTR) return IoStatus::kClosed;
+  }
+  return IoStatus::kOk;
+}
+
+PythonWorker::IoStatus PythonWorker::ReadMessage(std::string* out, int64_t deadline_us) {
+  // Whatever the pipe has is taken at once: a message most often in one read.
+  auto have = [&](size_t n) { return inbox_.size() - inbox_at_ >= n; };
+  auto fill = [&]() -> IoStatus {
+    int wait_ms = -1;
+    if (deadline_us > 0) {
+      const int64_t left = deadline_us - protocol::SteadyMicros();
+      if (left <= 0) return IoStatus::kTimedOut;
       wait_ms = static_cast<int>(std::min<int64_t>(left / 1000 + 1, 1000));
     }
     pollfd fd{from_worker_, POLLIN, 0};
     const int ready = ::poll(&fd, 1, wait_ms);
-    if (ready < 0 && errno != EINTR) return ReadStatus::kClosed;
-    if (ready <= 0) return ReadStatus::kOk;  // look at the deadline again
+    if (ready < 0 && errno != EINTR) return IoStatus::kClosed;
+    if (ready <= 0) return IoStatus::kOk;  // look at the deadline again
     if (inbox_at_ > 0) {
       inbox_.erase(0, inbox_at_);
       inbox_at_ = 0;
     }
     char buffer[1 << 16];
     const ssize_t r = ::read(from_worker_, buffer, sizeof buffer);
-    if (r < 0 && (errno == EINTR || errno == EAGAIN)) return ReadStatus::kOk;
-    if (r <= 0) return ReadStatus::kClosed;
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) return IoStatus::kOk;
+    if (r <= 0) return IoStatus::kClosed;
     inbox_.append(buffer, static_cast<size_t>(r));
-    return ReadStatus::kOk;
+    return IoStatus::kOk;
   };
   while (!have(4)) {
-    if (ReadStatus s = fill(); s != ReadStatus::kOk) return s;
+    if (IoStatus s = fill(); s != IoStatus::kOk) return s;
   }
   const auto* p = reinterpret_cast<const unsigned char*>(inbox_.data() + inbox_at_);
   const uint32_t size = p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24;
-  if (size > kMaxMessageBytes) return ReadStatus::kClosed;
+  if (size > kMaxMessageBytes) return IoStatus::kClosed;
   while (!have(4 + size)) {
-    if (ReadStatus s = fill(); s != ReadStatus::kOk) return s;
+    if (IoStatus s = fill(); s != IoStatus::kOk) return s;
   }
   out->assign(inbox_, inbox_at_ + 4, size);
   inbox_at_ += 4 + size;
-  return ReadStatus::kOk;
+  return IoStatus::kOk;
 }
 
 PythonOutcome PythonWorker::Run(const PythonTask& task) {
@@ -237,14 +250,12 @@ PythonOutcome PythonWorker::Run(const PythonTask& task) {
           ? protocol::SteadyMicros() + static_cast<int64_t>(task.time_limit_s * 1e6)
           : 0;
   std::string reply;
-  ReadStatus read = ReadStatus::kClosed;
-  if (WriteAll(to_worker_, body.data(), body.size())) {
-    read = ReadMessage(&reply, deadline);
-  }
-  if (read != ReadStatus::kOk) {
+  IoStatus read = WriteMessage(std::string_view(body.data(), body.size()), deadline);
+  if (read == IoStatus::kOk) read = ReadMessage(&reply, deadline);
+  if (read != IoStatus::kOk) {
     std::string exit_text;
     Reap(&exit_text);
-    if (read == ReadStatus::kTimedOut) {
+    if (read == IoStatus::kTimedOut) {
       outcome.kind = PythonOutcome::Kind::kTimedOut;
       return outcome;
     }

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace ztask::engine {
 
@@ -67,9 +68,11 @@ class PythonWorker {
  private:
   std::string Start();  // "" or why the worker could not start
   void Reap(std::string* why);
-  // One message from the worker before `deadline_us` (steady µs; 0: none).
-  enum class ReadStatus { kOk, kTimedOut, kClosed };
-  ReadStatus ReadMessage(std::string* out, int64_t deadline_us);
+  // One message to or from the worker before `deadline_us` (steady µs; 0:
+  // none).
+  enum class IoStatus { kOk, kTimedOut, kClosed };
+  IoStatus WriteMessage(std::string_view data, int64_t deadline_us);
+  IoStatus ReadMessage(std::string* out, int64_t deadline_us);
 
   std::string interpreter_;
   std::string python_path_;

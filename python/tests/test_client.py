@@ -386,3 +386,54 @@ def test_an_engine_without_its_python_fails_python_tasks_clearly_and_runs_the_re
             c.submit(square, 2).result(30)
         assert c.command(["echo", "still here"]).result(30).stdout == "still here\n"
         assert c.call("sum", [2, 3]).result(30) == 5
+
+
+def test_a_worker_that_stops_reading_is_held_to_the_time_limit(client, tmp_path):
+    from conftest import wait_until
+
+    go, holding = tmp_path / "go", tmp_path / "holding"
+
+    def hog(go, holding):
+        import ctypes
+        import threading
+
+        def take_the_interpreter():
+            while not os.path.exists(go):
+                time.sleep(0.01)
+            open(holding, "w").close()
+            ctypes.PyDLL(None).sleep(20)  # holds the interpreter's lock: nothing else runs
+
+        threading.Thread(target=take_the_interpreter, daemon=True).start()
+        return int(os.environ["ZTASK_ENGINE_ID"])
+
+    engine = client.submit(hog, str(go), str(holding)).result(30)
+    go.touch()
+    wait_until(holding.exists, 10, "the worker's thread holding the interpreter")
+    # More than a pipe holds: the engine cannot write it all to a worker
+    # that does not read, and must not wait past the task's time limit.
+    started = time.monotonic()
+    big = client.submit(len, b"x" * (1 << 20), targets=engine, time_limit=1)
+    with pytest.raises(ztask.TimeLimitExceeded):
+        big.result(15)
+    assert time.monotonic() - started < 10
+    assert client.submit(square, 3, targets=engine).result(30) == 9
+
+
+def test_a_worker_that_died_between_tasks_is_replaced(client, tmp_path):
+    from conftest import wait_until
+
+    def die_soon():
+        import threading
+
+        threading.Timer(0.05, os._exit, [9]).start()
+        return os.getpid(), int(os.environ["ZTASK_ENGINE_ID"])
+
+    pid, engine = client.submit(die_soon).result(30)
+    wait_until(lambda: not os.path.exists("/proc/%d" % pid) or
+               open("/proc/%d/stat" % pid).read().split()[2] == "Z", 10, "the worker's end")
+    # Its engine writes the next task into a closed pipe: that task is an
+    # EngineError, the engine lives, a new worker takes the one after.
+    with pytest.raises(ztask.EngineError, match="Python worker"):
+        client.submit(square, 4, targets=engine).result(30)
+    assert client.submit(square, 5, targets=engine).result(30) == 25
+    assert engine in client.ids

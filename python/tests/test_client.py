@@ -437,3 +437,13 @@ def test_a_worker_that_died_between_tasks_is_replaced(client, tmp_path):
         client.submit(square, 4, targets=engine).result(30)
     assert client.submit(square, 5, targets=engine).result(30) == 25
     assert engine in client.ids
+
+
+def test_closing_a_client_fails_what_it_still_waits_for_instead_of_hanging(cluster):
+    c = ztask.Client(cluster.profile)
+    f = c.submit(time.sleep, 2)
+    c.close()
+    with pytest.raises(ztask.ClusterError, match="closed"):
+        f.result(10)
+    with pytest.raises(ztask.ClusterError, match="closed"):
+        c.submit(square, 1)

@@ -137,6 +137,9 @@ class _Io:
         finally:
             with self._turn:
                 self._stopping = True
+                # Nothing waits for ever on a closed client.
+                self._fail_everything("the client was closed before the task's reply came; its outcome "
+                                      "will be in the hub: ztask.Client().get(id)")
                 for s in (self._monitor, self._scheduler, self._hub):
                     s.close()
                 self._context.term()

@@ -447,3 +447,23 @@ def test_closing_a_client_fails_what_it_still_waits_for_instead_of_hanging(clust
         f.result(10)
     with pytest.raises(ztask.ClusterError, match="closed"):
         c.submit(square, 1)
+
+
+def test_an_engine_reuses_its_python_worker_between_tasks(client):
+    engine = client.ids[0]
+    pids = {client.submit(os.getpid, targets=engine).result(30) for _ in range(5)}
+    assert len(pids) == 1
+
+
+def test_progress_draws_a_bar_on_a_terminal(client):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Terminal()
+    fs = client.map(square, range(30))
+    client.progress(fs, file=out)
+    assert all(f.done() for f in fs)
+    assert "30/30" in out.getvalue()

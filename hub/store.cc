@@ -93,9 +93,11 @@ TaskStore::~TaskStore() {
 // Version 3 of the file: one row per task, in the order recorded, with
 // whether it is finished, an index by id (for records no longer in memory)
 // and one of the unfinished rows (all that a start must read), and the
-// count of finished tasks per engine. Version 2 lacked the column, the
-// indexes and the counts; version 1 (two tables keyed by task id) is
-// carried over to 2 first. Each step is one transaction.
+// count of finished tasks per engine. Version 4 adds the count of finished
+// tasks by outcome (ok, error), so that a start reads two numbers, not the
+// history. Version 2 lacked the column, the indexes and the counts;
+// version 1 (two tables keyed by task id) is carried over to 2 first. Each
+// step is one transaction.
 Status TaskStore::Migrate(const std::string& path) {
   int version = 0;
   {
@@ -104,7 +106,7 @@ Status TaskStore::Migrate(const std::string& path) {
       version = sqlite3_column_int(pragma.get(), 0);
     }
   }
-  if (version >= 3) return Status::Ok();
+  if (version >= 4) return Status::Ok();
   auto run = [&](const std::string& sql) {
     if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK) {
       return Status::Ok();
@@ -113,6 +115,7 @@ Status TaskStore::Migrate(const std::string& path) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return error;
   };
+  if (version == 3) return AddOutcomeCounts(path);
   if (version < 2) {
     auto has_table = [this](const char* name) {
       Statement table(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
@@ -142,10 +145,47 @@ Status TaskStore::Migrate(const std::string& path) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return marked;
   }
-  return run(
+  ZTASK_RETURN_IF_ERROR(run(
       "CREATE INDEX tasks_by_id ON tasks (id);"
       "CREATE INDEX tasks_open ON tasks (seq) WHERE done = 0;"
-      "PRAGMA user_version = 3; COMMIT;");
+      "PRAGMA user_version = 3; COMMIT;"));
+  return AddOutcomeCounts(path);
+}
+
+Status TaskStore::AddOutcomeCounts(const std::string& path) {
+  if (sqlite3_exec(db_,
+                   "BEGIN; CREATE TABLE finished_counts (state INTEGER PRIMARY KEY, "
+                   "n INTEGER NOT NULL);",
+                   nullptr, nullptr, nullptr) != SQLITE_OK) {
+    Status error = SqlError(db_, "cannot set up the tables of the task database " + path);
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return error;
+  }
+  int64_t counts[2] = {0, 0};
+  {
+    Statement select(db_, "SELECT record FROM tasks WHERE done = 1");
+    if (!select.ok()) return SqlError(db_, "cannot convert the tasks");
+    size_t read = 0;
+    while (sqlite3_step(select.get()) == SQLITE_ROW) {
+      if (options_.progress && ++read % 1000000 == 0) options_.progress(read);
+      const void* blob = sqlite3_column_blob(select.get(), 0);
+      auto record = protocol::DecodeBody<protocol::TaskRecord>(
+          {static_cast<const char*>(blob),
+           static_cast<size_t>(sqlite3_column_bytes(select.get(), 0))});
+      if (record.ok() && Finished(*record)) ++counts[record->state == TaskState::kOk ? 0 : 1];
+    }
+  }
+  const std::string sql = "INSERT INTO finished_counts (state, n) VALUES (" +
+                          std::to_string(static_cast<int>(TaskState::kOk)) + ", " +
+                          std::to_string(counts[0]) + "), (" +
+                          std::to_string(static_cast<int>(TaskState::kError)) + ", " +
+                          std::to_string(counts[1]) + "); PRAGMA user_version = 4; COMMIT;";
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
+    Status error = SqlError(db_, "cannot convert the tasks");
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return error;
+  }
+  return Status::Ok();
 }
 
 Status TaskStore::AddFinishedColumn() {
@@ -195,6 +235,12 @@ Status TaskStore::Load() {
     while (sqlite3_step(counts.get()) == SQLITE_ROW) {
       by_engine_[sqlite3_column_int(counts.get(), 0)].finished =
           sqlite3_column_int64(counts.get(), 1);
+    }
+    Statement outcomes(db_, "SELECT state, n FROM finished_counts");
+    if (!outcomes.ok()) return SqlError(db_, "cannot read the task database");
+    while (sqlite3_step(outcomes.get()) == SQLITE_ROW) {
+      const auto state = static_cast<TaskState>(sqlite3_column_int(outcomes.get(), 0));
+      (state == TaskState::kOk ? ok_ : failed_) = sqlite3_column_int64(outcomes.get(), 1);
     }
   }
   auto read = [&](const char* sql, bool finished) {
@@ -291,6 +337,7 @@ void TaskStore::Clean() {
   dirty_.clear();
   deleted_rows_.clear();
   tally_changed_.clear();
+  outcomes_changed_ = false;
 }
 
 const TaskStore::Entry* TaskStore::FindEntry(const TaskId& id) const {
@@ -439,6 +486,10 @@ void TaskStore::Tally(const protocol::TaskRecord& r, int delta) {
       tally_changed_.insert(*r.engine_id);
     }
   }
+  if (Finished(r)) {
+    (r.state == TaskState::kOk ? ok_ : failed_) += delta;
+    outcomes_changed_ = true;
+  }
 }
 
 size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
@@ -494,7 +545,9 @@ std::optional<size_t> TaskStore::PurgeAllStored() {
     }
   }
   if (count < 0 ||
-      sqlite3_exec(db_, "DELETE FROM tasks WHERE done = 1; DELETE FROM finished_by_engine; COMMIT",
+      sqlite3_exec(db_,
+                   "DELETE FROM tasks WHERE done = 1; DELETE FROM finished_by_engine; "
+                   "UPDATE finished_counts SET n = 0; COMMIT",
                    nullptr, nullptr, nullptr) != SQLITE_OK) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return std::nullopt;
@@ -505,6 +558,7 @@ std::optional<size_t> TaskStore::PurgeAllStored() {
   });
   for (const TaskId& id : gone) entries_.erase(id);
   for (auto& [engine, tally] : by_engine_) tally.finished = 0;
+  ok_ = failed_ = 0;
   finished_order_.clear();
   has_evicted_ = false;
   return static_cast<size_t>(count);
@@ -515,7 +569,7 @@ Status TaskStore::Flush() {
     Clean();
     return Status::Ok();
   }
-  if (unflushed() == 0 && tally_changed_.empty()) return Status::Ok();
+  if (unflushed() == 0 && tally_changed_.empty() && !outcomes_changed_) return Status::Ok();
   if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqlError(db_, "cannot begin a transaction");
   }
@@ -610,6 +664,17 @@ Status TaskStore::WriteRows(std::vector<std::pair<Entry*, int64_t>>* added) {
     const bool ok = sqlite3_step(count.get()) == SQLITE_DONE;
     sqlite3_reset(count.get());
     if (!ok) return SqlError(db_, "cannot write the finished counts");
+  }
+  if (outcomes_changed_) {
+    Statement outcomes(db_, "INSERT OR REPLACE INTO finished_counts (state, n) VALUES (?1, ?2)");
+    if (!outcomes.ok()) return SqlError(db_, "cannot write the finished counts");
+    for (const auto& [state, n] : {std::pair{TaskState::kOk, ok_}, {TaskState::kError, failed_}}) {
+      sqlite3_bind_int(outcomes.get(), 1, static_cast<int>(state));
+      sqlite3_bind_int64(outcomes.get(), 2, n);
+      const bool ok = sqlite3_step(outcomes.get()) == SQLITE_DONE;
+      sqlite3_reset(outcomes.get());
+      if (!ok) return SqlError(db_, "cannot write the finished counts");
+    }
   }
   return Status::Ok();
 }

@@ -110,6 +110,15 @@ class TaskStore {
     int64_t running = 0, finished = 0;
   };
   int64_t waiting() const { return waiting_; }
+  // Tasks held that are running (or queued on an engine), and finished
+  // records by outcome, over the whole history (purged ones excepted).
+  int64_t running() const {
+    int64_t n = 0;
+    for (const auto& [engine, tally] : by_engine_) n += tally.running;
+    return n;
+  }
+  int64_t ok() const { return ok_; }
+  int64_t failed() const { return failed_; }
   const std::map<int32_t, EngineTally>& by_engine() const { return by_engine_; }
 
   // Writes every change since the last flush in one transaction.
@@ -123,6 +132,8 @@ class TaskStore {
   Status Migrate(const std::string& path);
   // From layout 2: marks every finished row and counts them per engine.
   Status AddFinishedColumn();
+  // From layout 3: counts the finished tasks by outcome.
+  Status AddOutcomeCounts(const std::string& path);
   Status Prepare();
   Status Load();
   // Everything kept of one task, found with one lookup.
@@ -171,6 +182,8 @@ class TaskStore {
   int64_t waiting_ = 0;
   std::map<int32_t, EngineTally> by_engine_;
   std::set<int32_t> tally_changed_;  // engines whose finished count to write
+  int64_t ok_ = 0, failed_ = 0;
+  bool outcomes_changed_ = false;  // ok_ or failed_ to write
   // Finished records in memory, oldest first (some may be purged already).
   std::deque<TaskId> finished_order_;
   bool has_evicted_ = false;

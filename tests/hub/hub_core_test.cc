@@ -328,8 +328,8 @@ TEST(Store, AFileFromTheFirstLayoutIsCarriedOverWithItsRequests) {
   EXPECT_EQ(*(*store)->RequestOf(TaskId{7, 2}), (std::vector<std::string>{"h", "m", "c 2"}));
   store->reset();
   EXPECT_EQ(Query(path, "SELECT name FROM sqlite_master WHERE type = 'table'"),
-            (std::vector<std::string>{"tasks", "finished_by_engine"}));
-  EXPECT_EQ(Query(path, "PRAGMA user_version"), (std::vector<std::string>{"3"}));
+            (std::vector<std::string>{"tasks", "finished_by_engine", "finished_counts"}));
+  EXPECT_EQ(Query(path, "PRAGMA user_version"), (std::vector<std::string>{"4"}));
 }
 
 TEST(Store, AnUnwritableDatabaseIsAClearError) {
@@ -503,7 +503,7 @@ TEST(Store, AFileOfTheEarlierLayoutIsConvertedOnce) {
     for (uint64_t n = 1; n <= 30; ++n) {
       protocol::TaskRecord r;
       r.id = TaskId{7, n};
-      r.state = n <= 20 ? TaskState::kOk : TaskState::kRunning;
+      r.state = n <= 15 ? TaskState::kOk : n <= 20 ? TaskState::kError : TaskState::kRunning;
       r.engine_id = 4;
       const std::string id = r.id.ToBytes(), blob = protocol::EncodeBody(r);
       sqlite3_bind_blob(insert, 1, id.data(), 16, SQLITE_TRANSIENT);
@@ -520,8 +520,57 @@ TEST(Store, AFileOfTheEarlierLayoutIsConvertedOnce) {
     EXPECT_EQ((*store)->size(), 15u) << "10 running and the 5 latest finished";
     EXPECT_EQ((*store)->by_engine().at(4).finished, 20);
     EXPECT_EQ((*store)->by_engine().at(4).running, 10);
+    EXPECT_EQ((*store)->ok(), 15);
+    EXPECT_EQ((*store)->failed(), 5);
     EXPECT_EQ(Find(**store, TaskId{7, 1})->state, TaskState::kOk);
   }
+}
+
+// The counts by outcome cover the whole history, not what is in memory:
+// kept across a restart that reads only the latest records, and lowered by
+// a purge.
+TEST(Store, OutcomeCountsCoverTheWholeHistory) {
+  ztask::testing::TempDir dir;
+  const std::string path = (dir.path() / "tasks.db").string();
+  {
+    auto store = TaskStore::Open(path, Keeping(2));
+    ASSERT_TRUE(store.ok());
+    for (uint64_t n = 1; n <= 10; ++n) {
+      protocol::Header h;
+      h.id = TaskId{9, n};
+      (*store)->Submitted(h, {}, {}, {"x"});
+      protocol::OutcomeMeta meta;
+      meta.final = true;
+      meta.ok = n <= 7;
+      meta.error_type = meta.ok ? ErrorType::kNone : ErrorType::kTaskFailed;
+      (*store)->Outcome(h.id, meta, {}, 1);
+    }
+    protocol::Header waiting;
+    waiting.id = TaskId{9, 11};
+    (*store)->Submitted(waiting, {}, {}, {"x"});
+    EXPECT_EQ((*store)->ok(), 7);
+    EXPECT_EQ((*store)->failed(), 3);
+    EXPECT_EQ((*store)->waiting(), 1);
+    ASSERT_TRUE((*store)->Flush().ok());
+  }
+  auto store = TaskStore::Open(path, Keeping(2));
+  ASSERT_TRUE(store.ok());
+  EXPECT_LE((*store)->size(), 3u) << "only the latest finished are read";
+  EXPECT_EQ((*store)->ok(), 7);
+  EXPECT_EQ((*store)->failed(), 3);
+  EXPECT_EQ((*store)->waiting(), 1);
+  EXPECT_EQ((*store)->Purge({TaskId{9, 1}, TaskId{9, 9}}, false), 2u);
+  EXPECT_EQ((*store)->ok(), 6);
+  EXPECT_EQ((*store)->failed(), 2);
+  ASSERT_TRUE((*store)->Flush().ok());
+  store->reset();
+  auto again = TaskStore::Open(path, Keeping(2));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->ok(), 6);
+  EXPECT_EQ((*again)->failed(), 2);
+  EXPECT_EQ((*again)->Purge({}, true), 8u);
+  EXPECT_EQ((*again)->ok(), 0);
+  EXPECT_EQ((*again)->failed(), 0);
 }
 
 }  // namespace

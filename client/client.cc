@@ -355,6 +355,42 @@ class Client::Impl {
     return out;
   }
 
+  Result<ClusterStats> Stats(std::optional<int64_t> feed_after, int32_t limit) {
+    auto reply = Ask<MsgType::kStatsRequest, MsgType::kStatsReply>(
+        protocol::StatsRequest{feed_after, limit});
+    if (!reply.ok()) return reply.status();
+    const auto seconds = [](int64_t us) { return static_cast<double>(us) / 1e6; };
+    ClusterStats out;
+    out.now = seconds(reply->now_us);
+    out.waiting = reply->waiting;
+    out.running = reply->running;
+    out.ok = reply->ok;
+    out.failed = reply->failed;
+    out.submitted_total = reply->submitted_total;
+    out.ok_total = reply->ok_total;
+    out.failed_total = reply->failed_total;
+    out.retries_total = reply->retries_total;
+    out.hub_dropped = reply->dropped;
+    out.duration_bounds = reply->bucket_bounds;
+    out.duration_counts = reply->bucket_counts;
+    out.duration_sum = reply->duration_sum;
+    if (const auto& s = reply->scheduler) {
+      out.scheduler = ClusterStats::Scheduler{s->scheme,  s->hwm,     s->clients,
+                                              s->waiting, s->ready,   s->running,
+                                              s->engines, s->dropped, seconds(reply->scheduler_age_us)};
+    }
+    out.feed = reply->feed;
+    out.missed = reply->missed;
+    for (const auto& f : reply->finished) {
+      out.finished.push_back({f.id, f.engine_id, f.ok, f.error_type, f.attempts, f.label,
+                              seconds(f.submitted_us), seconds(f.started_us),
+                              seconds(f.completed_us), f.dependencies});
+    }
+    for (const auto& c : reply->current) out.current.emplace_back(c.engine_id, c.task_id);
+    for (const auto& l : reply->labels) out.labels.push_back({l.prefix, l.submitted, l.ok, l.failed});
+    return out;
+  }
+
   Result<std::vector<EngineStatus>> Engines() {
     auto reply = Ask<MsgType::kEnginesRequest, MsgType::kEnginesReply>(protocol::Empty{});
     if (!reply.ok()) return reply.status();
@@ -726,6 +762,9 @@ Result<std::vector<TaskInfo>> Client::FetchAll() {
 }
 Result<AbortResult> Client::Abort(const std::vector<TaskId>& ids) { return impl_->Abort(ids); }
 Result<QueueStatus> Client::Queue() { return impl_->Queue(); }
+Result<ClusterStats> Client::Stats(std::optional<int64_t> feed_after, int32_t limit) {
+  return impl_->Stats(feed_after, limit);
+}
 Result<std::vector<EngineStatus>> Client::Engines() { return impl_->Engines(); }
 Status Client::Shutdown() { return impl_->Shutdown(); }
 Status Client::ReportEngineState(const std::string& name, const std::string& state,

@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <zmq.hpp>
 
+#include "hub/activity.h"
 #include "hub/registry.h"
 #include "hub/result_waits.h"
 #include "hub/store.h"
@@ -260,6 +261,7 @@ class HubServer::Impl {
 
   void EngineGone(const protocol::EngineRef& ref, const std::string& why) {
     spdlog::info("engine {} is gone: {}", ref.engine_id, why);
+    activity_.EngineGone(ref.engine_id);
     Publish(notifier_, MsgType::kEngineUnregistered, ref);
     protocol::Event event;
     event.kind = "engine_unregistered";
@@ -325,6 +327,11 @@ class HubServer::Impl {
       auto request = protocol::DecodeBody<protocol::TaskIdList>(views[protocol::kFrameContent]);
       if (!request.ok()) return Drop(peer, request.status());
       return Reply(monitor_, frames[0], MsgType::kResultReply, *header, Records(*request, true));
+    }
+    if (header->type == MsgType::kSchedulerStats) {
+      auto stats = protocol::DecodeBody<protocol::SchedulerStats>(views[protocol::kFrameContent]);
+      if (!stats.ok()) return Drop(peer, stats.status());
+      return activity_.Scheduler(*stats, SteadyMicros());
     }
     if (header->type != MsgType::kMonitorBatch) return OnMonitorMessage(peer, *header, views);
     auto meta = protocol::DecodeBody<protocol::BatchMeta>(views[protocol::kFrameMeta]);
@@ -400,6 +407,7 @@ class HubServer::Impl {
           return;
         }
         Noted(id, false);
+        activity_.Submitted(taken.label);
         event.kind = "task_submitted";
         event.text = taken.label;
         break;
@@ -409,6 +417,7 @@ class HubServer::Impl {
         if (!a.ok()) return Drop(peer, "bad task_assigned");
         if (!store_->Assigned(id, *a)) return;
         Noted(id, false);
+        activity_.Assigned(a->engine_id, id);
         event.kind = "task_assigned";
         event.engine_id = a->engine_id;
         event.attempt = a->attempt;
@@ -431,6 +440,12 @@ class HubServer::Impl {
         }
         if (!store_->Outcome(id, *meta, *result, protocol::NowMicros())) return;
         Noted(id, meta->final);
+        if (!meta->final) {
+          activity_.Requeued(meta->engine_id, id, !meta->ok);
+        } else {
+          protocol::TaskRecord scratch;
+          if (const auto* r = store_->Find(id, &scratch)) activity_.Finished(*r);
+        }
         // Not final and not failed: sent ahead and not run, waiting again.
         event.kind = meta->final ? "task_finished" : meta->ok ? "task_returned" : "task_retried";
         event.engine_id = meta->engine_id;
@@ -501,6 +516,11 @@ class HubServer::Impl {
         Frames monitor_frames;
         protocol::Drain(monitor_, monitor_frames, SIZE_MAX, [&](Frames& f) { OnMonitor(f); });
         return Reply(query_, frames[0], MsgType::kRecoverReply, *header, Recover(*request));
+      }
+      case MsgType::kStatsRequest: {
+        auto request = protocol::DecodeBody<protocol::StatsRequest>(content);
+        if (!request.ok()) return Drop(View(frames[0]), request.status());
+        return Reply(query_, frames[0], MsgType::kStatsReply, *header, Stats(*request));
       }
       case MsgType::kQueueRequest:
         return Reply(query_, frames[0], MsgType::kQueueReply, *header, QueueStatus());
@@ -639,6 +659,18 @@ class HubServer::Impl {
     return reply;
   }
 
+  protocol::StatsReply Stats(const protocol::StatsRequest& request) const {
+    protocol::StatsReply reply;
+    reply.now_us = protocol::NowMicros();
+    reply.waiting = store_->waiting();
+    reply.running = store_->running();
+    reply.ok = store_->ok();
+    reply.failed = store_->failed();
+    reply.dropped = static_cast<int64_t>(drops_.count());
+    activity_.Fill(request, SteadyMicros(), &reply);
+    return reply;
+  }
+
   protocol::QueueReply QueueStatus() const {
     std::map<int32_t, protocol::EngineQueue> by_engine;
     for (const auto& [id, record] : registry_.alive()) by_engine[id].engine_id = id;
@@ -664,6 +696,7 @@ class HubServer::Impl {
   std::unique_ptr<TaskStore> store_;
   ResultWaits waits_;
   EngineRegistry registry_;
+  Activity activity_;
   zmq::context_t context_{protocol::OwnBuffersContext()};  // batches wait in its queue
   zmq::socket_t registration_, query_, monitor_, notifier_, events_;
   int64_t events_published_ = 0;

@@ -47,6 +47,9 @@ namespace ztask::protocol {
   /* restarted scheduler <-> hub: the unfinished tasks, page by page */     \
   X(kRecoverRequest, 30, "recover_request")                                 \
   X(kRecoverReply, 31, "recover_reply")                                     \
+  /* monitor (dashboard) <-> hub: counts and the latest finished tasks */   \
+  X(kStatsRequest, 32, "stats_request")                                     \
+  X(kStatsReply, 33, "stats_reply")                                         \
   /* scheduler -> hub monitor */                                            \
   X(kTaskSubmitted, 40, "task_submitted")                                   \
   X(kTaskAssigned, 41, "task_assigned")                                     \
@@ -55,6 +58,8 @@ namespace ztask::protocol {
   X(kMonitorBatch, 43, "monitor_batch")                                     \
   /* hub -> scheduler: the batches up to this one are recorded */           \
   X(kMonitorAck, 44, "monitor_ack")                                         \
+  /* scheduler -> hub, every second: its own counts */                      \
+  X(kSchedulerStats, 45, "scheduler_stats")                                 \
   /* hub -> scheduler notifier */                                           \
   X(kEngineRegistered, 50, "engine_registered")                             \
   X(kEngineUnregistered, 51, "engine_unregistered")                         \

@@ -661,6 +661,150 @@ struct Event {
   friend bool operator==(const Event&, const Event&) = default;
 };
 
+// ---- stats (dashboards and metrics) -----------------------------------------
+
+// The scheduler's own view, sent to the hub every second on the monitor
+// socket (not acknowledged: the next one replaces it).
+struct SchedulerStats {
+  std::string scheme;
+  int32_t hwm = 0;
+  int64_t clients = 0;   // client connections it knows
+  int64_t waiting = 0;   // tasks whose dependencies are not met yet
+  int64_t ready = 0;     // tasks that could run, waiting for an engine
+  int64_t running = 0;   // tasks sent to engines
+  int64_t engines = 0;   // engines it can give tasks
+  int64_t dropped = 0;   // messages it dropped since it started
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("scheme", s.scheme);
+    v("hwm", s.hwm);
+    v("clients", s.clients);
+    v("waiting", s.waiting);
+    v("ready", s.ready);
+    v("running", s.running);
+    v("engines", s.engines);
+    v("dropped", s.dropped);
+  }
+  friend bool operator==(const SchedulerStats&, const SchedulerStats&) = default;
+};
+
+struct StatsRequest {
+  // The finished tasks after this position of the hub's feed (absent: none
+  // of them, counts only), the newest `limit` of them (at most 20,000).
+  std::optional<int64_t> after;
+  std::optional<int32_t> limit;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("after", s.after);
+    v("limit", s.limit);
+  }
+  friend bool operator==(const StatsRequest&, const StatsRequest&) = default;
+};
+
+// One finished task in the hub's feed.
+struct FeedEntry {
+  TaskId id;
+  std::optional<int32_t> engine_id;
+  bool ok = false;
+  ErrorType error_type = ErrorType::kNone;
+  int32_t attempts = 0;
+  std::string label;
+  int64_t submitted_us = 0, started_us = 0, completed_us = 0;
+  int32_t dependencies = 0;  // after and follow ids it named
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("id", s.id);
+    v("engine_id", s.engine_id);
+    v("ok", s.ok);
+    v("error_type", s.error_type);
+    v("attempts", s.attempts);
+    v("label", s.label);
+    v("submitted", s.submitted_us);
+    v("started", s.started_us);
+    v("completed", s.completed_us);
+    v("dependencies", s.dependencies);
+  }
+  friend bool operator==(const FeedEntry&, const FeedEntry&) = default;
+};
+
+// Tasks by label prefix (the label up to its first '/' or ':').
+struct LabelCount {
+  std::string prefix;
+  int64_t submitted = 0, ok = 0, failed = 0;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("prefix", s.prefix);
+    v("submitted", s.submitted);
+    v("ok", s.ok);
+    v("failed", s.failed);
+  }
+  friend bool operator==(const LabelCount&, const LabelCount&) = default;
+};
+
+struct EngineTask {
+  int32_t engine_id = 0;
+  TaskId task_id;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("engine_id", s.engine_id);
+    v("task_id", s.task_id);
+  }
+  friend bool operator==(const EngineTask&, const EngineTask&) = default;
+};
+
+struct StatsReply {
+  int64_t now_us = 0;
+  // The records held, by state (finished ones over the whole history).
+  int64_t waiting = 0, running = 0, ok = 0, failed = 0;
+  // Since the hub started.
+  int64_t submitted_total = 0, ok_total = 0, failed_total = 0, retries_total = 0;
+  int64_t dropped = 0;  // messages the hub dropped
+  // Durations (started to completed) of the tasks finished since the hub
+  // started: counts per bucket of `bucket_bounds` seconds (the last bucket,
+  // one more than the bounds, is everything longer), and their sum.
+  std::vector<double> bucket_bounds;
+  std::vector<int64_t> bucket_counts;
+  double duration_sum = 0;
+  // The scheduler's latest stats, and how old they are.
+  std::optional<SchedulerStats> scheduler;
+  int64_t scheduler_age_us = 0;
+  // The feed: the position of its newest entry, the entries asked for
+  // (oldest first), and how many after `after` were left out (too old to
+  // be kept, or beyond the limit).
+  int64_t feed = 0;
+  std::vector<FeedEntry> finished;
+  int64_t missed = 0;
+  // The task each engine was given last, while it runs.
+  std::vector<EngineTask> current;
+  // Since the hub started, by label prefix (at most 256 prefixes; the
+  // rest count under "(other)").
+  std::vector<LabelCount> labels;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("now", s.now_us);
+    v("waiting", s.waiting);
+    v("running", s.running);
+    v("ok", s.ok);
+    v("failed", s.failed);
+    v("submitted_total", s.submitted_total);
+    v("ok_total", s.ok_total);
+    v("failed_total", s.failed_total);
+    v("retries_total", s.retries_total);
+    v("dropped", s.dropped);
+    v("bucket_bounds", s.bucket_bounds);
+    v("bucket_counts", s.bucket_counts);
+    v("duration_sum", s.duration_sum);
+    v("scheduler", s.scheduler);
+    v("scheduler_age", s.scheduler_age_us);
+    v("feed", s.feed);
+    v("finished", s.finished);
+    v("missed", s.missed);
+    v("current", s.current);
+    v("labels", s.labels);
+  }
+  friend bool operator==(const StatsReply&, const StatsReply&) = default;
+};
+
 // ---- the bodies of each type -----------------------------------------------
 
 template <MsgType T>
@@ -701,6 +845,9 @@ ZTASK_BODIES(kMonitorBatch, BatchMeta, MonitorBatch)
 ZTASK_BODIES(kMonitorAck, Empty, MonitorAck)
 ZTASK_BODIES(kRecoverRequest, Empty, RecoverRequest)
 ZTASK_BODIES(kRecoverReply, Empty, RecoverReply)
+ZTASK_BODIES(kStatsRequest, Empty, StatsRequest)
+ZTASK_BODIES(kStatsReply, Empty, StatsReply)
+ZTASK_BODIES(kSchedulerStats, Empty, SchedulerStats)
 ZTASK_BODIES(kEngineRegistered, Empty, EngineInfo)
 ZTASK_BODIES(kEngineUnregistered, Empty, EngineRef)
 ZTASK_BODIES(kEngineDraining, Empty, EngineRef)

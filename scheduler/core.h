@@ -213,6 +213,8 @@ class SchedulerCore {
   const CoreCounters& counters() const { return counters_; }
   size_t live_tasks() const { return tasks_.size(); }
   size_t unassigned_tasks() const { return tasks_.size() - running_; }
+  // Tasks whose dependencies are met, waiting for an engine.
+  size_t ready_tasks() const { return ready_.size(); }
   size_t finished_tasks() const { return finished_.size(); }
   uint32_t LoadOf(EngineSlot slot) const;
   size_t live_engines() const { return slot_of_id_.size(); }

@@ -52,6 +52,7 @@ Status SchedulerServer::Impl::Start() {
   if (!info_.hub.monitor.empty()) {
     ZTASK_RETURN_IF_ERROR(protocol::Connect(monitor_, info_.hub.monitor));
     monitor_link_.set_enabled(true);
+    next_stats_us_ = SteadyClock::Now();
     monitor_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, monitor_);
     auto journal =
         Journal::Open(profile_ / "scheduler.journal", options_.durability == "power");
@@ -124,6 +125,26 @@ void SchedulerServer::Impl::EndTurn() {
   } while (!gone.empty());
   monitor_link_.Flush(SteadyClock::Now());
   if (core_.lookups_pending() > 0) SendLookups();
+  if (next_stats_us_ != 0 && SteadyClock::Now() >= next_stats_us_) SendStats(SteadyClock::Now());
+}
+
+void SchedulerServer::Impl::SendStats(int64_t now_us) {
+  next_stats_us_ = now_us + kStatsEveryUs;
+  protocol::SchedulerStats stats;
+  stats.scheme = options_.scheme;
+  stats.hwm = static_cast<int32_t>(options_.hwm);
+  stats.clients = static_cast<int64_t>(client_routes_.size());
+  stats.ready = static_cast<int64_t>(core_.ready_tasks());
+  stats.waiting = static_cast<int64_t>(core_.unassigned_tasks() - core_.ready_tasks());
+  stats.running = static_cast<int64_t>(core_.live_tasks() - core_.unassigned_tasks());
+  stats.engines = static_cast<int64_t>(core_.live_engines());
+  stats.dropped = static_cast<int64_t>(drops_.count());
+  const protocol::Header header{TaskId::Random(), MsgType::kSchedulerStats, lookup_session_,
+                                protocol::NowMicros()};
+  // The hub away: the next second's stats replace these.
+  (void)protocol::SendEncoded(monitor_, {},
+                              protocol::EncodeMessage(signer_, header, std::nullopt,
+                                                      protocol::Empty{}, stats));
 }
 
 std::chrono::milliseconds SchedulerServer::Impl::PollTimeout() const {
@@ -134,6 +155,7 @@ std::chrono::milliseconds SchedulerServer::Impl::PollTimeout() const {
     if (t && (!next || *t < *next)) next = t;
   };
   no_later_than(monitor_link_.NextSendUs());
+  if (next_stats_us_ != 0) no_later_than(next_stats_us_);
   if (!lookups_asked_.empty()) no_later_than(now + 100'000);  // sent again if unanswered
   // Unacknowledged monitor batches may need sending again; engines given
   // a grace may need their tasks back.

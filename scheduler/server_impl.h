@@ -125,6 +125,9 @@ class SchedulerServer::Impl {
   // (sealing the monitor batch), then the messages to engines and clients,
   // then the batch to the hub.
   void EndTurn();
+  // Tells the hub the scheduler's counts (scheme, queue depth, clients),
+  // once a second, for dashboards and metrics.
+  void SendStats(int64_t now_us);
 
   // Registered but not connected: treat it as lost, its tasks go elsewhere.
   void EngineUnreachable(const std::string& uuid);
@@ -322,6 +325,8 @@ class SchedulerServer::Impl {
   static constexpr int64_t kLookupAgainUs = 2'000'000;
   static constexpr size_t kIdsPerLookup = 1000;
   const std::string lookup_session_ = TaskId::Random().ToHex();
+  static constexpr int64_t kStatsEveryUs = 1'000'000;
+  int64_t next_stats_us_ = 0;  // 0: never (no hub)
   // Which connection speaks for each client session and engine uuid: only
   // one that delivered a verified message of it (peer_routes.h).
   protocol::PeerRoutes client_routes_, engine_routes_;

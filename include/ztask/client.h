@@ -95,6 +95,53 @@ struct QueueStatus {
   int64_t unassigned = 0;
 };
 
+// What the hub and the scheduler count, for dashboards and metrics
+// (Client::Stats).
+struct ClusterStats {
+  double now = 0;  // the hub's clock, seconds since the epoch
+  // Records the hub holds, by state (finished ones over the whole history).
+  int64_t waiting = 0, running = 0, ok = 0, failed = 0;
+  // Since the hub started.
+  int64_t submitted_total = 0, ok_total = 0, failed_total = 0, retries_total = 0;
+  int64_t hub_dropped = 0;  // messages the hub dropped
+  // Durations of the tasks finished since the hub started: counts per
+  // bucket of at most duration_bounds[i] seconds, the last one longer.
+  std::vector<double> duration_bounds;
+  std::vector<int64_t> duration_counts;
+  double duration_sum = 0;
+  struct Scheduler {
+    std::string scheme;
+    int32_t hwm = 0;
+    int64_t clients = 0, waiting = 0, ready = 0, running = 0, engines = 0, dropped = 0;
+    double age_s = 0;  // how long ago it sent them (once a second)
+  };
+  std::optional<Scheduler> scheduler;  // none yet, or no scheduler
+  // The hub's feed of finished tasks: the position of its newest entry,
+  // those asked for (oldest first), and how many of those after the
+  // position asked were left out (too old, or beyond the limit).
+  struct Finished {
+    TaskId id;
+    std::optional<int32_t> engine_id;
+    bool ok = false;
+    ErrorType error_type = ErrorType::kNone;
+    int32_t attempts = 0;
+    std::string label;
+    double submitted = 0, started = 0, completed = 0;  // 0: unknown
+    int32_t dependencies = 0;
+  };
+  int64_t feed = 0;
+  std::vector<Finished> finished;
+  int64_t missed = 0;
+  std::vector<std::pair<int32_t, TaskId>> current;  // (engine, task it runs)
+  // Since the hub started, by label prefix (the label up to its first '/'
+  // or ':'; "(none)", and "(other)" past 256 prefixes).
+  struct Label {
+    std::string prefix;
+    int64_t submitted = 0, ok = 0, failed = 0;
+  };
+  std::vector<Label> labels;
+};
+
 struct AbortResult {
   std::vector<TaskId> aborted, running, finished, unknown;
 };
@@ -189,6 +236,11 @@ class Client {
   Result<std::vector<TaskInfo>> FetchAll();
   Result<AbortResult> Abort(const std::vector<TaskId>& ids);
   Result<QueueStatus> Queue();
+  // Counts, durations and the scheduler's own counts; with `feed_after`,
+  // also the newest `limit` (at most 20,000) tasks finished after that
+  // position of the hub's feed (0: from its start).
+  Result<ClusterStats> Stats(std::optional<int64_t> feed_after = std::nullopt,
+                             int32_t limit = 1000);
   Result<std::vector<EngineStatus>> Engines();
   // Blocks until at least n engines are registered and running.
   Status WaitForEngines(int n, double timeout_s);

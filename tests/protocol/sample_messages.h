@@ -99,6 +99,30 @@ template <> inline RecoverReply Sample<RecoverReply>() {
   reply.done = true;
   return reply;
 }
+template <> inline StatsRequest Sample<StatsRequest>() { return {12, 500}; }
+template <> inline SchedulerStats Sample<SchedulerStats>() {
+  return {"leastload", 64, 3, 10, 5, 4, 2, 1};
+}
+template <> inline StatsReply Sample<StatsReply>() {
+  StatsReply reply;
+  reply.now_us = 99;
+  reply.waiting = 1;
+  reply.running = 2;
+  reply.ok = 3;
+  reply.failed = 4;
+  reply.submitted_total = 10;
+  reply.retries_total = 1;
+  reply.bucket_bounds = {0.5, 1};
+  reply.bucket_counts = {1, 2, 0};
+  reply.duration_sum = 1.25;
+  reply.scheduler = Sample<SchedulerStats>();
+  reply.feed = 13;
+  reply.finished.push_back(
+      {SampleId(4), 2, false, ErrorType::kTaskFailed, 1, "sweep/3", 10, 11, 12, 1});
+  reply.current.push_back({2, SampleId(5)});
+  reply.labels.push_back({"sweep", 10, 3, 4});
+  return reply;
+}
 template <> inline OutcomeMeta Sample<OutcomeMeta>() {
   return {false, false, ErrorType::kEngineError, 2, 1};
 }

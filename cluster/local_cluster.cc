@@ -71,6 +71,18 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
       return Status::InvalidArgument("--slurm-args may not hold a line break");
     }
   }
+  if (!options.dashboard.empty()) {
+    // [ADDR:]PORT
+    const size_t colon = options.dashboard.rfind(':');
+    const std::string port =
+        colon == std::string::npos ? options.dashboard : options.dashboard.substr(colon + 1);
+    const bool digits = !port.empty() && port.size() <= 5 &&
+                        std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoi(port) > 65535 || colon == 0) {
+      return Status::InvalidArgument("--dashboard takes [ADDR:]PORT (e.g. 8787 or 0.0.0.0:8787), not '" +
+                                     options.dashboard + "'");
+    }
+  }
   if (options.remote_profile_dir.empty()) options.remote_profile_dir = profile;
   if (options.remote_engine_program.empty()) options.remote_engine_program = options.engine_program;
   if (options.launcher == "mpi") {
@@ -191,6 +203,7 @@ Status LocalCluster::Start() {
       s = Status::TimedOut(s.message() + "; see the engine logs in " + logs().string());
     }
   }
+  if (s.ok() && !options_.dashboard.empty()) s = StartDashboard();
   // Before the cluster is called ready, so that `taskcluster scale` works
   // as soon as `start --daemonize` returns.
   if (s.ok()) {
@@ -203,6 +216,35 @@ Status LocalCluster::Start() {
   return s;
 }
 
+
+Status LocalCluster::StartDashboard() {
+  const size_t colon = options_.dashboard.rfind(':');
+  const std::string ip = colon == std::string::npos ? "127.0.0.1" : options_.dashboard.substr(0, colon);
+  const std::string port =
+      colon == std::string::npos ? options_.dashboard : options_.dashboard.substr(colon + 1);
+  const fs::path url_file = profile_ / "taskdash.url";
+  std::error_code ignored;
+  fs::remove(url_file, ignored);
+  dashboard_argv_ = {options_.bin_dir.string() + "/taskdash", "--profile-dir", profile_.string(),
+                     "--ip", ip, "--port", port};
+  dashboard_ = std::make_unique<ChildProcess>(dashboard_argv_, logs() / "dashboard.log");
+  const bool up = WaitFor(
+      [&] {
+        if (dashboard_->Poll()) return true;
+        std::ifstream in(url_file);
+        return static_cast<bool>(std::getline(in, dashboard_url_)) && !dashboard_url_.empty();
+      },
+      std::chrono::seconds(20));
+  if (auto code = dashboard_->Poll()) {
+    return Status::Unavailable("the dashboard exited with code " + std::to_string(*code) +
+                               " while starting; see " + (logs() / "dashboard.log").string());
+  }
+  if (!up) {
+    return Status::TimedOut("the dashboard did not start within 20 s; see " +
+                            (logs() / "dashboard.log").string());
+  }
+  return Status::Ok();
+}
 
 void LocalCluster::Launch(Supervised& engine) {
   engine.process = std::make_unique<ChildProcess>(engine.argv, logs() / (engine.name + ".log"));
@@ -252,13 +294,23 @@ void LocalCluster::Supervise(double now) {
 
 bool LocalCluster::KeepServersUp(double now) {
   for (auto [process, argv, name] :
-       {std::tuple{&hub_, &hub_argv_, "hub"}, {&scheduler_, &scheduler_argv_, "scheduler"}}) {
+       {std::tuple{&hub_, &hub_argv_, "hub"},
+        {&scheduler_, &scheduler_argv_, "scheduler"},
+        {&dashboard_, &dashboard_argv_, "dashboard"}}) {
     if (!*process) continue;
     const auto code = (*process)->Poll();
     if (!code) continue;
     // The hub ends with 0 when asked to (taskctl shutdown): so does the cluster.
     if (*code == 0 && process == &hub_) return false;
     std::erase_if(server_restarts_, [&](double t) { return now - t > options_.restart_window_s; });
+    if (static_cast<int>(server_restarts_.size()) >= options_.max_restarts &&
+        process == &dashboard_) {
+      // The cluster does not need its dashboard to work.
+      std::fprintf(stderr, "taskcluster: the dashboard exited with code %d again; giving it up (see %s)\n",
+                   *code, (logs() / "dashboard.log").c_str());
+      dashboard_.reset();
+      continue;
+    }
     if (static_cast<int>(server_restarts_.size()) >= options_.max_restarts) {
       std::fprintf(stderr,
                    "taskcluster: the %s exited with code %d, after %zu restarts within %g s; "
@@ -330,6 +382,8 @@ void LocalCluster::StopAll() {
     if (ProcessRunning(pid)) ::kill(pid, SIGKILL);
   }
   client_.reset();
+  if (dashboard_) dashboard_->Stop();
+  dashboard_.reset();
   if (scheduler_) scheduler_->Stop();
   if (hub_) hub_->Stop();
   scheduler_.reset();

@@ -73,6 +73,10 @@ struct ClusterOptions {
   bool insecure = false;
   bool curve = false;
   bool no_encryption = false;
+  // "[ADDR:]PORT" to serve the web dashboard (taskdash) on, supervised
+  // like the hub and the scheduler; empty: none. ADDR defaults to
+  // 127.0.0.1; any other needs the token in the URL taskdash makes.
+  std::string dashboard;
   // Extra flags for the hub, the scheduler (limits) and every engine (limits).
   std::vector<std::string> hub_args;
   std::vector<std::string> scheduler_args;
@@ -96,6 +100,8 @@ class LocalCluster final : public Stoppable {
   const std::filesystem::path& profile() const { return profile_; }
   std::filesystem::path logs() const { return profile_ / "logs"; }
   int engines() const { return options_.engines; }
+  // The dashboard's URL (with its token), once started; empty without one.
+  const std::string& dashboard_url() const { return dashboard_url_; }
 
   // The batch script the slurm launcher submits.
   std::string SlurmScript(int engines, const std::string& name_prefix) const;
@@ -159,8 +165,11 @@ class LocalCluster final : public Stoppable {
   ClusterOptions options_;
   std::filesystem::path profile_;
   int lock_fd_;
-  std::unique_ptr<ChildProcess> hub_, scheduler_;
-  std::vector<std::string> hub_argv_, scheduler_argv_;
+  std::unique_ptr<ChildProcess> hub_, scheduler_, dashboard_;
+  std::vector<std::string> hub_argv_, scheduler_argv_, dashboard_argv_;
+  std::string dashboard_url_;
+  // Starts taskdash and waits for the URL it writes.
+  Status StartDashboard();
   std::vector<double> server_restarts_;  // steady seconds, within the window
   std::vector<Supervised> engines_;
   std::unique_ptr<Client> client_;  // to tell the hub of engine states

@@ -20,11 +20,12 @@ int Fail(const std::string& message) {
   return 2;
 }
 
-void Announce(const ztask::cluster::LocalCluster& cluster) {
+void Announce(const ztask::cluster::LocalCluster& cluster, const std::string& dashboard_url) {
   std::printf("cluster ready: %d engines; profile %s; logs in %s\n", cluster.engines(),
               cluster.profile().c_str(), cluster.logs().c_str());
   std::printf("submit with: taskctl --profile-dir %s submit -- CMD...\n",
               cluster.profile().c_str());
+  if (!dashboard_url.empty()) std::printf("dashboard: %s\n", dashboard_url.c_str());
   std::fflush(stdout);
 }
 
@@ -45,13 +46,17 @@ int Daemonize(ztask::cluster::LocalCluster& cluster) {
       report.append(buffer, static_cast<size_t>(n));
     if (report.rfind("ok", 0) != 0)
       return Fail(report.empty() ? "the cluster did not start" : report);
-    Announce(cluster);
+    // "ok", then the dashboard's URL on a line of its own.
+    const size_t line = report.find('\n');
+    Announce(cluster, line == std::string::npos ? "" : report.substr(line + 1));
     std::_Exit(0);  // the child owns the cluster now
   }
   ::close(pipe_fds[0]);
   ::setsid();
   ztask::Status started = cluster.Start();
-  const std::string report = started.ok() ? "ok" : started.message();
+  const std::string report =
+      started.ok() ? "ok" + (cluster.dashboard_url().empty() ? "" : "\n" + cluster.dashboard_url())
+                   : started.message();
   [[maybe_unused]] ssize_t w = ::write(pipe_fds[1], report.data(), report.size());
   ::close(pipe_fds[1]);
   if (!started.ok()) return 2;
@@ -89,6 +94,9 @@ int Run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   start->add_option("--db", options.db, "task records: a SQLite file or :memory:");
   start->add_option("--ip", options.ip, "address to bind (and to write in the connection file)");
+  start->add_option("--dashboard", options.dashboard,
+                    "serve the web dashboard and /metrics on [ADDR:]PORT (0: any free port; "
+                    "ADDR other than loopback needs the token in the printed URL)");
   start->add_option("--launch-timeout", options.launch_timeout_s,
                     "seconds for every engine to register");
   start->add_flag("--daemonize", daemonize, "return once the cluster is ready");
@@ -292,7 +300,7 @@ int Run(int argc, char** argv) {
   if (daemonize) return Daemonize(**cluster);
   ztask::Status started = (*cluster)->Start();
   if (!started.ok()) return Fail(started.message());
-  Announce(**cluster);
+  Announce(**cluster, (*cluster)->dashboard_url());
   (*cluster)->Serve();
   ztask::SetStopTarget(nullptr);
   std::printf("cluster stopped\n");

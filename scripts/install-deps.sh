@@ -14,6 +14,7 @@ packages=(
   libtcmalloc-minimal4
   openmpi-bin openssh-client openssh-server slurm-wlm munge
   python3-zmq python3-msgpack python3-cloudpickle python3-pytest python3-tqdm python3-venv
+  libcivetweb-dev chromium chromium-driver python3-selenium python3-prometheus-client
 )
 case "${1:-}" in
   fuzz) packages+=(clang libclang-rt-14-dev) ;;             # scripts/fuzz.sh

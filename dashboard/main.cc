@@ -1,0 +1,65 @@
+// taskdash: the web dashboard and Prometheus metrics of a ztask cluster, a
+// process of its own that asks the hub (see server.h).
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+#include "dashboard/server.h"
+#include "protocol/connection_file.h"
+#include "protocol/signals.h"
+#include "protocol/usage.h"
+
+int main(int argc, char** argv) {
+  ::umask(077);  // the URL file holds the token
+  ztask::dashboard::DashOptions options;
+  std::string profile, log_level = "warn";
+  CLI::App app{"taskdash: web dashboard and /metrics of a ztask cluster"};
+  app.add_option("--profile-dir", profile,
+                 "the cluster's profile directory (default ~/.ztask/profile_default)")
+      ->envname("ZTASK_PROFILE_DIR");
+  app.add_option("--ip", options.ip,
+                 "address to serve on; any but a loopback one requires the token")
+      ->capture_default_str();
+  app.add_option("--port", options.port, "port to serve on (0: any free one)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--token", options.token,
+                 "token every request must carry (default: none on loopback, else a random one)");
+  app.add_option("--interval-ms", options.interval_ms, "how often to ask the hub and update pages")
+      ->capture_default_str()
+      ->check(CLI::Range(50, 60000));
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return ztask::UsageExit(app, e, "taskdash");
+  }
+  ztask::InstallStopSignals();
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskdash %l: %v");
+  options.profile_dir = profile.empty() ? ztask::protocol::DefaultProfileDir()
+                                        : std::filesystem::path(profile);
+  auto server = ztask::dashboard::DashServer::Start(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "taskdash: %s\n", server.status().message().c_str());
+    return 2;
+  }
+  const std::string url = (*server)->url();
+  // Where taskcluster and scripts find it (mode 0600: it may hold the token).
+  const auto url_file = std::filesystem::is_directory(options.profile_dir)
+                            ? options.profile_dir / "taskdash.url"
+                            : options.profile_dir.parent_path() / "taskdash.url";
+  std::ofstream(url_file) << url << "\n";
+  std::printf("taskdash: serving %s\n", url.c_str());
+  std::fflush(stdout);
+  while (!ztask::StopRequested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  (*server)->Stop();
+  std::error_code ignored;
+  std::filesystem::remove(url_file, ignored);
+  return 0;
+}

@@ -227,6 +227,16 @@ Status LocalCluster::StartDashboard() {
   fs::remove(url_file, ignored);
   dashboard_argv_ = {options_.bin_dir.string() + "/taskdash", "--profile-dir", profile_.string(),
                      "--ip", ip, "--port", port};
+  if (!protocol::IsLoopback(ip)) {
+    // The token is made here, so that a restarted dashboard keeps its URL.
+    const fs::path token_file = profile_ / "taskdash.token";
+    {
+      std::ofstream out(token_file, std::ios::trunc);
+      out << protocol::GenerateToken() << "\n";
+    }
+    fs::permissions(token_file, fs::perms::owner_read | fs::perms::owner_write, ignored);
+    dashboard_argv_.insert(dashboard_argv_.end(), {"--token-file", token_file.string()});
+  }
   dashboard_ = std::make_unique<ChildProcess>(dashboard_argv_, logs() / "dashboard.log");
   const bool up = WaitFor(
       [&] {
@@ -242,6 +252,15 @@ Status LocalCluster::StartDashboard() {
   if (!up) {
     return Status::TimedOut("the dashboard did not start within 20 s; see " +
                             (logs() / "dashboard.log").string());
+  }
+  // A restart binds the port this one got.
+  const size_t port_at = dashboard_url_.find(':', dashboard_url_.find("//"));
+  if (port_at != std::string::npos) {
+    const size_t end = dashboard_url_.find('/', port_at);
+    auto it = std::find(dashboard_argv_.begin(), dashboard_argv_.end(), "--port");
+    if (it != dashboard_argv_.end() && end != std::string::npos) {
+      *std::next(it) = dashboard_url_.substr(port_at + 1, end - port_at - 1);
+    }
   }
   return Status::Ok();
 }

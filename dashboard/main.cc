@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   app.add_option("--token", options.token,
                  "token every request must carry (default: none on loopback, else a random one)");
+  app.add_option("--token-file", options.token_file, "read the token from this file's first line")
+      ->excludes("--token");
   app.add_option("--interval-ms", options.interval_ms, "how often to ask the hub and update pages")
       ->capture_default_str()
       ->check(CLI::Range(50, 60000));

@@ -1,8 +1,8 @@
 #include "dashboard/server.h"
 
-#include <arpa/inet.h>
 #include <civetweb.h>
 #include <sodium.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -18,6 +19,8 @@
 
 #include "dashboard/assets.h"
 #include "dashboard/model.h"
+#include "protocol/connection_file.h"
+#include "protocol/security.h"
 #include "ztask/client.h"
 
 namespace ztask::dashboard {
@@ -33,14 +36,6 @@ double SteadySeconds() {
 constexpr size_t kMaxGraph = 3000;
 // Finished tasks asked of the hub per poll, at most.
 constexpr int32_t kFeedPerPoll = 5000;
-
-std::string RandomToken() {
-  unsigned char bytes[24];
-  randombytes_buf(bytes, sizeof bytes);
-  char hex[2 * sizeof bytes + 1];
-  sodium_bin2hex(hex, sizeof hex, bytes, sizeof bytes);
-  return hex;
-}
 
 bool SameSecret(const std::string& a, const std::string& b) {
   return a.size() == b.size() && sodium_memcmp(a.data(), b.data(), a.size()) == 0;
@@ -92,12 +87,6 @@ void SendError(mg_connection* c, int status, const std::string& message) {
 
 }  // namespace
 
-bool IsLoopback(const std::string& ip) {
-  if (ip == "localhost" || ip == "::1" || ip == "[::1]") return true;
-  in_addr addr{};
-  return inet_pton(AF_INET, ip.c_str(), &addr) == 1 && (ntohl(addr.s_addr) >> 24) == 127;
-}
-
 class DashServer::Impl {
  public:
   explicit Impl(DashOptions options) : options_(std::move(options)) {}
@@ -106,7 +95,14 @@ class DashServer::Impl {
 
   Status Start() {
     if (sodium_init() < 0) return Status::Internal("libsodium cannot start");
-    if (options_.token.empty() && !IsLoopback(options_.ip)) options_.token = RandomToken();
+    if (!options_.token_file.empty()) {
+      std::ifstream in(options_.token_file);
+      std::getline(in, options_.token);
+      if (options_.token.empty()) {
+        return Status::InvalidArgument("no token in " + options_.token_file.string());
+      }
+    }
+    if (options_.token.empty() && !protocol::IsLoopback(options_.ip)) options_.token = protocol::GenerateToken();
     auto poll = Client::Connect(options_.profile_dir);
     if (!poll.ok()) return poll.status();
     poll_client_ = std::move(*poll);
@@ -142,7 +138,12 @@ class DashServer::Impl {
   }
 
   std::string url() const {
-    std::string host = options_.ip == "0.0.0.0" ? "127.0.0.1" : options_.ip;
+    // Bound to every address: the host's name is what others dial.
+    std::string host = options_.ip;
+    if (host == "0.0.0.0" || host == "*") {
+      char name[256] = {};
+      host = ::gethostname(name, sizeof name - 1) == 0 && name[0] ? name : "127.0.0.1";
+    }
     std::string url = "http://" + host + ":" + std::to_string(port_) + "/";
     if (!options_.token.empty()) url += "?token=" + options_.token;
     return url;

@@ -27,6 +27,9 @@ struct DashOptions {
   // cookie set from it, or an Authorization header). Made at random when
   // the address is not a loopback one and none is given.
   std::string token;
+  // A file whose first line is the token (a supervisor's, so that a
+  // restarted taskdash keeps its URL).
+  std::filesystem::path token_file;
   int interval_ms = 250;  // between polls of the hub, and between deltas
   int max_streams = 16;   // browsers following /events at once
 };
@@ -49,9 +52,6 @@ class DashServer {
   explicit DashServer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// Whether `ip` is a loopback address (127.0.0.0/8, ::1, localhost).
-bool IsLoopback(const std::string& ip);
 
 }  // namespace ztask::dashboard
 

@@ -194,6 +194,8 @@ std::string GenerateKey() {
   return key;
 }
 
+std::string GenerateToken() { return ToHex(GenerateKey().substr(0, 24)); }
+
 Result<ConnectionInfo> ParseConnectionFile(const std::string& text, const fs::path& path) {
   return ParseText(text, path);
 }

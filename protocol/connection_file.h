@@ -70,6 +70,8 @@ std::filesystem::path ConnectionFilePath(const std::filesystem::path& profile_di
 
 // 32 random bytes: a fresh cluster key.
 std::string GenerateKey();
+// A random secret to put in a URL: 48 hex digits.
+std::string GenerateToken();
 
 // A cluster without a key ("none") may only run when its user asked for it
 // (allow_insecure, from --insecure): then this logs a warning to stderr;

@@ -5,10 +5,12 @@
 //                  [--fan-in N] [--dag N] [--relay] [--label TEXT]
 //                  [--send-ahead true|false] [--waiting N] [--curve]
 //                  [--durability process|power]
-//        e2e_bench --attach PROFILE_DIR --latency N
+//        e2e_bench --attach PROFILE_DIR [--tasks N] --latency N
 //
-// --attach: only the round trips, against a cluster already running (the
-// Python client's benchmark measures the C++ client's in its cluster).
+// --attach: against a cluster already running, the no-op throughput (with
+// --tasks) and the round trips (the Python client's benchmark measures the
+// C++ client's in its cluster; the dashboard's, a cluster with a browser on
+// its dashboard).
 // --curve: the hub makes the connection file with CurveZMQ on, as a cluster
 // bound beyond loopback has by default: every connection encrypted.
 // --durability power: the hub's commits and the scheduler's journal synced
@@ -314,14 +316,24 @@ Result<Latency> RoundTrips(Client& c, int n) {
   return Summarize(us);
 }
 
-int Attached(const std::string& profile, int n) {
+int Attached(const std::string& profile, int n, int tasks) {
   auto client = Client::Connect(profile);
   if (!client.ok()) return Fail(client.status().message());
-  auto rtt = RoundTrips(**client, n);
-  if (!rtt.ok()) return Fail(rtt.status().message());
-  std::printf("{\"label\": \"attached\", \"latency\": %d, \"p50_us\": %.0f, \"p99_us\": %.0f, "
-              "\"max_us\": %.0f}\n",
-              n, rtt->p50, rtt->p99, rtt->max);
+  double throughput = 0;
+  if (tasks > 0) {
+    auto rate = RunGraph(**client, std::vector<std::vector<size_t>>(static_cast<size_t>(tasks)));
+    if (!rate.ok()) return Fail("throughput: " + rate.status().message());
+    throughput = *rate;
+  }
+  Latency rtt;
+  if (n > 0) {
+    auto measured = RoundTrips(**client, n);
+    if (!measured.ok()) return Fail(measured.status().message());
+    rtt = *measured;
+  }
+  std::printf("{\"label\": \"attached\", \"tasks\": %d, \"tasks_per_s\": %.0f, \"latency\": %d, "
+              "\"p50_us\": %.0f, \"p99_us\": %.0f, \"max_us\": %.0f}\n",
+              tasks, throughput, n, rtt.p50, rtt.p99, rtt.max);
   return 0;
 }
 
@@ -441,6 +453,7 @@ int main(int argc, char** argv) {
   using ztask::bench::Fail;
   ztask::bench::Options o;
   std::string serve_profile, attach;
+  bool tasks_given = false;
   int serve = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -459,7 +472,7 @@ int main(int argc, char** argv) {
       else if (flag == "--hwm") o.hwm = std::stoi(v);
       else if (flag == "--scheme") o.scheme = v;
       else if (flag == "--db") o.db = v;
-      else if (flag == "--tasks") o.tasks = std::stoi(v);
+      else if (flag == "--tasks") o.tasks = std::stoi(v), tasks_given = true;
       else if (flag == "--latency") o.latency = std::stoi(v);
       else if (flag == "--chain") o.chain = std::stoi(v);
       else if (flag == "--fan-in") o.fan_in = std::stoi(v);
@@ -484,6 +497,6 @@ int main(int argc, char** argv) {
     return Fail("--send-ahead takes true or false, not '" + o.send_ahead + "'");
   }
   if (serve > 0) return ztask::bench::RunSimulatedEngines(serve_profile, serve);
-  if (!attach.empty()) return ztask::bench::Attached(attach, o.latency);
+  if (!attach.empty()) return ztask::bench::Attached(attach, o.latency, tasks_given ? o.tasks : 0);
   return ztask::bench::Main(o);
 }

@@ -68,7 +68,8 @@ function prefixOf(label) {
 function colourOf(prefix) {
   let h = 0;
   for (let i = 0; i < prefix.length; i++) h = (h * 31 + prefix.charCodeAt(i)) >>> 0;
-  return `hsl(${h % 360}, 60%, 55%)`;
+  // Away from red, which marks failures.
+  return `hsl(${40 + (h % 260)}, 60%, 55%)`;
 }
 
 async function getJson(url) {
@@ -242,20 +243,24 @@ function renderStream() {
       }
     }
   } else {
-    for (const t of state.stream) {
-      if (t.completed < from || t.engine === null) continue;
+    const shown = state.stream.filter((t) => t.completed >= from && t.engine !== null);
+    // What each task waited first, under the bars.
+    g.strokeStyle = '#ced4da';
+    g.beginPath();
+    for (const t of shown) {
+      const start = t.started > 0 ? t.started : t.completed;
+      if (!(t.submitted > 0 && t.submitted < start)) continue;
+      const y = top + rowOf.get(t.engine) * rowH + rowH / 2;
+      g.moveTo(Math.max(left, x(t.submitted)), y);
+      g.lineTo(Math.max(left, x(start)), y);
+    }
+    g.stroke();
+    for (const t of shown) {
       const r = rowOf.get(t.engine);
       const y = top + r * rowH;
       const start = t.started > 0 ? t.started : t.completed;
       const prefix = prefixOf(t.label);
       prefixes.set(prefix, colourOf(prefix));
-      if (t.submitted > 0 && t.submitted < start) {
-        g.strokeStyle = '#ced4da';
-        g.beginPath();
-        g.moveTo(Math.max(left, x(t.submitted)), y + rowH / 2);
-        g.lineTo(Math.max(left, x(start)), y + rowH / 2);
-        g.stroke();
-      }
       const x0 = Math.max(left, x(start)), x1 = Math.max(x0 + 1, x(t.completed));
       g.fillStyle = t.ok ? colourOf(prefix) : '#fa5252';
       g.fillRect(x0, y + 1, x1 - x0, rowH - 3);

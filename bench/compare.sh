@@ -20,7 +20,7 @@ scripts/install-deps.sh bench
 export CCACHE_BASEDIR="$PWD"
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-release -j2 --target e2e_bench core_bench taskcluster taskhub taskscheduler \
-  taskengine >/dev/null
+  taskengine taskdash >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 bench=build-release/bin/e2e_bench
@@ -83,6 +83,10 @@ run ipyparallel_hwm "$py" bench/peers/ipyparallel_bench.py --engines "$engines" 
 # The Python client: the peers' Python no-op, and the engines' noop by name.
 run ztask_python timeout 600 "$py" bench/peers/ztask_python_bench.py --bin build-release/bin \
   --engines "$engines" --hwm "$hwm" --tasks "$python_tasks" --latency 1000
+# The no-op workload with the dashboard open in headless Chromium (its task
+# stream), against the same without a dashboard, in turns.
+run dashboard timeout 900 "$py" bench/peers/dashboard_bench.py --bin build-release/bin \
+  --engines "$engines" --hwm "$hwm" --tasks "$ztask_tasks" --rounds 3
 run dask timeout 300 "$py" bench/peers/dask_bench.py --engines "$engines" --tasks "$peer_tasks" \
   --latency 500 --chain 500
 

@@ -45,6 +45,7 @@ def main():
     ih = load(directory, "ipyparallel_hwm")
     d = load(directory, "dask")
     zpy = load(directory, "ztask_python")
+    dash = load(directory, "dashboard")
     ipp_best = max(i1.get("tasks_per_s", 0), ih.get("tasks_per_s", 0))
 
     rows = [
@@ -93,6 +94,11 @@ def main():
           f"(the same no-op function, from Python)")
     print(f"Python / C++ round trip p50:     {ratio(zpy.get('call_p50_us'), zpy.get('cpp_p50_us')):.2f} "
           f"(the engines' noop, one at a time, both clients in the same cluster)")
+    print(f"dashboard open / closed:         {dash.get('ratio', 0):.2f} "
+          f"({dash.get('tasks_per_s_with', 0):.0f} vs {dash.get('tasks_per_s_without', 0):.0f} tasks/s; "
+          f"hub {dash.get('hub_cpu_us_per_task_with', 0):.1f} vs {dash.get('hub_cpu_us_per_task_without', 0):.1f} "
+          f"us/task, taskdash {dash.get('taskdash_cpu_us_per_task', 0):.2f}, "
+          f"browser {dash.get('browser_cpu_us_per_task', 0):.1f})")
     print(f"fan-in / no-op throughput:       {ratio(z.get('fan_in_tasks_per_s'), z.get('tasks_per_s')):.2f}")
     print(f"1000 / {engines} simulated engines:      "
           f"{ratio(s1000.get('tasks_per_s'), s2.get('tasks_per_s')):.2f} "
@@ -154,6 +160,8 @@ def main():
         "python_p50_us": zpy.get("call_p50_us", 0),
         "python_function_p50_us": zpy.get("function_p50_us", 0),
         "python_cpp_p50_us": zpy.get("cpp_p50_us", 0),
+        "dashboard_ratio": dash.get("ratio", 0),
+        "dashboard_hub_cpu_us_per_task": dash.get("hub_cpu_us_per_task_with", 0),
         "retried": retried,
     }
     print(json.dumps(summary))

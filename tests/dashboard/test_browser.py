@@ -34,7 +34,10 @@ def browser(tmp_path):
 
 
 def text(driver, element_id):
-    return driver.find_element(By.ID, element_id).text
+    """An element's text, read in one step: the page redraws its elements
+    with each update, so a reference found first may be gone when read."""
+    return driver.execute_script(
+        "const e = document.getElementById(arguments[0]); return e ? e.innerText : '';", element_id)
 
 
 def console_errors(driver):
@@ -74,7 +77,8 @@ def test_the_page_shows_a_graph_run_with_its_failures(make_cluster, browser, tmp
     browser.get(cluster.base + "#progress")
     wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, '.progress[data-prefix="map"]'), 30,
                "the map prefix's progress bar")
-    bar = browser.find_element(By.CSS_SELECTOR, '.progress[data-prefix="map"]').text
+    bar = browser.execute_script(
+        "return document.querySelector('.progress[data-prefix=\"map\"]').innerText")
     assert "195 ok" in bar and "5 failed" in bar and "200 submitted" in bar, bar
 
     # A failed task's detail, from the tasks table.

@@ -10,8 +10,8 @@ namespace {
 // The JSON of a task id: its 32 hex digits.
 std::string Hex(const TaskId& id) { return id.ToHex(); }
 
-// A label prefix as the hub counts it (activity.h): up to '/' or ':'.
-bool HasPrefix(const std::string& label, const std::string& wanted) {
+// The tasks table's label filter: any part of the label.
+bool LabelHas(const std::string& label, const std::string& wanted) {
   return label.find(wanted) != std::string::npos;
 }
 
@@ -234,7 +234,7 @@ Value DashModel::Tasks(const std::string& state, const std::string& label,
   const auto wanted = [&](const ClusterStats::Finished& f) {
     if (state == "ok" && !f.ok) return false;
     if (state == "failed" && f.ok) return false;
-    if (!label.empty() && !HasPrefix(f.label, label)) return false;
+    if (!label.empty() && !LabelHas(f.label, label)) return false;
     if (engine && f.engine_id != engine) return false;
     if (!id_prefix.empty() && Hex(f.id).rfind(id_prefix, 0) != 0) return false;
     return true;
@@ -275,7 +275,6 @@ std::string DashModel::Metrics() const {
         << '\n';
     }
   }
-  m << "ztask_dropped_messages_total{process=\"taskdash\"} " << dropped_ << '\n';
   if (!stats_) return m.str();
   const ClusterStats& s = *stats_;
   family("ztask_tasks", "gauge",

@@ -36,8 +36,6 @@ class DashModel {
   void ApplyEngines(const std::vector<EngineStatus>& engines, const QueueStatus& queue);
   // The hub does not answer: shown until it does again.
   void SetError(const std::string& error);
-  // Messages taskdash could not use (counted in /metrics).
-  void CountDropped() { ++dropped_; }
 
   // Where a page is: what it was sent last. A new page's cursor is zero:
   // its first delta is a snapshot.
@@ -58,8 +56,8 @@ class DashModel {
   // The stream after a position (the newest `limit` of it).
   Value Stream(int64_t after, size_t limit) const;
   // Finished tasks taskdash holds, newest first, filtered: state "ok",
-  // "failed" or "" (either), "running" (each engine's current task); label
-  // prefix or substring, engine id, id prefix.
+  // "failed" or "" (either), "running" (each engine's current task); a
+  // part of the label, engine id, id prefix.
   Value Tasks(const std::string& state, const std::string& label, std::optional<int32_t> engine,
               const std::string& id_prefix, size_t limit) const;
   // The Prometheus text exposition of the counts.
@@ -77,7 +75,7 @@ class DashModel {
   std::optional<ClusterStats> stats_;  // the latest, without its feed
   std::string error_;
   int64_t version_ = 0;
-  int64_t dropped_ = 0, missed_ = 0;
+  int64_t missed_ = 0;
   // Time series: the previous sample, and points one per second or more.
   double last_sample_at_ = -1;
   int64_t last_finished_total_ = 0, last_submitted_total_ = 0;

@@ -13,7 +13,6 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <unordered_set>
 

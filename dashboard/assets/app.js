@@ -319,13 +319,12 @@ async function loadTasks() {
   const q = form.elements.q.value.trim();
   try {
     const tasks = await getJson('/api/tasks?' + params);
-    const now = hubNow();
     $('task-table').tBodies[0].replaceChildren(...tasks.map((t) => el('tr', { class: 'task-row', 'data-id': t.id, onclick: () => showTask(t.id) },
       el('td', { class: 'mono' }, t.id), el('td', {}, t.label || ''), el('td', { class: 'st-' + t.state }, t.state),
       el('td', {}, t.engine ?? ''), el('td', {}, t.error_type || ''),
       el('td', {}, t.started > 0 && t.submitted > 0 ? seconds(t.started - t.submitted) : ''),
       el('td', {}, t.started > 0 && t.completed > 0 ? seconds(t.completed - t.started) : ''),
-      el('td', {}, t.completed ? when(t.completed) : seconds(now - now)))));
+      el('td', {}, t.completed ? when(t.completed) : ''))));
     $('task-note').textContent = tasks.length
       ? 'The latest finished tasks taskdash holds (and failures, longer); any task by its whole id.'
       : 'No task here.';

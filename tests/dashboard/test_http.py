@@ -85,7 +85,7 @@ def test_metrics_count_what_the_hub_records(make_cluster, tmp_path):
     assert value(m, "ztask_task_duration_seconds_count") == ran
     assert value(m, "ztask_task_duration_seconds_bucket", le="+Inf") == ran
     assert value(m, "ztask_task_duration_seconds_sum") > 0
-    for process in ("taskhub", "taskscheduler", "taskdash"):
+    for process in ("taskhub", "taskscheduler"):
         assert value(m, "ztask_dropped_messages_total", process=process) == 0, process
     assert value(m, "ztask_label_tasks_total", prefix="map", outcome="failed") == 5
 

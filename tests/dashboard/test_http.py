@@ -64,15 +64,16 @@ def test_metrics_count_what_the_hub_records(make_cluster, tmp_path):
     hub_failed = sum(r["status"] == "error" for r in records)
     assert (hub_ok, hub_failed) == (ok, failed)
 
+    # waiting and ready are the scheduler's counts, sent once a second:
+    # they may lag the hub's records by that much.
     def settled():
         m = metrics(cluster)
-        return m if value(m, "ztask_tasks", state="ok") == hub_ok else None
+        idle = all(value(m, "ztask_tasks", state=s) == 0 for s in ("waiting", "ready", "running"))
+        return m if value(m, "ztask_tasks", state="ok") == hub_ok and idle else None
 
-    m = wait_until(settled, 30, "/metrics counting the graph")
+    m = wait_until(settled, 30, "/metrics counting the graph, nothing left to run")
     assert value(m, "ztask_up") == 1
     assert value(m, "ztask_tasks", state="failed") == hub_failed
-    for state in ("waiting", "ready", "running"):
-        assert value(m, "ztask_tasks", state=state) == 0, state
     assert value(m, "ztask_tasks_submitted_total") == len(ids)
     assert value(m, "ztask_tasks_finished_total", status="ok") == hub_ok
     assert value(m, "ztask_tasks_finished_total", status="failed") == hub_failed

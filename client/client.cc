@@ -9,6 +9,7 @@
 
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
+#include "protocol/placeholders.h"
 #include "protocol/flat_id_map.h"
 #include "protocol/recent_id_map.h"
 #include "protocol/security.h"
@@ -56,6 +57,35 @@ TaskInfo FromRecord(const protocol::TaskRecord& r) {
   info.time_limit = r.routing.time_limit_s;
   info.retries = r.routing.retries;
   info.priority = r.routing.priority;
+  info.job = r.job.value_or("");
+  info.array_index = r.array_index;
+  info.replaced_by = r.replaced_by;
+  if (r.spec) {
+    TaskOptions o;
+    const protocol::TaskSpec& spec = *r.spec;
+    o.command = spec.argv;
+    if (spec.kind != "command") o.function = spec.function;
+    if (!spec.args.bytes.empty()) {
+      o.args = Value::from_msgpack(spec.args.bytes, true, false);
+      if (o.args.is_discarded()) o.args = nullptr;
+    }
+    o.after = info.after;
+    o.follow = info.follow;
+    o.targets = info.targets;
+    o.timeout = info.timeout;
+    o.time_limit = info.time_limit;
+    o.retries = info.retries;
+    o.priority = info.priority;
+    o.label = spec.label;
+    o.cwd = spec.cwd;
+    o.env = spec.env;
+    o.pass_results = spec.pass_results.value_or(false);
+    o.job = spec.job.value_or("");
+    o.array_index = spec.array_index;
+    o.stdout_path = spec.stdout_path.value_or("");
+    o.stderr_path = spec.stderr_path.value_or("");
+    info.spec = std::move(o);
+  }
   return info;
 }
 
@@ -86,7 +116,18 @@ Value TaskInfo::ToJson() const {
       {"stderr", stderr_text},
       {"result", result},
       {"label", label},
+      {"job", job.empty() ? Value(nullptr) : Value(job)},
+      {"array_index", array_index ? Value(*array_index) : Value(nullptr)},
+      {"replaced_by", replaced_by ? Value(replaced_by->ToHex()) : Value(nullptr)},
   };
+}
+
+Value JobInfo::ToJson() const {
+  auto number = [](const std::optional<double>& d) { return d ? Value(*d) : Value(nullptr); };
+  return {{"name", name},         {"total", total()},   {"waiting", waiting},
+          {"running", running},   {"ok", ok},           {"failed", failed},
+          {"replaced", replaced}, {"first_submit", number(first_submit)},
+          {"last_finish", number(last_finish)}};
 }
 
 class Client::Impl {
@@ -261,6 +302,51 @@ class Client::Impl {
   }
   static constexpr int32_t kRecordsPerPage = 20000;
   static constexpr size_t kWaitAtOnce = 10000;
+
+  Result<std::vector<TaskInfo>> List(const std::string& job, const std::string& status) {
+    std::vector<TaskInfo> out;
+    protocol::TaskIdList request{{}, std::nullopt, kRecordsPerPage};
+    if (!job.empty()) request.job = job;
+    if (!status.empty()) request.status = status;
+    while (true) {
+      auto page = Ask<MsgType::kResultRequest, MsgType::kResultReply>(request);
+      if (!page.ok()) return page.status();
+      for (const auto& r : page->records) out.push_back(FromRecord(r));
+      if (!page->more.value_or(false)) return out;
+      if (page->next) {
+        request.after = page->next;
+      } else if (!page->records.empty()) {
+        request.after = page->records.back().id;
+      } else {
+        return out;
+      }
+    }
+  }
+
+  Result<std::string> NewJob() {
+    protocol::JobsRequest request;
+    request.command = "new";
+    auto reply = Ask<MsgType::kJobsRequest, MsgType::kJobsReply>(request);
+    if (!reply.ok()) return reply.status();
+    if (!reply->name) return Status::Unavailable("the hub made no name for a job");
+    return *reply->name;
+  }
+
+  Result<std::vector<JobInfo>> Jobs(const std::string& name) {
+    std::vector<JobInfo> out;
+    protocol::JobsRequest request;
+    if (!name.empty()) request.name = name;
+    while (true) {
+      auto reply = Ask<MsgType::kJobsRequest, MsgType::kJobsReply>(request);
+      if (!reply.ok()) return reply.status();
+      for (const auto& j : reply->jobs) {
+        out.push_back({j.name, j.waiting, j.running, j.ok, j.failed, j.replaced,
+                       Seconds(j.first_submit_us), Seconds(j.last_finish_us)});
+      }
+      if (!reply->more.value_or(false) || reply->jobs.empty()) return out;
+      request.after = reply->jobs.back().name;
+    }
+  }
 
   Status Wait(const std::vector<TaskId>& ids, double timeout_s) {
     const double start = Now();
@@ -477,6 +563,13 @@ class Client::Impl {
     spec.env = o.env;
     spec.label = o.label;
     if (o.pass_results) spec.pass_results = true;
+    if (!o.job.empty()) spec.job = o.job;
+    spec.array_index = o.array_index;
+    ZTASK_RETURN_IF_ERROR(protocol::CheckPlaceholders("--stdout", o.stdout_path));
+    ZTASK_RETURN_IF_ERROR(protocol::CheckPlaceholders("--stderr", o.stderr_path));
+    if (!o.stdout_path.empty()) spec.stdout_path = o.stdout_path;
+    if (!o.stderr_path.empty()) spec.stderr_path = o.stderr_path;
+    spec.replaces = o.replaces;
     protocol::RoutingMeta meta{ToWire(o.after), ToWire(o.follow), o.targets, o.timeout,
                                o.time_limit,    o.retries,        o.priority};
     const protocol::Header header{id, MsgType::kTaskRequest, session_, protocol::NowMicros()};
@@ -756,6 +849,12 @@ Result<std::vector<TaskInfo>> Client::FetchWhen(const std::vector<TaskId>& ids, 
   return impl_->Fetch(ids, false, nullptr, finished ? "final" : "recorded",
                       static_cast<int32_t>(held * 1000));
 }
+Result<std::vector<TaskInfo>> Client::List(const std::string& job, const std::string& status) {
+  impl_->Notice();
+  return impl_->List(job, status);
+}
+Result<std::string> Client::NewJob() { return impl_->NewJob(); }
+Result<std::vector<JobInfo>> Client::Jobs(const std::string& name) { return impl_->Jobs(name); }
 Result<std::vector<TaskInfo>> Client::FetchAll() {
   impl_->Notice();
   return impl_->Fetch({}, true, nullptr);

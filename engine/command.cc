@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 
 extern char** environ;
 
@@ -29,6 +30,37 @@ std::vector<std::string> Environment(const std::map<std::string, std::string>& e
   std::vector<std::string> out;
   for (const auto& [k, v] : merged) out.push_back(k + "=" + v);
   return out;
+}
+
+// Opens an output file of the task (after making its directories): an fd,
+// or -1 with *error set.
+int OpenOutput(const std::string& path, const std::string& cwd, std::string* error) {
+  std::filesystem::path p(path);
+  if (p.is_relative() && !cwd.empty()) p = std::filesystem::path(cwd) / p;
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) *error = "cannot write the output file " + p.string() + ": " + std::strerror(errno);
+  return fd;
+}
+
+// A task's output files (one fd for both when they are the same file).
+struct OutputFiles {
+  int fd[2] = {-1, -1};
+  ~OutputFiles() {
+    if (fd[1] >= 0 && fd[1] != fd[0]) ::close(fd[1]);
+    if (fd[0] >= 0) ::close(fd[0]);
+  }
+};
+
+void WriteAll(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;  // a full disk: the record's tail still has the end
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
 }
 
 void Append(std::string& out, bool& truncated, const char* data, size_t n, size_t limit) {
@@ -50,6 +82,20 @@ CommandOutcome RunCommand(const CommandRequest& request) {
   if (program.empty()) {
     outcome.spawn_error = "cannot run '" + request.argv[0] + "': not found in PATH";
     return outcome;
+  }
+  // Output files, opened before anything runs, so that one that cannot be
+  // written fails the task at once.
+  OutputFiles output;
+  int* files = output.fd;
+  if (!request.stdout_path.empty()) {
+    files[0] = OpenOutput(request.stdout_path, request.cwd, &outcome.spawn_error);
+    if (files[0] < 0) return outcome;
+  }
+  if (!request.stderr_path.empty()) {
+    files[1] = request.stderr_path == request.stdout_path
+                   ? files[0]
+                   : OpenOutput(request.stderr_path, request.cwd, &outcome.spawn_error);
+    if (files[1] < 0) return outcome;
   }
   std::vector<std::string> env = Environment(request.env);
   std::vector<char*> argv, envp;
@@ -118,6 +164,7 @@ CommandOutcome RunCommand(const CommandRequest& request) {
   auto read_from = [&](int i) {
     const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
     if (n > 0) {
+      if (files[i] >= 0) WriteAll(files[i], buffer, static_cast<size_t>(n));
       if (i == 0) {
         Append(outcome.stdout_text, outcome.stdout_truncated, buffer, static_cast<size_t>(n),
                request.max_output_bytes);

@@ -21,6 +21,10 @@ struct CommandRequest {
   // When set, holds the command's process group while it runs (0 after), so
   // another thread can kill it.
   std::atomic<int>* running_group = nullptr;
+  // Files that get the whole of stdout and stderr (made with their parent
+  // directories, replaced when there; relative to cwd). Empty: none. The
+  // same path for both gets both, interleaved as read.
+  std::string stdout_path, stderr_path;
 };
 
 struct CommandOutcome {

@@ -22,6 +22,7 @@
 #include "engine/python_worker.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
+#include "protocol/placeholders.h"
 #include "protocol/security.h"
 #include "protocol/signals.h"
 #include "protocol/wire.h"
@@ -505,13 +506,19 @@ class EngineLoop final : public Stoppable {
                                      job.spec.env,
                                      job.meta.time_limit_s,
                                      options_.max_output_bytes,
-                                     &running_group_};
+                                     &running_group_,
+                                     ExpandOutputPath(job.spec.stdout_path, job),
+                                     ExpandOutputPath(job.spec.stderr_path, job)};
       request.env["ZTASK_TASK_ID"] = job.header.id.ToHex();
       request.env["ZTASK_ENGINE_ID"] = std::to_string(engine_id_);
       request.env["ZTASK_ATTEMPT"] = std::to_string(job.dispatch.attempt);
       request.env["ZTASK_NUM_ENGINES"] = std::to_string(job.dispatch.engines);
       request.env["ZTASK_UNMET_EXIT_CODE"] = std::to_string(kUnmetExitCode);
       if (mpi_rank_) request.env["ZTASK_MPI_RANK"] = std::to_string(*mpi_rank_);
+      if (job.spec.job) request.env["ZTASK_JOB"] = *job.spec.job;
+      if (job.spec.array_index) {
+        request.env["ZTASK_ARRAY_INDEX"] = std::to_string(*job.spec.array_index);
+      }
       engine::CommandOutcome outcome = engine::RunCommand(request);
       done.result.stdout_text = std::move(outcome.stdout_text);
       done.result.stderr_text = std::move(outcome.stderr_text);
@@ -540,6 +547,16 @@ class EngineLoop final : public Stoppable {
     }
     done.result.completed_us = protocol::NowMicros();
     return done;
+  }
+
+  // An output file's path with its placeholders replaced.
+  static std::string ExpandOutputPath(const std::optional<std::string>& pattern, const Job& job) {
+    if (!pattern) return {};
+    return protocol::ExpandPlaceholders(
+        *pattern, {{"TASK_ID", job.header.id.ToHex()},
+                   {"JOB", job.spec.job.value_or("")},
+                   {"ARRAY_INDEX", job.spec.array_index ? std::to_string(*job.spec.array_index)
+                                                         : std::string()}});
   }
 
   template <class Fail>

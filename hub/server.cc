@@ -522,6 +522,14 @@ class HubServer::Impl {
         if (!request.ok()) return Drop(View(frames[0]), request.status());
         return Reply(query_, frames[0], MsgType::kStatsReply, *header, Stats(*request));
       }
+      case MsgType::kJobsRequest: {
+        auto request = protocol::DecodeBody<protocol::JobsRequest>(content);
+        if (!request.ok()) return Drop(View(frames[0]), request.status());
+        if (request->command != "list" && request->command != "new") {
+          return Drop(View(frames[0]), "a jobs_request of unknown command");
+        }
+        return Reply(query_, frames[0], MsgType::kJobsReply, *header, Jobs(*request));
+      }
       case MsgType::kQueueRequest:
         return Reply(query_, frames[0], MsgType::kQueueReply, *header, QueueStatus());
       case MsgType::kEnginesRequest:
@@ -631,6 +639,7 @@ class HubServer::Impl {
       kept.stdout_text.clear();
       kept.stderr_text.clear();
       kept.error_message.clear();
+      kept.spec.reset();
     };
     protocol::TaskRecord scratch;
     if (!request.task_ids.empty()) {
@@ -646,16 +655,54 @@ class HubServer::Impl {
     const size_t limit = std::min<size_t>(std::max<int32_t>(1, request.limit.value_or(kMaxPage)),
                                           kMaxPage);
     // One more than the page, to know whether there is more.
-    const std::vector<TaskId> ids = store_->IdsAfter(request.after, limit + 1);
+    const std::vector<TaskId> ids = store_->IdsAfter(request.after, limit + 1, request.job);
     size_t bytes = 0, taken = 0;
     for (; taken < std::min(limit, ids.size()) && (taken == 0 || bytes < kPageBytes); ++taken) {
       const protocol::TaskRecord* r = store_->Find(ids[taken], &scratch);
       if (!r) continue;  // gone since (purged)
+      if (request.status && !InStatus(*r, *request.status)) continue;
       bytes += 256 + r->label.size() + r->error_message.size() + r->stdout_text.size() +
-               r->stderr_text.size() + r->result.bytes.size();
+               r->stderr_text.size() + r->result.bytes.size() +
+               (r->spec ? r->spec->args.bytes.size() + 64 * r->spec->argv.size() : 0);
       add(*r);
     }
     reply.more = taken < ids.size();
+    if (taken > 0 && *reply.more) reply.next = ids[taken - 1];
+    return reply;
+  }
+
+  // A record in a status of a listing: waiting, running, ok, or failed (an
+  // error not replaced by a resubmission).
+  static bool InStatus(const protocol::TaskRecord& r, std::string_view status) {
+    if (status == "failed") return r.state == TaskState::kError && !r.replaced_by;
+    if (status == "waiting") return r.state == TaskState::kWaiting || r.state == TaskState::kNone;
+    return TaskStateName(r.state) == status;
+  }
+
+  protocol::JobsReply Jobs(const protocol::JobsRequest& request) {
+    constexpr size_t kMaxPage = 10000;
+    protocol::JobsReply reply;
+    if (request.command == "new") {
+      reply.name = store_->NewJobName();
+      return reply;
+    }
+    const auto& jobs = store_->jobs();
+    const auto present = [](const protocol::JobSummary& j) {
+      return j.waiting + j.running + j.ok + j.failed + j.replaced > 0;
+    };
+    if (request.name) {
+      if (auto it = jobs.find(*request.name); it != jobs.end() && present(it->second)) {
+        reply.jobs.push_back(it->second);
+      }
+      return reply;
+    }
+    const size_t limit =
+        std::min<size_t>(std::max<int32_t>(1, request.limit.value_or(kMaxPage)), kMaxPage);
+    auto it = request.after ? jobs.upper_bound(*request.after) : jobs.begin();
+    for (; it != jobs.end() && reply.jobs.size() < limit; ++it) {
+      if (present(it->second)) reply.jobs.push_back(it->second);
+    }
+    reply.more = it != jobs.end();
     return reply;
   }
 

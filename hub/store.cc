@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 
 #include "protocol/codec.h"
@@ -106,7 +107,8 @@ Status TaskStore::Migrate(const std::string& path) {
       version = sqlite3_column_int(pragma.get(), 0);
     }
   }
-  if (version >= 4) return Status::Ok();
+  if (version >= 5) return Status::Ok();
+  if (version == 4) return AddJobs(path);
   auto run = [&](const std::string& sql) {
     if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK) {
       return Status::Ok();
@@ -115,7 +117,10 @@ Status TaskStore::Migrate(const std::string& path) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return error;
   };
-  if (version == 3) return AddOutcomeCounts(path);
+  if (version == 3) {
+    ZTASK_RETURN_IF_ERROR(AddOutcomeCounts(path));
+    return AddJobs(path);
+  }
   if (version < 2) {
     auto has_table = [this](const char* name) {
       Statement table(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
@@ -149,7 +154,25 @@ Status TaskStore::Migrate(const std::string& path) {
       "CREATE INDEX tasks_by_id ON tasks (id);"
       "CREATE INDEX tasks_open ON tasks (seq) WHERE done = 0;"
       "PRAGMA user_version = 3; COMMIT;"));
-  return AddOutcomeCounts(path);
+  ZTASK_RETURN_IF_ERROR(AddOutcomeCounts(path));
+  return AddJobs(path);
+}
+
+// Records of earlier layouts belong to no job: nothing to read.
+Status TaskStore::AddJobs(const std::string& path) {
+  if (sqlite3_exec(db_,
+                   "BEGIN; ALTER TABLE tasks ADD COLUMN job TEXT;"
+                   "CREATE INDEX tasks_by_job ON tasks (job, id) WHERE job IS NOT NULL;"
+                   "CREATE TABLE jobs (name TEXT PRIMARY KEY, ok INTEGER NOT NULL, "
+                   "failed INTEGER NOT NULL, replaced INTEGER NOT NULL, "
+                   "first_submit INTEGER NOT NULL, last_finish INTEGER NOT NULL);"
+                   "PRAGMA user_version = 5; COMMIT;",
+                   nullptr, nullptr, nullptr) != SQLITE_OK) {
+    Status error = SqlError(db_, "cannot set up the tables of the task database " + path);
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return error;
+  }
+  return Status::Ok();
 }
 
 Status TaskStore::AddOutcomeCounts(const std::string& path) {
@@ -242,6 +265,19 @@ Status TaskStore::Load() {
       const auto state = static_cast<TaskState>(sqlite3_column_int(outcomes.get(), 0));
       (state == TaskState::kOk ? ok_ : failed_) = sqlite3_column_int64(outcomes.get(), 1);
     }
+    Statement jobs(db_, "SELECT name, ok, failed, replaced, first_submit, last_finish FROM jobs");
+    if (!jobs.ok()) return SqlError(db_, "cannot read the task database");
+    while (sqlite3_step(jobs.get()) == SQLITE_ROW) {
+      const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(jobs.get(), 0));
+      if (!text) continue;
+      protocol::JobSummary& j = jobs_[text];
+      j.name = text;
+      j.ok = sqlite3_column_int64(jobs.get(), 1);
+      j.failed = sqlite3_column_int64(jobs.get(), 2);
+      j.replaced = sqlite3_column_int64(jobs.get(), 3);
+      j.first_submit_us = sqlite3_column_int64(jobs.get(), 4);
+      j.last_finish_us = sqlite3_column_int64(jobs.get(), 5);
+    }
   }
   auto read = [&](const char* sql, bool finished) {
     Statement select(db_, sql);
@@ -265,7 +301,7 @@ Status TaskStore::Load() {
         finished_order_.push_front(e.record.id);  // read newest first
         continue;
       }
-      Tally(e.record, +1);  // finished ones are counted in finished_by_engine
+      Tally(e.record, +1);  // finished ones are counted in finished_by_engine and jobs
       if (sqlite3_column_type(select.get(), 2) == SQLITE_NULL) continue;
       if (auto stored = protocol::DecodeBody<protocol::FrameList>(column(2)); stored.ok()) {
         e.request = std::move(stored->frames);
@@ -279,6 +315,12 @@ Status TaskStore::Load() {
   ZTASK_RETURN_IF_ERROR(
       read("SELECT seq, record FROM tasks WHERE done = 1 ORDER BY seq DESC LIMIT ?1", true));
   tally_changed_.clear();
+  jobs_changed_.clear();
+  for (const auto& [name, job] : jobs_) {
+    char* end = nullptr;
+    const long long n = std::strtoll(name.c_str(), &end, 10);
+    if (!name.empty() && *end == '\0' && n > last_job_number_) last_job_number_ = n;
+  }
   Statement largest(db_, "SELECT max(id) FROM tasks");
   if (largest.ok() && sqlite3_step(largest.get()) == SQLITE_ROW &&
       sqlite3_column_bytes(largest.get(), 0) == 16) {
@@ -337,6 +379,7 @@ void TaskStore::Clean() {
   dirty_.clear();
   deleted_rows_.clear();
   tally_changed_.clear();
+  jobs_changed_.clear();
   outcomes_changed_ = false;
 }
 
@@ -353,12 +396,16 @@ const protocol::TaskRecord* TaskStore::Find(const TaskId& id,
   return nullptr;
 }
 
-std::vector<TaskId> TaskStore::IdsAfter(const std::optional<TaskId>& after, size_t limit) const {
+std::vector<TaskId> TaskStore::IdsAfter(const std::optional<TaskId>& after, size_t limit,
+                                        const std::optional<std::string>& job) const {
   // In memory: every record when none was let go; otherwise those not yet
   // written (the file has the rest, in the order of its index).
   std::vector<TaskId> ids;
   entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
-    if ((!after || *after < id) && (!has_evicted_ || e->row == 0)) ids.push_back(id);
+    if ((!after || *after < id) && (!has_evicted_ || e->row == 0) &&
+        (!job || e->record.job == job)) {
+      ids.push_back(id);
+    }
   });
   const auto cut = [&](std::vector<TaskId>& v) {
     const size_t n = std::min(v.size(), limit);
@@ -367,9 +414,13 @@ std::vector<TaskId> TaskStore::IdsAfter(const std::optional<TaskId>& after, size
   };
   cut(ids);
   if (!has_evicted_) return ids;
-  Statement select(db_, after ? "SELECT id FROM tasks WHERE id > ?1 ORDER BY id LIMIT ?2"
-                              : "SELECT id FROM tasks ORDER BY id LIMIT ?2");
+  Statement select(db_, job ? (after ? "SELECT id FROM tasks WHERE job = ?3 AND id > ?1 "
+                                       "ORDER BY id LIMIT ?2"
+                                     : "SELECT id FROM tasks WHERE job = ?3 ORDER BY id LIMIT ?2")
+                       : after ? "SELECT id FROM tasks WHERE id > ?1 ORDER BY id LIMIT ?2"
+                               : "SELECT id FROM tasks ORDER BY id LIMIT ?2");
   if (!select.ok()) return ids;
+  if (job) sqlite3_bind_text(select.get(), 3, job->data(), static_cast<int>(job->size()), SQLITE_STATIC);
   std::optional<Key> key;
   if (after) {
     key.emplace(*after);
@@ -404,13 +455,38 @@ bool TaskStore::Submitted(const protocol::Header& request, const protocol::Routi
   if (r.state == TaskState::kNone) r.state = TaskState::kWaiting;  // what came later for it stays
   r.submitted_us = request.date_us;
   r.routing = meta;
+  r.job = spec.job;
+  r.array_index = spec.array_index;
+  r.spec = spec;
   Tally(r, +1);
+  if (spec.replaces && *spec.replaces != request.id) Replace(*spec.replaces, request.id);
   if (!e.has_request) {
     e.request = std::move(request_frames);
     e.has_request = true;
     e.request_changed = true;
   }
   return true;
+}
+
+void TaskStore::Replace(const TaskId& old_id, const TaskId& by) {
+  bool made;
+  Entry& old = EntryOf(old_id, &made);
+  if (made) {  // never recorded: nothing to mark
+    entries_.erase(old_id);
+    return;
+  }
+  if (old.record.state != TaskState::kError || old.record.replaced_by) return;
+  Touch(old);
+  Tally(old.record, -1);
+  old.record.replaced_by = by;
+  Tally(old.record, +1);
+}
+
+std::string TaskStore::NewJobName() {
+  for (;;) {
+    std::string name = std::to_string(++last_job_number_);
+    if (!jobs_.contains(name)) return name;
+  }
 }
 
 void TaskStore::DropRequest(Entry& e) {
@@ -490,6 +566,27 @@ void TaskStore::Tally(const protocol::TaskRecord& r, int delta) {
     (r.state == TaskState::kOk ? ok_ : failed_) += delta;
     outcomes_changed_ = true;
   }
+  if (!r.job || r.state == TaskState::kNone) return;
+  protocol::JobSummary& j = jobs_[*r.job];
+  if (j.name.empty()) j.name = *r.job;
+  if (r.replaced_by) {
+    j.replaced += delta;
+  } else {
+    switch (r.state) {
+      case TaskState::kWaiting: j.waiting += delta; break;
+      case TaskState::kRunning: j.running += delta; break;
+      case TaskState::kOk: j.ok += delta; break;
+      case TaskState::kError: j.failed += delta; break;
+      case TaskState::kNone: break;
+    }
+  }
+  if (delta > 0) {
+    if (r.submitted_us > 0 && (j.first_submit_us == 0 || r.submitted_us < j.first_submit_us)) {
+      j.first_submit_us = r.submitted_us;
+    }
+    if (Finished(r) && r.completed_us) j.last_finish_us = std::max(j.last_finish_us, *r.completed_us);
+  }
+  if (Finished(r)) jobs_changed_.insert(*r.job);
 }
 
 size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
@@ -547,7 +644,8 @@ std::optional<size_t> TaskStore::PurgeAllStored() {
   if (count < 0 ||
       sqlite3_exec(db_,
                    "DELETE FROM tasks WHERE done = 1; DELETE FROM finished_by_engine; "
-                   "UPDATE finished_counts SET n = 0; COMMIT",
+                   "UPDATE finished_counts SET n = 0; "
+                   "UPDATE jobs SET ok = 0, failed = 0, replaced = 0; COMMIT",
                    nullptr, nullptr, nullptr) != SQLITE_OK) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return std::nullopt;
@@ -559,6 +657,7 @@ std::optional<size_t> TaskStore::PurgeAllStored() {
   for (const TaskId& id : gone) entries_.erase(id);
   for (auto& [engine, tally] : by_engine_) tally.finished = 0;
   ok_ = failed_ = 0;
+  for (auto& [name, job] : jobs_) job.ok = job.failed = job.replaced = 0;
   finished_order_.clear();
   has_evicted_ = false;
   return static_cast<size_t>(count);
@@ -569,7 +668,9 @@ Status TaskStore::Flush() {
     Clean();
     return Status::Ok();
   }
-  if (unflushed() == 0 && tally_changed_.empty() && !outcomes_changed_) return Status::Ok();
+  if (unflushed() == 0 && tally_changed_.empty() && !outcomes_changed_ && jobs_changed_.empty()) {
+    return Status::Ok();
+  }
   if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqlError(db_, "cannot begin a transaction");
   }
@@ -609,10 +710,11 @@ void TaskStore::Evict() {
 // known one is rewritten by its row number, with its request only when that
 // changed (kept, or dropped once the task ended).
 Status TaskStore::WriteRows(std::vector<std::pair<Entry*, int64_t>>* added) {
-  Statement insert(db_, "INSERT INTO tasks (id, record, request, done) VALUES (?1, ?2, ?3, ?4)");
-  Statement update(db_, "UPDATE tasks SET record = ?2, done = ?4 WHERE seq = ?1");
-  Statement update_both(db_,
-                        "UPDATE tasks SET record = ?2, request = ?3, done = ?4 WHERE seq = ?1");
+  Statement insert(db_,
+                   "INSERT INTO tasks (id, record, request, done, job) VALUES (?1, ?2, ?3, ?4, ?5)");
+  Statement update(db_, "UPDATE tasks SET record = ?2, done = ?4, job = ?5 WHERE seq = ?1");
+  Statement update_both(
+      db_, "UPDATE tasks SET record = ?2, request = ?3, done = ?4, job = ?5 WHERE seq = ?1");
   Statement erase(db_, "DELETE FROM tasks WHERE seq = ?1");
   Statement count(db_, "INSERT OR REPLACE INTO finished_by_engine (engine, finished) VALUES (?1, ?2)");
   if (!insert.ok() || !update.ok() || !update_both.ok() || !erase.ok() || !count.ok()) {
@@ -640,6 +742,12 @@ Status TaskStore::WriteRows(std::vector<std::pair<Entry*, int64_t>>* added) {
     }
     BindBlob(stmt, 2, blob);
     sqlite3_bind_int(stmt, 4, Finished(e.record) ? 1 : 0);
+    if (e.record.job) {
+      sqlite3_bind_text(stmt, 5, e.record.job->data(), static_cast<int>(e.record.job->size()),
+                        SQLITE_STATIC);
+    } else {
+      sqlite3_bind_null(stmt, 5);
+    }
     if (write_request) {
       if (kept) {
         BindBlob(stmt, 3, request);
@@ -674,6 +782,24 @@ Status TaskStore::WriteRows(std::vector<std::pair<Entry*, int64_t>>* added) {
       const bool ok = sqlite3_step(outcomes.get()) == SQLITE_DONE;
       sqlite3_reset(outcomes.get());
       if (!ok) return SqlError(db_, "cannot write the finished counts");
+    }
+  }
+  if (!jobs_changed_.empty()) {
+    Statement job(db_,
+                  "INSERT OR REPLACE INTO jobs (name, ok, failed, replaced, first_submit, "
+                  "last_finish) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    if (!job.ok()) return SqlError(db_, "cannot write the jobs' counts");
+    for (const std::string& name : jobs_changed_) {
+      const protocol::JobSummary& j = jobs_[name];
+      sqlite3_bind_text(job.get(), 1, name.data(), static_cast<int>(name.size()), SQLITE_STATIC);
+      sqlite3_bind_int64(job.get(), 2, j.ok);
+      sqlite3_bind_int64(job.get(), 3, j.failed);
+      sqlite3_bind_int64(job.get(), 4, j.replaced);
+      sqlite3_bind_int64(job.get(), 5, j.first_submit_us);
+      sqlite3_bind_int64(job.get(), 6, j.last_finish_us);
+      const bool ok = sqlite3_step(job.get()) == SQLITE_DONE;
+      sqlite3_reset(job.get());
+      if (!ok) return SqlError(db_, "cannot write the jobs' counts");
     }
   }
   return Status::Ok();

@@ -84,8 +84,10 @@ class TaskStore {
   // null when there is none.
   const protocol::TaskRecord* Find(const TaskId& id, protocol::TaskRecord* scratch) const;
   // Up to `limit` task ids after `after` (all with nullopt), in id order,
-  // of every record, in memory or only in the file.
-  std::vector<TaskId> IdsAfter(const std::optional<TaskId>& after, size_t limit) const;
+  // of every record (of `job`'s only, when given), in memory or only in the
+  // file.
+  std::vector<TaskId> IdsAfter(const std::optional<TaskId>& after, size_t limit,
+                               const std::optional<std::string>& job = std::nullopt) const;
   // Removes finished records (the listed ones, or all with `all`); returns
   // how many went.
   size_t Purge(const std::vector<TaskId>& ids, bool all);
@@ -120,6 +122,12 @@ class TaskStore {
   int64_t ok() const { return ok_; }
   int64_t failed() const { return failed_; }
   const std::map<int32_t, EngineTally>& by_engine() const { return by_engine_; }
+  // Every job's counts, by name (a job's finished counts over the whole
+  // history, purged ones excepted).
+  const std::map<std::string, protocol::JobSummary>& jobs() const { return jobs_; }
+  // A name for a new job: one more than the largest number that names a
+  // job (or was given by this call before).
+  std::string NewJobName();
 
   // Writes every change since the last flush in one transaction.
   Status Flush();
@@ -134,6 +142,8 @@ class TaskStore {
   Status AddFinishedColumn();
   // From layout 3: counts the finished tasks by outcome.
   Status AddOutcomeCounts(const std::string& path);
+  // From layout 4: a job column, its index, and the jobs' counts.
+  Status AddJobs(const std::string& path);
   Status Prepare();
   Status Load();
   // Everything kept of one task, found with one lookup.
@@ -168,6 +178,8 @@ class TaskStore {
   bool MayBeStored(const TaskId& id) const { return has_evicted_ && !(largest_stored_ < id); }
   // The request of a task that just got its final outcome is not needed.
   void DropRequest(Entry& entry);
+  // Marks the failed task `old_id` as replaced by `by` (a resubmission).
+  void Replace(const TaskId& old_id, const TaskId& by);
   // Adds (+1) or takes away (-1) a record from the counts.
   void Tally(const protocol::TaskRecord& r, int delta);
 
@@ -184,6 +196,9 @@ class TaskStore {
   std::set<int32_t> tally_changed_;  // engines whose finished count to write
   int64_t ok_ = 0, failed_ = 0;
   bool outcomes_changed_ = false;  // ok_ or failed_ to write
+  std::map<std::string, protocol::JobSummary> jobs_;
+  std::set<std::string> jobs_changed_;  // whose finished counts to write
+  int64_t last_job_number_ = 0;
   // Finished records in memory, oldest first (some may be purged already).
   std::deque<TaskId> finished_order_;
   bool has_evicted_ = false;

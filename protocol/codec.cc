@@ -24,11 +24,23 @@ template <class T>
 struct IsOptional<std::optional<T>> : std::true_type {};
 
 // Counts the fields of a struct, for the map header.
+// An optional field that is absent is left out of its map (readers take
+// a missing key and nil alike): the fields many messages leave empty cost
+// nothing.
+template <class T>
+bool Absent(const T&) {
+  return false;
+}
+template <class T>
+bool Absent(const std::optional<T>& value) {
+  return !value.has_value();
+}
+
 struct FieldCounter {
   uint32_t count = 0;
   template <class T>
-  void operator()(const char*, const T&) {
-    ++count;
+  void operator()(const char*, const T& value) {
+    if (!Absent(value)) ++count;
   }
 };
 
@@ -44,6 +56,7 @@ class Writer {
 
   template <class T>
   void operator()(const char* name, const T& value) {
+    if (Absent(value)) return;
     WriteString(name);
     Write(value);
   }
@@ -803,6 +816,8 @@ ZTASK_INSTANTIATE(RecoverReply)
 ZTASK_INSTANTIATE(StatsRequest)
 ZTASK_INSTANTIATE(StatsReply)
 ZTASK_INSTANTIATE(SchedulerStats)
+ZTASK_INSTANTIATE(JobsRequest)
+ZTASK_INSTANTIATE(JobsReply)
 ZTASK_INSTANTIATE(FrameList)
 #undef ZTASK_INSTANTIATE
 

@@ -50,6 +50,9 @@ namespace ztask::protocol {
   /* monitor (dashboard) <-> hub: counts and the latest finished tasks */   \
   X(kStatsRequest, 32, "stats_request")                                     \
   X(kStatsReply, 33, "stats_reply")                                         \
+  /* jobs: their counts, and fresh names */                                 \
+  X(kJobsRequest, 34, "jobs_request")                                       \
+  X(kJobsReply, 35, "jobs_reply")                                           \
   /* scheduler -> hub monitor */                                            \
   X(kTaskSubmitted, 40, "task_submitted")                                   \
   X(kTaskAssigned, 41, "task_assigned")                                     \

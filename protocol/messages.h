@@ -102,6 +102,18 @@ struct TaskSpec {
   // dependencies (an array in their order), fetched by the engine from the
   // hub: how map_reduce's reduce steps see their inputs.
   std::optional<bool> pass_results;
+  // The job it belongs to (taskctl makes one per submission when not named).
+  std::optional<std::string> job = std::nullopt;
+  // Its index in an array submission: ZTASK_ARRAY_INDEX, %{ARRAY_INDEX}.
+  std::optional<int64_t> array_index = std::nullopt;
+  // Files on the engine that get the whole of stdout and stderr, besides
+  // the tails kept in the record; %{TASK_ID}, %{JOB} and %{ARRAY_INDEX}
+  // are replaced by the engine.
+  std::optional<std::string> stdout_path = std::nullopt;
+  std::optional<std::string> stderr_path = std::nullopt;
+  // Submitted again in place of this failed task (taskctl resubmit): its
+  // record is marked replaced and leaves its job's failures.
+  std::optional<TaskId> replaces = std::nullopt;
 
   template <class S, class V>
   static void Visit(S& s, V& v) {
@@ -113,6 +125,11 @@ struct TaskSpec {
     v("env", s.env);
     v("label", s.label);
     v("pass_results", s.pass_results);
+    v("job", s.job);
+    v("array_index", s.array_index);
+    v("stdout_path", s.stdout_path);
+    v("stderr_path", s.stderr_path);
+    v("replaces", s.replaces);
   }
   friend bool operator==(const TaskSpec&, const TaskSpec&) = default;
 };
@@ -320,6 +337,11 @@ struct TaskIdList {
   // they are then. Absent: at once.
   std::optional<std::string> wait = std::nullopt;
   std::optional<int32_t> wait_ms = std::nullopt;
+  // A page (no ids) of this job's records only, and of those in this
+  // status only: "waiting", "running", "ok" or "failed" (an error not
+  // replaced by a resubmission).
+  std::optional<std::string> job = std::nullopt;
+  std::optional<std::string> status = std::nullopt;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("task_ids", s.task_ids);
@@ -327,6 +349,8 @@ struct TaskIdList {
     v("limit", s.limit);
     v("wait", s.wait);
     v("wait_ms", s.wait_ms);
+    v("job", s.job);
+    v("status", s.status);
   }
   friend bool operator==(const TaskIdList&, const TaskIdList&) = default;
 };
@@ -351,6 +375,12 @@ struct TaskRecord {
   bool stdout_truncated = false;
   bool stderr_truncated = false;
   RoutingMeta routing;  // as submitted: after, follow, targets, timeout...
+  std::optional<std::string> job = std::nullopt;
+  std::optional<int64_t> array_index = std::nullopt;
+  // What it runs, as submitted (so that it can be submitted again).
+  std::optional<TaskSpec> spec = std::nullopt;
+  // The task submitted again in its place, once it failed.
+  std::optional<TaskId> replaced_by = std::nullopt;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("id", s.id);
@@ -371,6 +401,10 @@ struct TaskRecord {
     v("stdout_truncated", s.stdout_truncated);
     v("stderr_truncated", s.stderr_truncated);
     v("routing", s.routing);
+    v("job", s.job);
+    v("array_index", s.array_index);
+    v("spec", s.spec);
+    v("replaced_by", s.replaced_by);
   }
   friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
 };
@@ -379,11 +413,15 @@ struct ResultReply {
   std::vector<TaskRecord> records;
   std::vector<TaskId> unknown;
   std::optional<bool> more;  // a page with records after it
+  // With `more`: the `after` of the next page (a filtered page may hold
+  // fewer records than it looked at).
+  std::optional<TaskId> next = std::nullopt;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("records", s.records);
     v("unknown", s.unknown);
     v("more", s.more);
+    v("next", s.next);
   }
   friend bool operator==(const ResultReply&, const ResultReply&) = default;
 };
@@ -805,6 +843,60 @@ struct StatsReply {
   friend bool operator==(const StatsReply&, const StatsReply&) = default;
 };
 
+// ---- jobs ------------------------------------------------------------------
+
+// What the hub counts of one job. A task replaced by a resubmission counts
+// in `replaced` only.
+struct JobSummary {
+  std::string name;
+  int64_t waiting = 0, running = 0, ok = 0, failed = 0, replaced = 0;
+  int64_t first_submit_us = 0;  // 0: none yet
+  int64_t last_finish_us = 0;   // 0: none finished yet
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("name", s.name);
+    v("waiting", s.waiting);
+    v("running", s.running);
+    v("ok", s.ok);
+    v("failed", s.failed);
+    v("replaced", s.replaced);
+    v("first_submit", s.first_submit_us);
+    v("last_finish", s.last_finish_us);
+  }
+  friend bool operator==(const JobSummary&, const JobSummary&) = default;
+};
+
+struct JobsRequest {
+  // "list": the jobs (`name` only, or a page of them in name order after
+  // `after`, at most `limit`); "new": a fresh name for a job (the next
+  // number), nothing else.
+  std::string command = "list";
+  std::optional<std::string> name = std::nullopt;
+  std::optional<std::string> after = std::nullopt;
+  std::optional<int32_t> limit = std::nullopt;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("command", s.command);
+    v("name", s.name);
+    v("after", s.after);
+    v("limit", s.limit);
+  }
+  friend bool operator==(const JobsRequest&, const JobsRequest&) = default;
+};
+
+struct JobsReply {
+  std::vector<JobSummary> jobs;
+  std::optional<std::string> name = std::nullopt;  // "new": the name made
+  std::optional<bool> more = std::nullopt;         // a page with jobs after it
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("jobs", s.jobs);
+    v("name", s.name);
+    v("more", s.more);
+  }
+  friend bool operator==(const JobsReply&, const JobsReply&) = default;
+};
+
 // ---- the bodies of each type -----------------------------------------------
 
 template <MsgType T>
@@ -848,6 +940,8 @@ ZTASK_BODIES(kRecoverReply, Empty, RecoverReply)
 ZTASK_BODIES(kStatsRequest, Empty, StatsRequest)
 ZTASK_BODIES(kStatsReply, Empty, StatsReply)
 ZTASK_BODIES(kSchedulerStats, Empty, SchedulerStats)
+ZTASK_BODIES(kJobsRequest, Empty, JobsRequest)
+ZTASK_BODIES(kJobsReply, Empty, JobsReply)
 ZTASK_BODIES(kEngineRegistered, Empty, EngineInfo)
 ZTASK_BODIES(kEngineUnregistered, Empty, EngineRef)
 ZTASK_BODIES(kEngineDraining, Empty, EngineRef)

@@ -50,6 +50,14 @@ struct TaskOptions {
   std::string cwd;                   // command tasks: working directory
   std::map<std::string, std::string> env;  // command tasks: added environment
   bool pass_results = false;         // function tasks: args = results of `after`
+  std::string job;                   // the job it belongs to; empty: none
+  std::optional<int64_t> array_index;  // commands see ZTASK_ARRAY_INDEX
+  // Files on the engine for the whole of stdout and stderr (command tasks);
+  // %{TASK_ID}, %{JOB} and %{ARRAY_INDEX} are replaced there. Empty: none.
+  std::string stdout_path, stderr_path;
+  // Submitted again in place of this failed task: the hub marks that one
+  // replaced, and its job no longer counts it as failed.
+  std::optional<TaskId> replaces;
 };
 
 // A task's record, as the hub keeps it.
@@ -70,6 +78,11 @@ struct TaskInfo {
   std::vector<int32_t> targets;
   double timeout = 0, time_limit = 0;
   int32_t retries = 0, priority = 0;
+  std::string job;
+  std::optional<int64_t> array_index;
+  std::optional<TaskId> replaced_by;  // submitted again as this task
+  // What it runs, as submitted, ready to submit again (with its routing).
+  std::optional<TaskOptions> spec;
 
   bool finished() const { return status == "ok" || status == "error"; }
   bool ok() const { return status == "ok"; }
@@ -140,6 +153,17 @@ struct ClusterStats {
     int64_t submitted = 0, ok = 0, failed = 0;
   };
   std::vector<Label> labels;
+};
+
+// What the hub counts of one job (JobSummary on the wire).
+struct JobInfo {
+  std::string name;
+  int64_t waiting = 0, running = 0, ok = 0, failed = 0;
+  int64_t replaced = 0;  // failed tasks submitted again (not in `failed`)
+  std::optional<double> first_submit, last_finish;  // seconds since the epoch
+  int64_t total() const { return waiting + running + ok + failed; }
+  bool done() const { return waiting == 0 && running == 0; }
+  Value ToJson() const;
 };
 
 struct AbortResult {
@@ -234,6 +258,15 @@ class Client {
                                           double timeout_s);
   // Every record the hub holds.
   Result<std::vector<TaskInfo>> FetchAll();
+  // The records of a job (empty: of every task), in id order, of one
+  // status only when given: "waiting", "running", "ok" or "failed" (an
+  // error not replaced by a resubmission). Read page by page.
+  Result<std::vector<TaskInfo>> List(const std::string& job, const std::string& status = "");
+  // A name for a new job, from the hub (the next number).
+  Result<std::string> NewJob();
+  // Every job the hub counts, by name; or the named one only (none when
+  // it has no task).
+  Result<std::vector<JobInfo>> Jobs(const std::string& name = "");
   Result<AbortResult> Abort(const std::vector<TaskId>& ids);
   Result<QueueStatus> Queue();
   // Counts, durations and the scheduler's own counts; with `feed_after`,

@@ -57,7 +57,6 @@ def spec(function, args):
         "cwd": "",
         "env": {},
         "label": "",
-        "pass_results": None,
     }
 
 
@@ -70,7 +69,7 @@ def made_batch():
         ),
     ]
     dispatch = [
-        {"attempt": 1, "engines": 2, "run_after": None},
+        {"attempt": 1, "engines": 2},
         {"attempt": 1, "engines": 2, "run_after": fixed_header(1, 1, "")["id"]},
     ]
     return protocol.encode_batch(signer, fixed_header(protocol.TASK_BATCH, 3, "scheduler-1"), tasks, dispatch)
@@ -85,7 +84,7 @@ def test_the_documented_vector_decodes_to_its_two_tasks():
     batch = protocol.decode_message(protocol.Signer(KEY), frames)
     assert batch.type == protocol.TASK_BATCH
     assert batch.header["session"] == "scheduler-1"
-    assert [d["run_after"] for d in batch.content["dispatch"]] == [None, fixed_header(1, 1, "")["id"]]
+    assert [d.get("run_after") for d in batch.content["dispatch"]] == [None, fixed_header(1, 1, "")["id"]]
     messages = [protocol.decode_inner(m) for m in protocol.unpack_batch(frames)]
     assert [m.content["function"] for m in messages] == ["noop", "echo"]
     assert messages[1].content["args"] == [1, 2, 3]

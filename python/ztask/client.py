@@ -86,7 +86,6 @@ def _spec(kind, label, function="", args=None, argv=(), cwd="", env=None):
         "cwd": cwd,
         "env": dict(env or {}),
         "label": label,
-        "pass_results": None,
     }
 
 

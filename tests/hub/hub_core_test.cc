@@ -328,8 +328,8 @@ TEST(Store, AFileFromTheFirstLayoutIsCarriedOverWithItsRequests) {
   EXPECT_EQ(*(*store)->RequestOf(TaskId{7, 2}), (std::vector<std::string>{"h", "m", "c 2"}));
   store->reset();
   EXPECT_EQ(Query(path, "SELECT name FROM sqlite_master WHERE type = 'table'"),
-            (std::vector<std::string>{"tasks", "finished_by_engine", "finished_counts"}));
-  EXPECT_EQ(Query(path, "PRAGMA user_version"), (std::vector<std::string>{"4"}));
+            (std::vector<std::string>{"tasks", "finished_by_engine", "finished_counts", "jobs"}));
+  EXPECT_EQ(Query(path, "PRAGMA user_version"), (std::vector<std::string>{"5"}));
 }
 
 TEST(Store, AnUnwritableDatabaseIsAClearError) {
@@ -571,6 +571,81 @@ TEST(Store, OutcomeCountsCoverTheWholeHistory) {
   EXPECT_EQ((*again)->Purge({}, true), 8u);
   EXPECT_EQ((*again)->ok(), 0);
   EXPECT_EQ((*again)->failed(), 0);
+}
+
+// A job's counts follow its tasks, leave out the failed ones submitted
+// again, and survive a restart that reads only the latest records; a page
+// of a job's records finds those only in the file.
+TEST(Store, JobCountsFollowTheirTasksAcrossARestart) {
+  ztask::testing::TempDir dir;
+  const std::string path = (dir.path() / "tasks.db").string();
+  auto submit = [](TaskStore& store, uint64_t n, const std::string& job,
+                   std::optional<TaskId> replaces = std::nullopt) {
+    protocol::Header h;
+    h.id = TaskId{9, n};
+    h.date_us = static_cast<int64_t>(n) * 1000;
+    protocol::TaskSpec spec;
+    spec.kind = "command";
+    spec.argv = {"true"};
+    spec.job = job;
+    spec.array_index = static_cast<int64_t>(n);
+    spec.replaces = replaces;
+    store.Submitted(h, {}, spec, {"x"});
+    return h.id;
+  };
+  auto finish = [](TaskStore& store, const TaskId& id, bool ok, int64_t at) {
+    protocol::OutcomeMeta meta;
+    meta.final = true;
+    meta.ok = ok;
+    meta.error_type = ok ? ErrorType::kNone : ErrorType::kTaskFailed;
+    protocol::TaskResult result;
+    result.completed_us = at;
+    store.Outcome(id, meta, result, at);
+  };
+  {
+    auto store = TaskStore::Open(path, Keeping(2));
+    ASSERT_TRUE(store.ok());
+    for (uint64_t n = 1; n <= 10; ++n) {
+      const TaskId id = submit(**store, n, n <= 8 ? "sweep" : "other");
+      if (n <= 6) finish(**store, id, n != 3, 50000 + static_cast<int64_t>(n));
+    }
+    // Task 3 failed: submitted again as 11.
+    submit(**store, 11, "sweep", TaskId{9, 3});
+    const auto& sweep = (*store)->jobs().at("sweep");
+    EXPECT_EQ(sweep.ok, 5);
+    EXPECT_EQ(sweep.failed, 0);
+    EXPECT_EQ(sweep.replaced, 1);
+    EXPECT_EQ(sweep.waiting, 3) << "7, 8 and 11";
+    EXPECT_EQ(sweep.first_submit_us, 1000);
+    EXPECT_EQ(sweep.last_finish_us, 50006);
+    EXPECT_EQ((*store)->jobs().at("other").waiting, 2);
+    EXPECT_EQ((*store)->NewJobName(), "1");
+    ASSERT_TRUE((*store)->Flush().ok());
+  }
+  auto store = TaskStore::Open(path, Keeping(2));
+  ASSERT_TRUE(store.ok());
+  const auto& sweep = (*store)->jobs().at("sweep");
+  EXPECT_EQ(sweep.ok, 5);
+  EXPECT_EQ(sweep.failed, 0);
+  EXPECT_EQ(sweep.replaced, 1);
+  EXPECT_EQ(sweep.waiting, 3);
+  EXPECT_EQ(sweep.first_submit_us, 1000);
+  EXPECT_EQ(sweep.last_finish_us, 50006);
+  protocol::TaskRecord scratch;
+  const protocol::TaskRecord* replaced = (*store)->Find(TaskId{9, 3}, &scratch);
+  ASSERT_NE(replaced, nullptr);
+  EXPECT_EQ(replaced->replaced_by, (TaskId{9, 11}));
+  ASSERT_TRUE(replaced->spec.has_value());
+  EXPECT_EQ(replaced->spec->argv, (std::vector<std::string>{"true"}));
+  const std::vector<TaskId> ids = (*store)->IdsAfter(std::nullopt, 100, std::string("sweep"));
+  EXPECT_EQ(ids.size(), 9u) << "1-8 and 11, read from the file and memory";
+  EXPECT_EQ((*store)->IdsAfter(TaskId{9, 8}, 100, std::string("sweep")),
+            (std::vector<TaskId>{TaskId{9, 11}}));
+  EXPECT_EQ((*store)->IdsAfter(std::nullopt, 100, std::string("none")).size(), 0u);
+  // Purging every finished record leaves the unfinished counted.
+  (*store)->Purge({}, true);
+  EXPECT_EQ((*store)->jobs().at("sweep").ok, 0);
+  EXPECT_EQ((*store)->jobs().at("sweep").waiting, 3);
 }
 
 }  // namespace

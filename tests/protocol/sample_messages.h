@@ -30,7 +30,8 @@ template <> inline RoutingMeta Sample<RoutingMeta>() {
 }
 template <> inline TaskSpec Sample<TaskSpec>() {
   return {"command", "", SampleRaw(), {"/bin/echo", "hi there"}, "/tmp",
-          {{"A", "1"}, {"B", "two"}}, "render frame 7", true};
+          {{"A", "1"}, {"B", "two"}}, "render frame 7", true, "sweep", 7,
+          "out/%{ARRAY_INDEX}.txt", "err/%{TASK_ID}", SampleId(9)};
 }
 template <> inline ReplyMeta Sample<ReplyMeta>() {
   return {false, ErrorType::kTimeLimitExceeded, 4, 2};
@@ -56,7 +57,9 @@ template <> inline ClusterRequest Sample<ClusterRequest>() {
 template <> inline EngineState Sample<EngineState>() {
   return {"node7-0", "restarting", 2, "exited with code 137"};
 }
-template <> inline TaskIdList Sample<TaskIdList>() { return {{SampleId(7)}, SampleId(8), 500, "final", 1000}; }
+template <> inline TaskIdList Sample<TaskIdList>() {
+  return {{SampleId(7)}, SampleId(8), 500, "final", 1000, "sweep", "failed"};
+}
 template <> inline ResultReply Sample<ResultReply>() {
   TaskRecord r;
   r.id = SampleId(7);
@@ -76,7 +79,11 @@ template <> inline ResultReply Sample<ResultReply>() {
   r.result = SampleRaw();
   r.stdout_truncated = true;
   r.routing = Sample<RoutingMeta>();
-  return {{r}, {SampleId(8)}, true};
+  r.job = "sweep";
+  r.array_index = 7;
+  r.spec = Sample<TaskSpec>();
+  r.replaced_by = SampleId(10);
+  return {{r}, {SampleId(8)}, true, SampleId(7)};
 }
 template <> inline QueueReply Sample<QueueReply>() { return {{{0, 1, 2, 3}, {1, 0, 0, 9}}, 12}; }
 template <> inline EngineInfo Sample<EngineInfo>() {
@@ -122,6 +129,10 @@ template <> inline StatsReply Sample<StatsReply>() {
   reply.current.push_back({2, SampleId(5)});
   reply.labels.push_back({"sweep", 10, 3, 4});
   return reply;
+}
+template <> inline JobsRequest Sample<JobsRequest>() { return {"list", "sweep", "a", 100}; }
+template <> inline JobsReply Sample<JobsReply>() {
+  return {{{"sweep", 1, 2, 3, 4, 5, 10, 20}}, "7", true};
 }
 template <> inline OutcomeMeta Sample<OutcomeMeta>() {
   return {false, false, ErrorType::kEngineError, 2, 1};

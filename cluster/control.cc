@@ -125,61 +125,56 @@ void LocalCluster::ServeControl(std::chrono::microseconds wait) {
 }
 
 std::string LocalCluster::ScaleTo(int target) {
-  if (options_.launcher == "mpi" || options_.launcher == "slurm") {
+  if (!launcher_->scalable()) {
     return "the " + options_.launcher +
            " launcher starts its engines as one job; it cannot scale (add engines with "
            "taskcluster engines start, or start again with another -n)";
   }
   if (target < 1) return "a cluster needs at least one engine";
-  std::vector<Supervised*> active;
-  for (Supervised& e : engines_) {
-    if (!e.failed && !e.retiring) active.push_back(&e);
+  std::vector<size_t> active;
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    if (!engines_[i].failed && !engines_[i].retiring) active.push_back(i);
   }
   const int from = static_cast<int>(active.size());
-  for (int i = from; i < target; ++i) {
-    engines_.push_back(NewEngine(next_engine_index_++, options_.launcher, options_.hosts));
-    Launch(engines_.back());
-    Report(engines_.back(), "starting", "scaled up");
+  if (target > from) {
+    if (std::string error = Started(*launcher_, target - from, {}, "scaled up"); !error.empty()) {
+      return error;
+    }
   }
   // The newest leave first; they drain before they go.
   for (int i = from - 1; i >= target; --i) {
-    active[static_cast<size_t>(i)]->retiring = true;
-    Report(*active[static_cast<size_t>(i)], "draining", "scaled down");
+    Supervised& engine = engines_[active[static_cast<size_t>(i)]];
+    engine.retiring = true;
+    Report(engine, "draining", "scaled down");
   }
   return {};
 }
 
-std::string LocalCluster::Add(const std::string& launcher, int engines,
+std::string LocalCluster::Started(Launcher& launcher, int engines,
+                                  const std::vector<std::string>& hosts, const std::string& why) {
+  const size_t before = engines_.size();
+  if (Status planned = launcher.Plan(*this, engines, hosts); !planned.ok()) {
+    return planned.message();
+  }
+  for (size_t i = before; i < engines_.size(); ++i) {
+    Launch(engines_[i]);
+    // A job of engines is not an engine: the engines report themselves.
+    if (launcher.scalable()) Report(engines_[i], "starting", why);
+  }
+  return {};
+}
+
+std::string LocalCluster::Add(const std::string& name, int engines,
                               const std::vector<std::string>& hosts) {
   if (engines < 1) return "add at least one engine";
-  if (launcher == "local" || launcher == "ssh") {
-    const auto& where = hosts.empty() ? options_.hosts : hosts;
-    if (launcher == "ssh") {
-      if (where.empty()) return "the ssh launcher needs --hosts";
-      // Hosts may come over the control socket: checked here, as at start.
-      if (auto specs = ParseHostSpecs(where); !specs.ok()) return specs.status().message();
-      if (Status copied = CopyConnectionFile(where); !copied.ok()) return copied.message();
-    }
-    for (int i = 0; i < engines; ++i) {
-      engines_.push_back(NewEngine(next_engine_index_++, launcher, where));
-      Launch(engines_.back());
-      Report(engines_.back(), "starting", "added with the " + launcher + " launcher");
-    }
-    return {};
+  std::unique_ptr<Launcher> other;
+  Launcher* launcher = launcher_.get();
+  if (name != launcher_->name()) {
+    other = MakeLauncher(name);
+    if (!other) return "unknown launcher '" + name + "'; this build has: " + LauncherNames();
+    launcher = other.get();
   }
-  if (launcher == "mpi") {
-    if (FindOnPath(options_.mpiexec).empty()) return "no '" + options_.mpiexec + "' on PATH";
-    options_.mpiexec = FindOnPath(options_.mpiexec);
-    engines_.push_back(JobOfEngines("mpi", engines));
-    Launch(engines_.back());
-    return {};
-  }
-  if (launcher == "slurm") {
-    Supervised job = JobOfEngines("slurm", engines);
-    Status submitted = SubmitSlurmJob(engines, job.prefix);
-    return submitted.ok() ? std::string() : submitted.message();
-  }
-  return "unknown launcher '" + launcher + "'; this build has: local, mpi, ssh, slurm";
+  return Started(*launcher, engines, hosts, "added with the " + name + " launcher");
 }
 
 Status LocalCluster::Scale(const fs::path& profile_dir, int engines, double timeout_s) {
@@ -205,14 +200,15 @@ Status LocalCluster::AddEngines(const fs::path& profile_dir, const std::string& 
   const fs::path profile = profile_dir.empty() ? protocol::DefaultProfileDir() : profile_dir;
   auto client = Client::Connect(profile);
   if (!client.ok()) return client.status();
-  const int before = RunningEngines(**client);
-  int total = engines;
-  if (launcher == "ssh" && !hosts.empty()) {
-    auto specs = ParseHostSpecs(hosts);
-    if (!specs.ok()) return specs.status();
-    total = 0;
-    for (const auto& spec : *specs) total += spec.count;
+  const std::unique_ptr<Launcher> made = MakeLauncher(launcher);
+  if (!made) {
+    return Status::InvalidArgument("unknown launcher '" + launcher + "'; this build has: " +
+                                   LauncherNames());
   }
+  auto counted = made->EngineCount(engines, hosts);
+  if (!counted.ok()) return counted.status();
+  const int total = *counted;
+  const int before = RunningEngines(**client);
   ZTASK_RETURN_IF_ERROR(Request(profile, {"add", total, launcher, hosts}));
   const bool done = WaitFor([&] { return RunningEngines(**client) >= before + total; },
                             std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));

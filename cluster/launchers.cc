@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 
+#include "cluster/launcher.h"
 #include "cluster/local_cluster.h"
 #include "cluster/util.h"
 #include "protocol/connection_file.h"
@@ -93,74 +95,160 @@ Status LocalCluster::SubmitSlurmJob(int engines, const std::string& prefix) {
   return Status::Ok();
 }
 
-LocalCluster::Supervised LocalCluster::NewEngine(int index, const std::string& launcher,
-                                                 const std::vector<std::string>& hosts) {
-  Supervised engine;
-  if (launcher == "ssh") {
-    // Engines go round the hosts, each host as often as its count says.
-    // REQUIRES: every spec was parsed when it came (Claim, Add).
-    std::vector<std::string> slots;
-    for (const auto& spec : hosts) {
-      auto [host, count] = *ParseHostSpec(spec);
-      for (int i = 0; i < count; ++i) slots.push_back(host);
-    }
-    const std::string& host = slots[static_cast<size_t>(index) % slots.size()];
-    engine.name = host + "-ssh-" + std::to_string(index);
-    engine.argv = SplitWords(options_.ssh);
-    engine.argv[0] = Which(engine.argv[0]);
-    // -tt: when the connection ends, the remote engine gets a hang-up.
-    // ssh joins what follows the host into one line for the remote shell:
-    // each word is quoted.
-    std::string remote = "exec " + ShellQuote(options_.remote_engine_program.string()) +
-                         " --profile-dir " + ShellQuote(options_.remote_profile_dir.string()) +
-                         " --name " + ShellQuote(engine.name);
-    for (const auto& arg : options_.engine_args) remote += " " + ShellQuote(arg);
-    engine.argv.insert(engine.argv.end(), {"-tt", "--", host, remote});
-    return engine;
-  }
-  engine.name = "engine-" + std::to_string(index);
-  engine.argv = {options_.engine_program.string(), "--profile-dir", profile_.string(), "--name",
-                 engine.name};
-  engine.argv.insert(engine.argv.end(), options_.engine_args.begin(), options_.engine_args.end());
-  return engine;
-}
+void LocalCluster::AddPlanned(Supervised planned) { engines_.push_back(std::move(planned)); }
 
-LocalCluster::Supervised LocalCluster::JobOfEngines(const std::string& launcher, int engines) {
-  // The first job's engines are HOST-mpi-RANK; later jobs' get their own
-  // prefix, so ranks of two jobs never share a name (and so an id).
-  const int group = job_groups_++;
+// The first job's engines are HOST-LAUNCHER-RANK; later jobs' get their own
+// prefix, so ranks of two jobs never share a name (and so an id).
+std::string LocalCluster::NextJobPrefix(std::string_view launcher, int* group) {
+  *group = job_groups_++;
+  if (*group == 0) return {};
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  const std::string prefix =
-      group == 0 ? "" : std::string(host) + "-" + launcher + std::to_string(group) + "-";
-  Supervised job;
-  job.name = launcher == "mpi" ? "mpiexec-" + std::to_string(group) : "slurm-" + std::to_string(group);
-  if (launcher == "mpi") {
-    job.argv = {options_.mpiexec, "-n", std::to_string(engines), "--oversubscribe"};
-    if (::geteuid() == 0) job.argv.push_back("--allow-run-as-root");
-    job.argv.insert(job.argv.end(), options_.mpi_args.begin(), options_.mpi_args.end());
-    job.argv.insert(job.argv.end(),
-                    {options_.engine_program.string(), "--profile-dir", profile_.string()});
-    if (!prefix.empty()) job.argv.insert(job.argv.end(), {"--name-prefix", prefix});
-    job.argv.insert(job.argv.end(), options_.engine_args.begin(), options_.engine_args.end());
-  } else {
-    job.prefix = prefix;
-  }
-  return job;
+  return std::string(host) + "-" + std::string(launcher) + std::to_string(*group) + "-";
 }
 
-Status LocalCluster::PlanEngines() {
-  if (options_.launcher == "mpi" || options_.launcher == "slurm") {
-    Supervised job = JobOfEngines(options_.launcher, options_.engines);
-    if (options_.launcher == "slurm") return SubmitSlurmJob(options_.engines, job.prefix);
-    engines_.push_back(std::move(job));
+class LocalLauncher final : public Launcher {
+ public:
+  std::string_view name() const override { return "local"; }
+  Status Prepare(ClusterOptions&) const override { return Status::Ok(); }
+  bool scalable() const override { return true; }
+  Status Plan(LocalCluster& c, int engines, const std::vector<std::string>&) override {
+    for (int i = 0; i < engines; ++i) {
+      LocalCluster::Supervised engine;
+      engine.name = "engine-" + std::to_string(c.next_engine_index_++);
+      engine.argv = {c.options_.engine_program.string(), "--profile-dir", c.profile_.string(),
+                     "--name", engine.name};
+      engine.argv.insert(engine.argv.end(), c.options_.engine_args.begin(),
+                         c.options_.engine_args.end());
+      c.AddPlanned(std::move(engine));
+    }
     return Status::Ok();
   }
-  if (options_.launcher == "ssh") ZTASK_RETURN_IF_ERROR(CopyConnectionFile(options_.hosts));
-  for (int i = 0; i < options_.engines; ++i) {
-    engines_.push_back(NewEngine(next_engine_index_++, options_.launcher, options_.hosts));
+};
+
+class SshLauncher final : public Launcher {
+ public:
+  std::string_view name() const override { return "ssh"; }
+  Status Prepare(ClusterOptions& options) const override {
+    if (options.hosts.empty()) {
+      return Status::InvalidArgument("the ssh launcher needs --hosts HOST[:COUNT],...");
+    }
+    auto total = EngineCount(options.engines, options.hosts);
+    if (!total.ok()) return total.status();
+    options.engines = *total;
+    return Status::Ok();
   }
-  return Status::Ok();
+  bool scalable() const override { return true; }
+  Result<int> EngineCount(int asked, const std::vector<std::string>& hosts) const override {
+    if (hosts.empty()) return asked;
+    auto specs = ParseHostSpecs(hosts);
+    if (!specs.ok()) return specs.status();
+    int total = 0;
+    for (const auto& spec : *specs) total += spec.count;
+    return total;
+  }
+  // Engines go round the hosts, each host as often as its count says; the
+  // connection file goes to each host once, before its first engine.
+  Status Plan(LocalCluster& c, int engines, const std::vector<std::string>& given) override {
+    const std::vector<std::string>& hosts = given.empty() ? c.options_.hosts : given;
+    if (hosts.empty()) return Status::InvalidArgument("the ssh launcher needs --hosts");
+    // Hosts may come over the control socket: checked here, as at start.
+    auto specs = ParseHostSpecs(hosts);
+    if (!specs.ok()) return specs.status();
+    std::vector<std::string> fresh, slots;
+    for (const auto& [host, count] : *specs) {
+      if (copied_.insert(host).second) fresh.push_back(host);
+      for (int i = 0; i < count; ++i) slots.push_back(host);
+    }
+    if (!fresh.empty()) {
+      if (Status copied = c.CopyConnectionFile(fresh); !copied.ok()) {
+        for (const auto& host : fresh) copied_.erase(host);
+        return copied;
+      }
+    }
+    for (int i = 0; i < engines; ++i) {
+      const int index = c.next_engine_index_++;
+      const std::string& host = slots[static_cast<size_t>(index) % slots.size()];
+      LocalCluster::Supervised engine;
+      engine.name = host + "-ssh-" + std::to_string(index);
+      engine.argv = SplitWords(c.options_.ssh);
+      engine.argv[0] = Which(engine.argv[0]);
+      // -tt: when the connection ends, the remote engine gets a hang-up.
+      // ssh joins what follows the host into one line for the remote
+      // shell: each word is quoted.
+      std::string remote = "exec " + ShellQuote(c.options_.remote_engine_program.string()) +
+                           " --profile-dir " + ShellQuote(c.options_.remote_profile_dir.string()) +
+                           " --name " + ShellQuote(engine.name);
+      for (const auto& arg : c.options_.engine_args) remote += " " + ShellQuote(arg);
+      engine.argv.insert(engine.argv.end(), {"-tt", "--", host, remote});
+      c.AddPlanned(std::move(engine));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::set<std::string> copied_;  // hosts that have the connection file
+};
+
+class MpiLauncher final : public Launcher {
+ public:
+  std::string_view name() const override { return "mpi"; }
+  Status Prepare(ClusterOptions& options) const override { return FindMpiexec(options); }
+  bool scalable() const override { return false; }
+  Status Plan(LocalCluster& c, int engines, const std::vector<std::string>&) override {
+    ZTASK_RETURN_IF_ERROR(FindMpiexec(c.options_));
+    int group;
+    const std::string prefix = c.NextJobPrefix(name(), &group);
+    LocalCluster::Supervised job;
+    job.name = "mpiexec-" + std::to_string(group);
+    job.prefix = prefix;
+    const ClusterOptions& o = c.options_;
+    job.argv = {o.mpiexec, "-n", std::to_string(engines), "--oversubscribe"};
+    if (::geteuid() == 0) job.argv.push_back("--allow-run-as-root");
+    job.argv.insert(job.argv.end(), o.mpi_args.begin(), o.mpi_args.end());
+    job.argv.insert(job.argv.end(), {o.engine_program.string(), "--profile-dir", c.profile_.string()});
+    if (!prefix.empty()) job.argv.insert(job.argv.end(), {"--name-prefix", prefix});
+    job.argv.insert(job.argv.end(), o.engine_args.begin(), o.engine_args.end());
+    c.AddPlanned(std::move(job));
+    return Status::Ok();
+  }
+
+ private:
+  // ChildProcess runs argv[0] as a path: mpiexec is found on PATH first.
+  static Status FindMpiexec(ClusterOptions& options) {
+    const std::string found = Which(options.mpiexec);
+    if (::access(found.c_str(), X_OK) != 0) {
+      return Status::NotFound("no '" + options.mpiexec +
+                              "' on PATH: install Open MPI (Debian: openmpi-bin) or give --mpiexec");
+    }
+    options.mpiexec = found;
+    return Status::Ok();
+  }
+};
+
+class SlurmLauncher final : public Launcher {
+ public:
+  std::string_view name() const override { return "slurm"; }
+  Status Prepare(ClusterOptions&) const override { return Status::Ok(); }
+  bool scalable() const override { return false; }
+  // The job runs elsewhere: nothing here to supervise; it is cancelled at stop.
+  Status Plan(LocalCluster& c, int engines, const std::vector<std::string>&) override {
+    int group;
+    const std::string prefix = c.NextJobPrefix(name(), &group);
+    return c.SubmitSlurmJob(engines, prefix);
+  }
+};
+
+std::unique_ptr<Launcher> MakeLauncher(std::string_view name) {
+  if (name == "local") return std::make_unique<LocalLauncher>();
+  if (name == "ssh") return std::make_unique<SshLauncher>();
+  if (name == "mpi") return std::make_unique<MpiLauncher>();
+  if (name == "slurm") return std::make_unique<SlurmLauncher>();
+  return nullptr;
 }
+
+std::string LauncherNames() { return "local, mpi, ssh, slurm"; }
+
+Status LocalCluster::PlanEngines() { return launcher_->Plan(*this, options_.engines, {}); }
 
 }  // namespace ztask::cluster

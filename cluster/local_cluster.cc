@@ -1,5 +1,7 @@
 #include "cluster/local_cluster.h"
 
+#include "cluster/launcher.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -51,21 +53,12 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
   if (options.engines <= 0) options.engines = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (options.bin_dir.empty()) options.bin_dir = SelfDir();
   if (options.engine_program.empty()) options.engine_program = options.bin_dir / "taskengine";
-  if (options.launcher != "local" && options.launcher != "mpi" && options.launcher != "ssh" &&
-      options.launcher != "slurm") {
+  const std::unique_ptr<Launcher> launcher = MakeLauncher(options.launcher);
+  if (!launcher) {
     return Status::InvalidArgument("unknown launcher '" + options.launcher +
-                                   "'; this build has: local, mpi, ssh, slurm");
+                                   "'; this build has: " + LauncherNames());
   }
-  if (options.launcher == "ssh") {
-    if (options.hosts.empty()) {
-      return Status::InvalidArgument("the ssh launcher needs --hosts HOST[:COUNT],...");
-    }
-    auto specs = ParseHostSpecs(options.hosts);
-    if (!specs.ok()) return specs.status();
-    int total = 0;
-    for (const auto& spec : *specs) total += spec.count;
-    options.engines = total;
-  }
+  ZTASK_RETURN_IF_ERROR(launcher->Prepare(options));
   for (const auto& arg : options.slurm_args) {
     if (arg.find_first_of("\r\n") != std::string::npos) {
       return Status::InvalidArgument("--slurm-args may not hold a line break");
@@ -85,15 +78,6 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
   }
   if (options.remote_profile_dir.empty()) options.remote_profile_dir = profile;
   if (options.remote_engine_program.empty()) options.remote_engine_program = options.engine_program;
-  if (options.launcher == "mpi") {
-    // ChildProcess runs argv[0] as a path: find mpiexec on PATH now.
-    const std::string found = Which(options.mpiexec);
-    if (::access(found.c_str(), X_OK) != 0) {
-      return Status::NotFound("no '" + options.mpiexec +
-                              "' on PATH: install Open MPI (Debian: openmpi-bin) or give --mpiexec");
-    }
-    options.mpiexec = found;
-  }
   const int fd = ::open(PidFile(profile).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return Status::IoError("cannot open " + PidFile(profile).string());
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -107,7 +91,10 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
 }
 
 LocalCluster::LocalCluster(ClusterOptions options, fs::path profile, int lock_fd)
-    : options_(std::move(options)), profile_(std::move(profile)), lock_fd_(lock_fd) {}
+    : options_(std::move(options)),
+      launcher_(MakeLauncher(options_.launcher)),
+      profile_(std::move(profile)),
+      lock_fd_(lock_fd) {}
 
 LocalCluster::~LocalCluster() {
   StopAll();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cluster/child_process.h"
+#include "cluster/launcher.h"
 #include "protocol/signals.h"
 #include "ztask/status.h"
 
@@ -156,13 +157,24 @@ class LocalCluster final : public Stoppable {
   // The control socket: scale requests from `taskcluster scale`.
   Status OpenControl();
   void ServeControl(std::chrono::microseconds wait);
-  Supervised NewEngine(int index, const std::string& launcher, const std::vector<std::string>& hosts);
-  Supervised JobOfEngines(const std::string& launcher, int engines);
+  // Plans `engines` more with `launcher`, launches what it planned, and
+  // reports each engine as starting (`why`): an error message, or "".
+  std::string Started(Launcher& launcher, int engines, const std::vector<std::string>& hosts,
+                      const std::string& why);
+  // For launchers: an engine (or a job of them) to run and supervise, and
+  // the name prefix of a new job's engines (empty for the first job).
+  void AddPlanned(Supervised planned);
+  std::string NextJobPrefix(std::string_view launcher, int* group);
+  friend class LocalLauncher;
+  friend class SshLauncher;
+  friend class MpiLauncher;
+  friend class SlurmLauncher;
   // Pids of the running engines on this host, as the hub knows them.
   std::vector<pid_t> LocalEnginePids();
   void StopAll();
 
   ClusterOptions options_;
+  std::unique_ptr<Launcher> launcher_;  // options_.launcher's
   std::filesystem::path profile_;
   int lock_fd_;
   std::unique_ptr<ChildProcess> hub_, scheduler_, dashboard_;

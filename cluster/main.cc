@@ -6,6 +6,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <thread>
 #include <tuple>
 
@@ -71,21 +73,104 @@ int Daemonize(ztask::cluster::LocalCluster& cluster) {
   return 0;
 }
 
-int Run(int argc, char** argv) {
-  // Its messages (the control socket's drops among them) go to stderr, which
-  // a daemonized supervisor points at logs/cluster.log.
-  spdlog::set_default_logger(spdlog::stderr_color_st("taskcluster"));
-  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskcluster %l: %v");
-  CLI::App app{"taskcluster: start a ztask cluster on this machine, or stop one"};
-  app.require_subcommand(1);
-  // Global options are read before or after the subcommand (see taskctl).
-  app.fallthrough();
-  ztask::cluster::ClusterOptions options;
-  app.add_option("--profile-dir", options.profile_dir,
-                 "profile directory (default: $ZTASK_PROFILE_DIR or ~/.ztask/profile_default)")
-      ->envname("ZTASK_PROFILE_DIR");
-  bool daemonize = false;
-  double stop_timeout = 30;
+// A subcommand: its options are on `app`; `run` does it once parsed.
+struct Subcommand {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+using ztask::cluster::ClusterOptions;
+
+// Options of start that are handed on to the hub, the scheduler or the
+// engines as they were typed.
+struct PassedOn {
+  std::string max_task_bytes, max_dependencies, max_queued, max_result_bytes, max_output_bytes,
+      replay_window, heartbeat_ms, heartbeat_misses, recover_grace, socket_hwm, send_ahead,
+      durability, keep_finished;
+
+  void Add(CLI::App* start) {
+    start
+        ->add_option("--keep-finished", keep_finished,
+                     "finished tasks the hub keeps in memory (default 100000) and whose outcomes "
+                     "the scheduler remembers (default 1000000); older ones are read from the "
+                     "hub's database when asked for")
+        ->check(CLI::Range(size_t{1}, size_t{1} << 40));
+    start
+        ->add_option("--durability", durability,
+                     "what the hub's records and the scheduler's journal survive: a process "
+                     "crash (process, the default) or a power loss too (power: synced to disk, "
+                     "once per turn)")
+        ->check(CLI::IsMember({"process", "power"}));
+    start->add_option("--heartbeat-ms", heartbeat_ms, "engines heartbeat this often (default 1000)")
+        ->check(CLI::PositiveNumber);
+    start
+        ->add_option("--heartbeat-misses", heartbeat_misses,
+                     "heartbeats an engine may miss before it is lost (default 3)")
+        ->check(CLI::PositiveNumber);
+    start
+        ->add_option("--recover-grace", recover_grace,
+                     "after a scheduler restart, seconds engines holding tasks have to come "
+                     "back, and a task may wait for a dependency not seen yet (default 10)")
+        ->check(CLI::NonNegativeNumber);
+    start
+        ->add_option("--send-ahead", send_ahead,
+                     "send a task waiting for one last dependency to the engine running it, to "
+                     "run there once it succeeds (true or false; default true)")
+        ->check(CLI::IsMember({"true", "false"}));
+    start
+        ->add_option("--socket-hwm", socket_hwm,
+                     "ZeroMQ high-water mark of the scheduler's sockets (default 1000000)")
+        ->check(CLI::PositiveNumber);
+    start
+        ->add_option("--replay-window", replay_window,
+                     "seconds a message's date may differ from the servers' clock (replay "
+                     "protection; 0: no check; default 300)")
+        ->check(CLI::NonNegativeNumber);
+    start->add_option("--max-task-bytes", max_task_bytes, "largest task a client may submit")
+        ->check(CLI::PositiveNumber);
+    start->add_option("--max-dependencies", max_dependencies, "most after+follow ids of a task")
+        ->check(CLI::PositiveNumber);
+    start
+        ->add_option("--max-queued-per-client", max_queued,
+                     "most tasks of one client waiting or running at once")
+        ->check(CLI::PositiveNumber);
+    start->add_option("--max-result-bytes", max_result_bytes, "largest result an engine returns")
+        ->check(CLI::PositiveNumber);
+    start
+        ->add_option("--max-output-bytes", max_output_bytes,
+                     "stdout and stderr kept of a command task, each")
+        ->check(CLI::PositiveNumber);
+  }
+
+  void Apply(ClusterOptions& options) const {
+    for (auto [value, flag, args] :
+         {std::tuple{&max_task_bytes, "--max-task-bytes", &options.scheduler_args},
+          {&max_dependencies, "--max-dependencies", &options.scheduler_args},
+          {&max_queued, "--max-queued-per-client", &options.scheduler_args},
+          {&max_result_bytes, "--max-result-bytes", &options.engine_args},
+          {&max_output_bytes, "--max-output-bytes", &options.engine_args},
+          {&heartbeat_ms, "--heartbeat-ms", &options.hub_args},
+          {&heartbeat_misses, "--heartbeat-misses", &options.hub_args},
+          {&recover_grace, "--recover-grace", &options.scheduler_args},
+          {&socket_hwm, "--socket-hwm", &options.scheduler_args},
+          {&send_ahead, "--send-ahead", &options.scheduler_args}}) {
+      if (!value->empty()) args->insert(args->end(), {flag, *value});
+    }
+    for (auto [flag, value] : {std::pair{"--replay-window", &replay_window},
+                               std::pair{"--durability", &durability},
+                               std::pair{"--keep-finished", &keep_finished}}) {
+      if (value->empty()) continue;
+      options.hub_args.insert(options.hub_args.end(), {flag, *value});
+      options.scheduler_args.insert(options.scheduler_args.end(), {flag, *value});
+    }
+  }
+};
+
+Subcommand AddStart(CLI::App& app, ClusterOptions& options) {
+  struct Flags {
+    bool daemonize = false, dry_run = false;
+    PassedOn passed_on;
+  };
+  auto f = std::make_shared<Flags>();
   auto* start = app.add_subcommand("start", "start hub, scheduler and engines");
   start->add_option("-n,--engines", options.engines, "number of engines (default: cores)")
       ->check(CLI::Range(1, 100000));
@@ -99,7 +184,7 @@ int Run(int argc, char** argv) {
                     "ADDR other than loopback needs the token in the printed URL)");
   start->add_option("--launch-timeout", options.launch_timeout_s,
                     "seconds for every engine to register");
-  start->add_flag("--daemonize", daemonize, "return once the cluster is ready");
+  start->add_flag("--daemonize", f->daemonize, "return once the cluster is ready");
   start
       ->add_option("--max-restarts", options.max_restarts,
                    "restarts of one engine within the window before it is given up")
@@ -114,7 +199,7 @@ int Run(int argc, char** argv) {
       ->add_option("--monitor-interval", options.monitor_interval_s,
                    "seconds between checks of the engines")
       ->check(CLI::PositiveNumber);
-  start->add_option("--launcher", options.launcher, "how engines start: local, mpi or ssh")
+  start->add_option("--launcher", options.launcher, "how engines start: local, mpi, ssh or slurm")
       ->capture_default_str();
   start->add_option("--mpiexec", options.mpiexec, "the mpiexec to run (mpi launcher)")
       ->capture_default_str();
@@ -144,8 +229,8 @@ int Run(int argc, char** argv) {
       ->allow_extra_args(false);
   start->add_option("--sbatch", options.sbatch, "sbatch command (slurm launcher)");
   start->add_option("--scancel", options.scancel, "scancel command (slurm launcher)");
-  bool dry_run = false;
-  start->add_flag("--dry-run", dry_run, "slurm launcher: print the batch script and start nothing");
+  start->add_flag("--dry-run", f->dry_run,
+                  "slurm launcher: print the batch script and start nothing");
   start->add_flag("--insecure", options.insecure,
                   "run without a key: anyone who can reach the ports can run commands");
   start->add_flag("--curve", options.curve,
@@ -153,86 +238,117 @@ int Run(int argc, char** argv) {
                   "loopback)");
   start->add_flag("--no-encryption", options.no_encryption,
                   "no CurveZMQ even when --ip is beyond loopback (warns): signing only");
-  std::string max_task_bytes, max_dependencies, max_queued, max_result_bytes, max_output_bytes,
-      replay_window, heartbeat_ms, heartbeat_misses, recover_grace, socket_hwm, send_ahead,
-      durability, keep_finished;
-  start
-      ->add_option("--keep-finished", keep_finished,
-                   "finished tasks the hub keeps in memory (default 100000) and whose outcomes "
-                   "the scheduler remembers (default 1000000); older ones are read from the "
-                   "hub's database when asked for")
-      ->check(CLI::Range(size_t{1}, size_t{1} << 40));
-  start
-      ->add_option("--durability", durability,
-                   "what the hub's records and the scheduler's journal survive: a process "
-                   "crash (process, the default) or a power loss too (power: synced to disk, "
-                   "once per turn)")
-      ->check(CLI::IsMember({"process", "power"}));
-  start->add_option("--heartbeat-ms", heartbeat_ms, "engines heartbeat this often (default 1000)")
-      ->check(CLI::PositiveNumber);
-  start
-      ->add_option("--heartbeat-misses", heartbeat_misses,
-                   "heartbeats an engine may miss before it is lost (default 3)")
-      ->check(CLI::PositiveNumber);
-  start
-      ->add_option("--recover-grace", recover_grace,
-                   "after a scheduler restart, seconds engines holding tasks have to come back, "
-                   "and a task may wait for a dependency not seen yet (default 10)")
-      ->check(CLI::NonNegativeNumber);
-  start
-      ->add_option("--send-ahead", send_ahead,
-                   "send a task waiting for one last dependency to the engine running it, to "
-                   "run there once it succeeds (true or false; default true)")
-      ->check(CLI::IsMember({"true", "false"}));
-  start
-      ->add_option("--socket-hwm", socket_hwm,
-                   "ZeroMQ high-water mark of the scheduler's sockets (default 1000000)")
-      ->check(CLI::PositiveNumber);
-  start
-      ->add_option("--replay-window", replay_window,
-                   "seconds a message's date may differ from the servers' clock (replay "
-                   "protection; 0: no check; default 300)")
-      ->check(CLI::NonNegativeNumber);
-  start->add_option("--max-task-bytes", max_task_bytes, "largest task a client may submit")
-      ->check(CLI::PositiveNumber);
-  start->add_option("--max-dependencies", max_dependencies, "most after+follow ids of a task")
-      ->check(CLI::PositiveNumber);
-  start
-      ->add_option("--max-queued-per-client", max_queued,
-                   "most tasks of one client waiting or running at once")
-      ->check(CLI::PositiveNumber);
-  start->add_option("--max-result-bytes", max_result_bytes, "largest result an engine returns")
-      ->check(CLI::PositiveNumber);
-  start
-      ->add_option("--max-output-bytes", max_output_bytes,
-                   "stdout and stderr kept of a command task, each")
-      ->check(CLI::PositiveNumber);
+  f->passed_on.Add(start);
   start->add_option("--engine-program", options.engine_program,
                     "program to run as each engine (default: taskengine next to taskcluster)");
-  auto* stop = app.add_subcommand("stop", "stop the cluster in a profile directory");
-  stop->add_option("--timeout", stop_timeout, "seconds to wait for it to stop");
+  return {start, [f, &options] {
+            f->passed_on.Apply(options);
+            ztask::InstallStopSignals();
+            auto cluster = ztask::cluster::LocalCluster::Claim(options);
+            if (!cluster.ok()) return Fail(cluster.status().message());
+            if (f->dry_run) {
+              if (options.launcher != "slurm") return Fail("--dry-run goes with --launcher slurm");
+              std::printf("%s", (*cluster)->SlurmScript().c_str());
+              return 0;
+            }
+            ztask::SetStopTarget(cluster->get());
+            if (f->daemonize) return Daemonize(**cluster);
+            ztask::Status started = (*cluster)->Start();
+            if (!started.ok()) return Fail(started.message());
+            Announce(**cluster, (*cluster)->dashboard_url());
+            (*cluster)->Serve();
+            ztask::SetStopTarget(nullptr);
+            std::printf("cluster stopped\n");
+            return 0;
+          }};
+}
 
-  int scale_to = 0;
-  double scale_timeout = 120;
+Subcommand AddStop(CLI::App& app, const ClusterOptions& options) {
+  auto timeout = std::make_shared<double>(30);
+  auto* stop = app.add_subcommand("stop", "stop the cluster in a profile directory");
+  stop->add_option("--timeout", *timeout, "seconds to wait for it to stop");
+  return {stop, [timeout, &options] {
+            ztask::Status s =
+                ztask::cluster::LocalCluster::StopRunning(options.profile_dir, *timeout);
+            if (!s.ok()) return Fail(s.message());
+            std::printf("cluster stopped\n");
+            return 0;
+          }};
+}
+
+Subcommand AddScale(CLI::App& app, const ClusterOptions& options) {
+  struct Flags {
+    int engines = 0;
+    double timeout = 120;
+  };
+  auto f = std::make_shared<Flags>();
   auto* scale = app.add_subcommand("scale", "grow or shrink the pool of a running cluster");
-  scale->add_option("engines", scale_to, "how many engines")
+  scale->add_option("engines", f->engines, "how many engines")
       ->required()
       ->check(CLI::PositiveNumber);
-  scale->add_option("--timeout", scale_timeout, "seconds to wait for the pool to reach that size");
-  auto* engines_cmd = app.add_subcommand("engines", "engines of a running cluster");
-  engines_cmd->require_subcommand(1);
-  std::string add_launcher = "local";
-  int add_count = 1;
-  std::vector<std::string> add_hosts;
-  double add_timeout = 120;
-  auto* engines_start = engines_cmd->add_subcommand("start", "add engines to a running cluster");
-  engines_start->add_option("--launcher", add_launcher, "local, mpi, ssh or slurm")
-      ->capture_default_str();
-  engines_start->add_option("-n,--engines", add_count, "how many")->check(CLI::PositiveNumber);
-  engines_start->add_option("--hosts", add_hosts, "ssh: HOST[:COUNT],...")->delimiter(',');
-  engines_start->add_option("--timeout", add_timeout, "seconds for them to register");
+  scale->add_option("--timeout", f->timeout, "seconds to wait for the pool to reach that size");
+  return {scale, [f, &options] {
+            ztask::Status s =
+                ztask::cluster::LocalCluster::Scale(options.profile_dir, f->engines, f->timeout);
+            if (!s.ok()) return Fail(s.message());
+            std::printf("%d engines running\n", f->engines);
+            return 0;
+          }};
+}
+
+Subcommand AddEnginesStart(CLI::App& app, const ClusterOptions& options) {
+  struct Flags {
+    std::string launcher = "local";
+    int count = 1;
+    std::vector<std::string> hosts;
+    double timeout = 120;
+  };
+  auto f = std::make_shared<Flags>();
+  auto* engines = app.add_subcommand("engines", "engines of a running cluster");
+  engines->require_subcommand(1);
+  auto* start = engines->add_subcommand("start", "add engines to a running cluster");
+  start->add_option("--launcher", f->launcher, "local, mpi, ssh or slurm")->capture_default_str();
+  start->add_option("-n,--engines", f->count, "how many")->check(CLI::PositiveNumber);
+  start->add_option("--hosts", f->hosts, "ssh: HOST[:COUNT],...")->delimiter(',');
+  start->add_option("--timeout", f->timeout, "seconds for them to register");
+  return {start, [f, &options] {
+            ztask::Status s = ztask::cluster::LocalCluster::AddEngines(
+                options.profile_dir, f->launcher, f->count, f->hosts, f->timeout);
+            if (!s.ok()) return Fail(s.message());
+            std::printf("engines added\n");
+            return 0;
+          }};
+}
+
+Subcommand AddStatus(CLI::App& app, const ClusterOptions& options) {
   auto* status =
       app.add_subcommand("status", "the run report of the cluster in a profile directory");
+  return {status, [&options] {
+            auto client = ztask::Client::Connect(options.profile_dir);
+            if (!client.ok()) return Fail(client.status().message());
+            auto report = ztask::cluster::RunReport(**client);
+            if (!report.ok()) return Fail(report.status().message());
+            std::printf("%s", report->c_str());
+            return 0;
+          }};
+}
+
+int Run(int argc, char** argv) {
+  // Its messages (the control socket's drops among them) go to stderr, which
+  // a daemonized supervisor points at logs/cluster.log.
+  spdlog::set_default_logger(spdlog::stderr_color_st("taskcluster"));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskcluster %l: %v");
+  CLI::App app{"taskcluster: start a ztask cluster on this machine, or stop one"};
+  app.require_subcommand(1);
+  // Global options are read before or after the subcommand (see taskctl).
+  app.fallthrough();
+  ClusterOptions options;
+  app.add_option("--profile-dir", options.profile_dir,
+                 "profile directory (default: $ZTASK_PROFILE_DIR or ~/.ztask/profile_default)")
+      ->envname("ZTASK_PROFILE_DIR");
+  const Subcommand subcommands[] = {AddStart(app, options), AddStop(app, options),
+                                    AddScale(app, options), AddEnginesStart(app, options),
+                                    AddStatus(app, options)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -240,71 +356,10 @@ int Run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return Fail(std::string(e.what()) + " (see taskcluster --help)");
   }
-  if (engines_start->parsed()) {
-    ztask::Status s = ztask::cluster::LocalCluster::AddEngines(options.profile_dir, add_launcher,
-                                                               add_count, add_hosts, add_timeout);
-    if (!s.ok()) return Fail(s.message());
-    std::printf("engines added\n");
-    return 0;
+  for (const Subcommand& sub : subcommands) {
+    if (sub.app->parsed()) return sub.run();
   }
-  if (scale->parsed()) {
-    ztask::Status s =
-        ztask::cluster::LocalCluster::Scale(options.profile_dir, scale_to, scale_timeout);
-    if (!s.ok()) return Fail(s.message());
-    std::printf("%d engines running\n", scale_to);
-    return 0;
-  }
-  if (status->parsed()) {
-    auto client = ztask::Client::Connect(options.profile_dir);
-    if (!client.ok()) return Fail(client.status().message());
-    auto report = ztask::cluster::RunReport(**client);
-    if (!report.ok()) return Fail(report.status().message());
-    std::printf("%s", report->c_str());
-    return 0;
-  }
-  if (stop->parsed()) {
-    ztask::Status s = ztask::cluster::LocalCluster::StopRunning(options.profile_dir, stop_timeout);
-    if (!s.ok()) return Fail(s.message());
-    std::printf("cluster stopped\n");
-    return 0;
-  }
-  for (auto [value, flag, args] :
-       {std::tuple{&max_task_bytes, "--max-task-bytes", &options.scheduler_args},
-        {&max_dependencies, "--max-dependencies", &options.scheduler_args},
-        {&max_queued, "--max-queued-per-client", &options.scheduler_args},
-        {&max_result_bytes, "--max-result-bytes", &options.engine_args},
-        {&max_output_bytes, "--max-output-bytes", &options.engine_args},
-        {&heartbeat_ms, "--heartbeat-ms", &options.hub_args},
-        {&heartbeat_misses, "--heartbeat-misses", &options.hub_args},
-        {&recover_grace, "--recover-grace", &options.scheduler_args},
-        {&socket_hwm, "--socket-hwm", &options.scheduler_args},
-        {&send_ahead, "--send-ahead", &options.scheduler_args}}) {
-    if (!value->empty()) args->insert(args->end(), {flag, *value});
-  }
-  for (auto [flag, value] : {std::pair{"--replay-window", &replay_window},
-                             std::pair{"--durability", &durability},
-                             std::pair{"--keep-finished", &keep_finished}}) {
-    if (value->empty()) continue;
-    options.hub_args.insert(options.hub_args.end(), {flag, *value});
-    options.scheduler_args.insert(options.scheduler_args.end(), {flag, *value});
-  }
-  ztask::InstallStopSignals();
-  auto cluster = ztask::cluster::LocalCluster::Claim(options);
-  if (!cluster.ok()) return Fail(cluster.status().message());
-  if (dry_run) {
-    if (options.launcher != "slurm") return Fail("--dry-run goes with --launcher slurm");
-    std::printf("%s", (*cluster)->SlurmScript().c_str());
-    return 0;
-  }
-  ztask::SetStopTarget(cluster->get());
-  if (daemonize) return Daemonize(**cluster);
-  ztask::Status started = (*cluster)->Start();
-  if (!started.ok()) return Fail(started.message());
-  Announce(**cluster, (*cluster)->dashboard_url());
-  (*cluster)->Serve();
-  ztask::SetStopTarget(nullptr);
-  std::printf("cluster stopped\n");
-  return 0;
+  return 2;
 }
 }  // namespace
 

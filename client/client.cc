@@ -845,9 +845,24 @@ Result<std::vector<TaskInfo>> Client::FetchWhen(const std::vector<TaskId>& ids, 
                                                 double timeout_s) {
   if (ids.empty()) return std::vector<TaskInfo>{};
   impl_->Notice();
+  // In parts the hub can hold (it holds 100,000 ids in all, and answers at
+  // once past that), one after the other within the one timeout.
+  constexpr size_t kPart = 10000;
   const double held = std::clamp(timeout_s, 0.0, 60.0);
-  return impl_->Fetch(ids, false, nullptr, finished ? "final" : "recorded",
-                      static_cast<int32_t>(held * 1000));
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<TaskInfo> out;
+  out.reserve(ids.size());
+  for (size_t at = 0; at < ids.size(); at += kPart) {
+    const std::vector<TaskId> part(ids.begin() + static_cast<std::ptrdiff_t>(at),
+                                   ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), at + kPart)));
+    const double spent =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto records = impl_->Fetch(part, false, nullptr, finished ? "final" : "recorded",
+                                static_cast<int32_t>(std::max(0.0, held - spent) * 1000));
+    if (!records.ok()) return records.status();
+    for (auto& r : *records) out.push_back(std::move(r));
+  }
+  return out;
 }
 Result<std::vector<TaskInfo>> Client::List(const std::string& job, const std::string& status) {
   impl_->Notice();

@@ -251,9 +251,8 @@ class Client {
   // Like Fetch, but the hub answers once every listed task has a record
   // (`finished` false) or has finished (`finished` true), or after
   // `timeout_s` (at most 60): then a task still unknown is kNotFound, and
-  // one unfinished is returned as it is. No polling: one request (the
-  // hub holds requests for up to 100,000 ids in all; past that it answers
-  // at once).
+  // one unfinished is returned as it is. No polling: one request per
+  // 10,000 ids, one after the other, within the one timeout.
   Result<std::vector<TaskInfo>> FetchWhen(const std::vector<TaskId>& ids, bool finished,
                                           double timeout_s);
   // Every record the hub holds.

@@ -327,3 +327,30 @@ TEST_F(JobsTest, MistakesAreOneLineWithExitTwoAndSubmitNothing) {
 
 }  // namespace
 }  // namespace ztask::testing
+
+namespace ztask::testing {
+namespace {
+
+// The hub holds waiting requests for 100,000 ids in all and answers at
+// once past that: a client asks in parts, and still waits for every one.
+TEST_F(ClusterTest, FetchWhenWaitsForMoreTasksThanTheHubHoldsAtOnce) {
+#ifdef ZTASK_SANITIZED
+  constexpr int kTasks = 15000;
+#else
+  constexpr int kTasks = 120000;
+#endif
+  StartCluster(2, {"--hwm", "64"});
+  std::vector<TaskOptions> tasks(kTasks);
+  for (auto& t : tasks) t.function = "noop";
+  auto ids = client_->SubmitMany(tasks);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  auto records = client_->FetchWhen(*ids, /*finished=*/true, 60);
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
+  ASSERT_EQ(records->size(), static_cast<size_t>(kTasks));
+  size_t finished = 0;
+  for (const auto& r : *records) finished += r.finished() ? 1 : 0;
+  EXPECT_EQ(finished, static_cast<size_t>(kTasks));
+}
+
+}  // namespace
+}  // namespace ztask::testing

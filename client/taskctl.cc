@@ -4,6 +4,7 @@
 // about the cluster, and main.
 #include "client/taskctl.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -51,6 +52,15 @@ Status AwaitRecorded(Client& client, const std::vector<TaskId>& ids) {
   if (records.status().code() != Status::Code::kNotFound) return records.status();
   return Status::Unavailable(
       "the cluster did not record the task within 10 s: is its scheduler running?");
+}
+
+Status CheckJobName(const std::string& name) {
+  const bool plain = name.size() <= 128 && std::none_of(name.begin(), name.end(), [](char c) {
+                       return static_cast<unsigned char>(c) <= ' ' || c == 0x7f;
+                     });
+  if (plain) return Status::Ok();
+  return Status::InvalidArgument(
+      "--job takes a name of at most 128 characters without spaces or control characters");
 }
 
 Result<std::string> ReadFile(const std::string& path) {

@@ -35,6 +35,11 @@ int PrintRecords(const std::vector<TaskInfo>& records);
 // does not take the tasks is an error rather than ids that lead nowhere.
 Status AwaitRecorded(Client& client, const std::vector<TaskId>& ids);
 
+// A job's name as given with --job: empty (none given), or 1 to 128
+// characters with no space or control character, so that tables and
+// scripts can show it as one word.
+Status CheckJobName(const std::string& name);
+
 // Reads a whole file; an error naming it.
 Result<std::string> ReadFile(const std::string& path);
 

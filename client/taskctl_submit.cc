@@ -62,6 +62,7 @@ Status Check(SubmitFlags& f, const std::vector<std::string>& command) {
   if (o.command.empty() && o.function.empty()) {
     return Status::InvalidArgument("nothing to run: give -- CMD [ARG...] or --fn NAME");
   }
+  ZTASK_RETURN_IF_ERROR(CheckJobName(o.job));
   if (!o.command.empty() && !o.function.empty()) {
     return Status::InvalidArgument("give either a command or --fn, not both");
   }
@@ -230,6 +231,7 @@ void AddSubmitGraph(CLI::App& app, Subcommands& out) {
   sub->add_option("--job", f->job, "the job's name (default: a new one)");
   out.push_back({sub,
                  [f] {
+                   ZTASK_RETURN_IF_ERROR(CheckJobName(f->job));
                    auto text = ReadFile(f->file);
                    if (!text.ok()) return text.status();
                    auto parsed = ParseGraph(*text);

@@ -457,7 +457,9 @@ bool TaskStore::Submitted(const protocol::Header& request, const protocol::Routi
   r.routing = meta;
   r.job = spec.job;
   r.array_index = spec.array_index;
-  r.spec = spec;
+  // What it runs, to be submitted again: not a Python task's (its pickled
+  // function and arguments could be large, and only Python can send it).
+  if (spec.kind != "python") r.spec = spec;
   Tally(r, +1);
   if (spec.replaces && *spec.replaces != request.id) Replace(*spec.replaces, request.id);
   if (!e.has_request) {

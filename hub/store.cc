@@ -109,14 +109,7 @@ Status TaskStore::Migrate(const std::string& path) {
   }
   if (version >= 5) return Status::Ok();
   if (version == 4) return AddJobs(path);
-  auto run = [&](const std::string& sql) {
-    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK) {
-      return Status::Ok();
-    }
-    Status error = SqlError(db_, "cannot set up the tables of the task database " + path);
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    return error;
-  };
+  auto run = [&](const std::string& sql) { return SetUp(sql, path); };
   if (version == 3) {
     ZTASK_RETURN_IF_ERROR(AddOutcomeCounts(path));
     return AddJobs(path);
@@ -160,30 +153,27 @@ Status TaskStore::Migrate(const std::string& path) {
 
 // Records of earlier layouts belong to no job: nothing to read.
 Status TaskStore::AddJobs(const std::string& path) {
-  if (sqlite3_exec(db_,
-                   "BEGIN; ALTER TABLE tasks ADD COLUMN job TEXT;"
-                   "CREATE INDEX tasks_by_job ON tasks (job, id) WHERE job IS NOT NULL;"
-                   "CREATE TABLE jobs (name TEXT PRIMARY KEY, ok INTEGER NOT NULL, "
-                   "failed INTEGER NOT NULL, replaced INTEGER NOT NULL, "
-                   "first_submit INTEGER NOT NULL, last_finish INTEGER NOT NULL);"
-                   "PRAGMA user_version = 5; COMMIT;",
-                   nullptr, nullptr, nullptr) != SQLITE_OK) {
-    Status error = SqlError(db_, "cannot set up the tables of the task database " + path);
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    return error;
-  }
-  return Status::Ok();
+  return SetUp(
+      "BEGIN; ALTER TABLE tasks ADD COLUMN job TEXT;"
+      "CREATE INDEX tasks_by_job ON tasks (job, id) WHERE job IS NOT NULL;"
+      "CREATE TABLE jobs (name TEXT PRIMARY KEY, ok INTEGER NOT NULL, "
+      "failed INTEGER NOT NULL, replaced INTEGER NOT NULL, "
+      "first_submit INTEGER NOT NULL, last_finish INTEGER NOT NULL);"
+      "PRAGMA user_version = 5; COMMIT;",
+      path);
+}
+
+Status TaskStore::SetUp(const std::string& sql, const std::string& path) {
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK) return Status::Ok();
+  Status error = SqlError(db_, "cannot set up the tables of the task database " + path);
+  sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  return error;
 }
 
 Status TaskStore::AddOutcomeCounts(const std::string& path) {
-  if (sqlite3_exec(db_,
-                   "BEGIN; CREATE TABLE finished_counts (state INTEGER PRIMARY KEY, "
-                   "n INTEGER NOT NULL);",
-                   nullptr, nullptr, nullptr) != SQLITE_OK) {
-    Status error = SqlError(db_, "cannot set up the tables of the task database " + path);
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    return error;
-  }
+  ZTASK_RETURN_IF_ERROR(SetUp(
+      "BEGIN; CREATE TABLE finished_counts (state INTEGER PRIMARY KEY, n INTEGER NOT NULL);",
+      path));
   int64_t counts[2] = {0, 0};
   {
     Statement select(db_, "SELECT record FROM tasks WHERE done = 1");

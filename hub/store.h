@@ -144,6 +144,8 @@ class TaskStore {
   Status AddOutcomeCounts(const std::string& path);
   // From layout 4: a job column, its index, and the jobs' counts.
   Status AddJobs(const std::string& path);
+  // Runs SQL that changes the tables; on failure rolls back and says so.
+  Status SetUp(const std::string& sql, const std::string& path);
   Status Prepare();
   Status Load();
   // Everything kept of one task, found with one lookup.

@@ -102,7 +102,7 @@ int RunSimulatedEngines(const std::string& profile, int count) {
     (void)protocol::SendEncoded(
         *sim.socket, {},
         protocol::EncodeMessage(signer, header(MsgType::kEngineReady, sim.uuid), std::nullopt,
-                                protocol::Empty{}, protocol::EngineReady{sim.id, sim.uuid, std::nullopt}));
+                                protocol::Empty{}, protocol::EngineReady{sim.id, sim.uuid, std::nullopt, std::nullopt, std::nullopt}));
     items.push_back({sim.socket->handle(), 0, ZMQ_POLLIN, 0});
   }
   items.push_back({hub.handle(), 0, ZMQ_POLLIN, 0});

@@ -10,6 +10,7 @@
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
 #include "protocol/placeholders.h"
+#include "protocol/resources.h"
 #include "protocol/flat_id_map.h"
 #include "protocol/recent_id_map.h"
 #include "protocol/security.h"
@@ -57,6 +58,8 @@ TaskInfo FromRecord(const protocol::TaskRecord& r) {
   info.time_limit = r.routing.time_limit_s;
   info.retries = r.routing.retries;
   info.priority = r.routing.priority;
+  info.slots = r.routing.slots.value_or(1);
+  info.resources = r.routing.resources.value_or(protocol::ResourceMap{});
   info.job = r.job.value_or("");
   info.array_index = r.array_index;
   info.replaced_by = r.replaced_by;
@@ -76,6 +79,8 @@ TaskInfo FromRecord(const protocol::TaskRecord& r) {
     o.time_limit = info.time_limit;
     o.retries = info.retries;
     o.priority = info.priority;
+    o.slots = info.slots;
+    o.resources = info.resources;
     o.label = spec.label;
     o.cwd = spec.cwd;
     o.env = spec.env;
@@ -565,13 +570,26 @@ class Client::Impl {
     if (o.pass_results) spec.pass_results = true;
     if (!o.job.empty()) spec.job = o.job;
     spec.array_index = o.array_index;
+    if (std::string e = protocol::AmountsError(o.slots, o.resources, 0); !e.empty()) {
+      return Status::InvalidArgument("a task's " + e);
+    }
     ZTASK_RETURN_IF_ERROR(protocol::CheckPlaceholders("--stdout", o.stdout_path));
     ZTASK_RETURN_IF_ERROR(protocol::CheckPlaceholders("--stderr", o.stderr_path));
     if (!o.stdout_path.empty()) spec.stdout_path = o.stdout_path;
     if (!o.stderr_path.empty()) spec.stderr_path = o.stderr_path;
     spec.replaces = o.replaces;
-    protocol::RoutingMeta meta{ToWire(o.after), ToWire(o.follow), o.targets, o.timeout,
-                               o.time_limit,    o.retries,        o.priority};
+    // Slots and resources absent when the defaults: a plain task's metadata
+    // stays as it was.
+    protocol::RoutingMeta meta{ToWire(o.after),
+                               ToWire(o.follow),
+                               o.targets,
+                               o.timeout,
+                               o.time_limit,
+                               o.retries,
+                               o.priority,
+                               o.slots != 1 ? std::optional<int32_t>(o.slots) : std::nullopt,
+                               o.resources.empty() ? std::nullopt
+                                                   : std::optional(o.resources)};
     const protocol::Header header{id, MsgType::kTaskRequest, session_, protocol::NowMicros()};
     std::vector<std::string> frames{std::string(protocol::kProtocolSignature), std::string()};
     for (auto& f : protocol::EncodeInner(header, std::nullopt, meta, spec)) {

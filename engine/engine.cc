@@ -5,11 +5,13 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -18,11 +20,13 @@
 #include <unordered_set>
 #include <zmq.hpp>
 
+#include "engine/capacity.h"
 #include "engine/command.h"
 #include "engine/python_worker.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
 #include "protocol/placeholders.h"
+#include "protocol/resources.h"
 #include "protocol/security.h"
 #include "protocol/signals.h"
 #include "protocol/wire.h"
@@ -56,6 +60,34 @@ struct Done {
   protocol::TaskResult result;
 };
 
+// Runs tasks one at a time: the worker thread's own (an engine of one
+// slot), or one thread of the pool (more). What a running task needs of
+// its own: the process group of its command, a Python worker, a socket for
+// the hub's queries.
+struct Runner {
+  std::atomic<int> group{0};
+  std::unique_ptr<engine::PythonWorker> python;
+  std::atomic<engine::PythonWorker*> python_for_kill{nullptr};
+  std::unique_ptr<zmq::socket_t> query;
+  std::thread thread;  // the pool's runners only
+
+  // The command and the Python worker of the task running here die now.
+  void Kill() {
+    if (const int g = group.load(); g > 0) ::kill(-g, SIGKILL);
+    if (engine::PythonWorker* p = python_for_kill.load()) p->Kill();
+  }
+};
+
+// A task given to the pool, and what it holds.
+struct Work {
+  Job job;
+  engine::Grant grant;
+};
+struct Finished {
+  Done done;
+  engine::Grant grant;
+};
+
 std::string Hostname() {
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
@@ -78,7 +110,12 @@ class EngineLoop final : public Stoppable {
         hub_(context_, zmq::socket_type::dealer),
         scheduler_(context_, zmq::socket_type::dealer),
         wake_loop_(context_, zmq::socket_type::pair),
-        wake_worker_(context_, zmq::socket_type::pair) {}
+        wake_worker_(context_, zmq::socket_type::pair),
+        capacity_(options_.slots, options_.resources) {}
+
+  ~EngineLoop() {
+    if (done_fd_ >= 0) ::close(done_fd_);
+  }
 
   Status Start() {
     // Started by mpiexec or srun: the rank names the engine across restarts
@@ -107,8 +144,17 @@ class EngineLoop final : public Stoppable {
     ZTASK_RETURN_IF_ERROR(Register());
     ZTASK_RETURN_IF_ERROR(protocol::Connect(scheduler_, info_.scheduler.engine));
     scheduler_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, scheduler_);
-    Send(scheduler_, MsgType::kEngineReady, std::nullopt, protocol::Empty{},
-         protocol::EngineReady{engine_id_, uuid_, std::nullopt});
+    runners_.push_back(std::make_unique<Runner>());
+    if (Pooled()) {
+      done_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+      if (done_fd_ < 0) return Status::Unavailable("cannot make an eventfd for the task pool");
+      for (int32_t i = 1; i < options_.slots; ++i) runners_.push_back(std::make_unique<Runner>());
+      for (auto& runner : runners_) {
+        Runner* r = runner.get();
+        r->thread = std::thread([this, r] { PoolMain(*r); });
+      }
+    }
+    SendReady(std::nullopt);
     worker_ = std::thread([this] { WorkerMain(); });
     return Status::Ok();
   }
@@ -142,11 +188,14 @@ class EngineLoop final : public Stoppable {
          protocol::EngineRef{engine_id_, uuid_});
     // A command still running dies with the engine (its task is failed over
     // by the scheduler when the hub reports the engine gone).
-    if (const int group = running_group_.load(); group > 0) ::kill(-group, SIGKILL);
-    if (engine::PythonWorker* python = python_for_kill_.load()) python->Kill();
+    for (auto& runner : runners_) runner->Kill();
     stop_.store(true);
     wake_loop_.send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
     if (worker_.joinable()) worker_.join();
+    pool_wake_.notify_all();
+    for (auto& runner : runners_) {
+      if (runner->thread.joinable()) runner->thread.join();
+    }
     spdlog::info("engine {} stopped", engine_id_);
   }
 
@@ -162,6 +211,15 @@ class EngineLoop final : public Stoppable {
     (void)protocol::SendEncoded(socket, {},
                                 protocol::EncodeMessage(signer_, header, parent, meta, content));
     return header;
+  }
+
+  // engine_ready: this engine's capacity (absent when one slot and no
+  // resources), and after a reconnection the tasks it holds.
+  void SendReady(std::optional<std::vector<TaskId>> held) {
+    protocol::EngineReady ready{engine_id_, uuid_, std::move(held), std::nullopt, std::nullopt};
+    if (options_.slots != 1) ready.slots = options_.slots;
+    if (!options_.resources.empty()) ready.resources = options_.resources;
+    Send(scheduler_, MsgType::kEngineReady, std::nullopt, protocol::Empty{}, ready);
   }
 
   Status Register() {
@@ -226,27 +284,35 @@ class EngineLoop final : public Stoppable {
   // sent yet) at all times but while a task runs: then the loop thread may
   // send the replies that wait (FlushForWorker), so that a reply never
   // waits for the task after it.
+  //
+  // An engine of many slots runs its tasks in a pool of runner threads
+  // instead (PoolMain): the worker thread starts each queued task, in the
+  // order they came, once its slots and resources are free, and sends the
+  // replies the runners hand back.
   void WorkerMain() {
     std::unique_lock<std::mutex> io(io_mutex_);
+    const bool pooled = Pooled();
     zmq::pollitem_t items[] = {{scheduler_.handle(), 0, ZMQ_POLLIN, 0},
                                {wake_worker_.handle(), 0, ZMQ_POLLIN, 0},
-                               {scheduler_watch_->handle(), 0, ZMQ_POLLIN, 0}};
+                               {scheduler_watch_->handle(), 0, ZMQ_POLLIN, 0},
+                               {nullptr, done_fd_, ZMQ_POLLIN, 0}};
     // With tasks queued, the other sockets are looked at once a
     // millisecond, not between every two tasks: each look is a few system
     // calls, a visible share of a no-op's cost.
     int64_t looked_us = 0;
     while (!stop_.load()) {
       const int64_t now = SteadyMicros();
-      if (!queue_.empty() && now - looked_us < kLookEveryUs) {
+      if (!pooled && !queue_.empty() && now - looked_us < kLookEveryUs) {
         TakeTasks();
         RunNext(io);
         continue;
       }
       looked_us = now;
-      // Nothing left to run: what is answered goes before this waits.
-      if (queue_.empty()) FlushReplies();
-      const auto wait = std::chrono::milliseconds(queue_.empty() ? -1 : 0);
-      if (!protocol::Poll(items, 3, wait).ok()) break;
+      if (pooled) StartWhatFits();
+      // Nothing left to run here: what is answered goes before this waits.
+      if (pooled || queue_.empty()) FlushReplies();
+      const auto wait = std::chrono::milliseconds(!pooled && !queue_.empty() ? 0 : -1);
+      if (!protocol::Poll(items, pooled ? 4 : 3, wait).ok()) break;
       bool ready_again = false;
       if (items[1].revents & ZMQ_POLLIN) {
         zmq::message_t word;
@@ -260,11 +326,106 @@ class EngineLoop final : public Stoppable {
       } else if (ready_again) {
         Resume(/*resend_replies=*/false);
       }
+      if (pooled && (items[3].revents & ZMQ_POLLIN)) CollectFinished();
       TakeTasks();
-      RunNext(io);
+      if (!pooled) RunNext(io);
     }
     FlushReplies();
-    query_.reset();
+    runners_[0]->query.reset();
+  }
+
+  bool Pooled() const { return options_.slots > 1; }
+
+  // Why `job` can never run here (it asks more than this engine has), or "".
+  std::string NeverFits(const Job& job) const {
+    if (!job.unreadable.empty()) return "";  // answered BadTask when run
+    return capacity_.NeverFits(job.meta.slots.value_or(1),
+                               job.meta.resources.value_or(protocol::ResourceMap{}));
+  }
+
+  Done Unsatisfiable(const Job& job, const std::string& why) const {
+    Done done{job.header, {false, ErrorType::kUnsatisfiable, engine_id_, job.dispatch.attempt}, {}};
+    done.result.error_message = "engine " + std::to_string(engine_id_) + ": the task " + why;
+    done.result.started_us = done.result.completed_us = protocol::NowMicros();
+    return done;
+  }
+
+  engine::Grant Take(const Job& job) {
+    return capacity_.Take(job.meta.slots.value_or(1),
+                          job.meta.resources.value_or(protocol::ResourceMap{}));
+  }
+
+  // On the worker thread (pooled): hands the runners each queued task, in
+  // order, while the first one's slots and resources are free.
+  void StartWhatFits() {
+    while (!queue_.empty() && !stop_.load()) {
+      Job& job = queue_.front();
+      const int32_t slots = job.unreadable.empty() ? job.meta.slots.value_or(1) : 1;
+      const protocol::ResourceMap none;
+      const protocol::ResourceMap& resources =
+          job.unreadable.empty() && job.meta.resources ? *job.meta.resources : none;
+      std::optional<Done> answer;
+      if (!MayRun(job)) {
+        answer = NotRun(job);
+      } else if (std::string why = NeverFits(job); !why.empty()) {
+        answer = Unsatisfiable(job, why);
+      } else if (!capacity_.FitsNow(slots, resources)) {
+        return;  // the first waits for what it needs: no task overtakes it
+      }
+      if (answer) {
+        queued_.erase(job.header.id);
+        Reply(*answer);
+        queue_.pop_front();
+        continue;
+      }
+      engine::Grant grant = capacity_.Take(slots, resources);
+      running_ids_.insert(job.header.id);
+      {
+        std::lock_guard<std::mutex> lock(pool_mutex_);
+        work_.push_back({std::move(job), std::move(grant)});
+      }
+      queue_.pop_front();
+      pool_wake_.notify_one();
+    }
+  }
+
+  // On the worker thread (pooled): the replies of what the runners finished.
+  void CollectFinished() {
+    uint64_t count = 0;
+    (void)!::read(done_fd_, &count, sizeof count);
+    std::deque<Finished> finished;
+    {
+      std::lock_guard<std::mutex> lock(pool_mutex_);
+      finished.swap(finished_);
+    }
+    for (Finished& f : finished) {
+      capacity_.Give(f.grant);
+      queued_.erase(f.done.request.id);
+      running_ids_.erase(f.done.request.id);
+      Reply(f.done);
+    }
+  }
+
+  // A runner thread of the pool: runs what it is given until the engine stops.
+  void PoolMain(Runner& runner) {
+    for (;;) {
+      Work work;
+      {
+        std::unique_lock<std::mutex> lock(pool_mutex_);
+        pool_wake_.wait(lock, [&] { return stop_.load() || !work_.empty(); });
+        if (stop_.load()) break;
+        work = std::move(work_.front());
+        work_.pop_front();
+      }
+      Done done = Execute(work.job, runner, work.grant);
+      {
+        std::lock_guard<std::mutex> lock(pool_mutex_);
+        finished_.push_back({std::move(done), std::move(work.grant)});
+      }
+      const uint64_t one = 1;
+      (void)!::write(done_fd_, &one, sizeof one);
+    }
+    runner.query.reset();
   }
 
   static constexpr int64_t kLookEveryUs = 1000;
@@ -283,6 +444,7 @@ class EngineLoop final : public Stoppable {
     queue_.pop_front();
     queued_.erase(job.header.id);
     if (!MayRun(job)) return Reply(NotRun(job));
+    if (std::string why = NeverFits(job); !why.empty()) return Reply(Unsatisfiable(job, why));
     if (!unsent_.empty()) {
       if (job.spec.kind == "command" || unsent_.size() >= kFlushReplies ||
           SteadyMicros() - unsent_since_us_ >= kFlushAfterUs) {
@@ -292,9 +454,11 @@ class EngineLoop final : public Stoppable {
         wake_worker_.send(zmq::str_buffer("flush"), zmq::send_flags::dontwait);
       }
     }
+    const engine::Grant grant = Take(job);
     io.unlock();
-    Done done = Execute(job);
+    Done done = Execute(job, *runners_[0], grant);
     io.lock();
+    capacity_.Give(grant);
     Reply(done);
   }
 
@@ -440,13 +604,13 @@ class EngineLoop final : public Stoppable {
     if (resend_replies) {
       for (const Sent& sent : sent_) Resend(sent);
     }
-    std::vector<TaskId> held;
+    if (Pooled()) CollectFinished();
+    std::vector<TaskId> held(running_ids_.begin(), running_ids_.end());
     for (const Job& job : queue_) held.push_back(job.header.id);
     FlushReplies();
     spdlog::info("ready again for the scheduler: {} recent replies sent again, holding {} tasks",
                  resend_replies ? sent_.size() : 0, held.size());
-    Send(scheduler_, MsgType::kEngineReady, std::nullopt, protocol::Empty{},
-         protocol::EngineReady{engine_id_, uuid_, std::move(held)});
+    SendReady(std::move(held));
   }
 
   // The latest replies are kept (up to kKeepReplies and kKeepBytes) to be
@@ -489,7 +653,7 @@ class EngineLoop final : public Stoppable {
   // scheduler's replay guard looks at).
   void Resend(const Sent& sent) { QueueReply(sent.frames); }
 
-  Done Execute(const Job& job) {
+  Done Execute(const Job& job, Runner& runner, const engine::Grant& grant) {
     Done done{job.header, {true, ErrorType::kNone, engine_id_, job.dispatch.attempt}, {}};
     done.result.started_us = protocol::NowMicros();
     auto fail = [&](ErrorType type, std::string message) {
@@ -506,7 +670,7 @@ class EngineLoop final : public Stoppable {
                                      job.spec.env,
                                      job.meta.time_limit_s,
                                      options_.max_output_bytes,
-                                     &running_group_,
+                                     &runner.group,
                                      ExpandOutputPath(job.spec.stdout_path, job),
                                      ExpandOutputPath(job.spec.stderr_path, job)};
       request.env["ZTASK_TASK_ID"] = job.header.id.ToHex();
@@ -514,6 +678,7 @@ class EngineLoop final : public Stoppable {
       request.env["ZTASK_ATTEMPT"] = std::to_string(job.dispatch.attempt);
       request.env["ZTASK_NUM_ENGINES"] = std::to_string(job.dispatch.engines);
       request.env["ZTASK_UNMET_EXIT_CODE"] = std::to_string(kUnmetExitCode);
+      for (auto& [name, value] : grant.Environment()) request.env[name] = std::move(value);
       if (mpi_rank_) request.env["ZTASK_MPI_RANK"] = std::to_string(*mpi_rank_);
       if (job.spec.job) request.env["ZTASK_JOB"] = *job.spec.job;
       if (job.spec.array_index) {
@@ -539,9 +704,9 @@ class EngineLoop final : public Stoppable {
         }
       }
     } else if (job.spec.kind == "function") {
-      RunFunction(job, &done, fail);
+      RunFunction(job, runner, grant, &done, fail);
     } else if (job.spec.kind == "python") {
-      RunPython(job, &done, fail);
+      RunPython(job, runner, grant, &done, fail);
     } else {
       fail(ErrorType::kTaskFailed, "unknown task kind '" + job.spec.kind + "'");
     }
@@ -560,20 +725,22 @@ class EngineLoop final : public Stoppable {
   }
 
   template <class Fail>
-  void RunFunction(const Job& job, Done* done, Fail&& fail) {
+  void RunFunction(const Job& job, Runner& runner, const engine::Grant& grant, Done* done,
+                   Fail&& fail) {
     auto it = functions_.find(job.spec.function);
     if (it == functions_.end()) {
       return fail(ErrorType::kTaskFailed, "no function named '" + job.spec.function +
                                               "' on engine " + std::to_string(engine_id_));
     }
-    TaskContext context{job.header.id, engine_id_, job.dispatch.attempt, job.dispatch.engines, 0};
+    TaskContext context{job.header.id, engine_id_, job.dispatch.attempt, job.dispatch.engines, 0,
+                        grant.slots, grant.units};
     if (job.meta.time_limit_s > 0) {
       context.deadline_us = SteadyMicros() + static_cast<int64_t>(job.meta.time_limit_s * 1e6);
     }
     try {
       Value args;
       if (job.spec.pass_results.value_or(false)) {
-        auto results = ResultsOf(job.meta.after.ids);
+        auto results = ResultsOf(runner, job.meta.after.ids);
         if (!results.ok()) return fail(ErrorType::kTaskFailed, results.status().message());
         args = std::move(*results);
       } else if (!job.spec.args.bytes.empty()) {
@@ -614,20 +781,22 @@ class EngineLoop final : public Stoppable {
   // A Python function task, in the engine's Python worker. Its arguments are
   // {"pickle": bytes}; so is its result.
   template <class Fail>
-  void RunPython(const Job& job, Done* done, Fail&& fail) {
+  void RunPython(const Job& job, Runner& runner, const engine::Grant& grant, Done* done,
+                 Fail&& fail) {
     auto payload = protocol::PickledPayload(job.spec.args.bytes);
     if (!payload.ok()) {
       return fail(ErrorType::kBadTask, "a Python task whose arguments are not {pickle: bytes}: " +
                                            payload.status().message());
     }
-    if (!python_) {
-      python_ = std::make_unique<engine::PythonWorker>(options_.python, options_.python_path);
-      python_for_kill_.store(python_.get());
+    if (!runner.python) {
+      runner.python = std::make_unique<engine::PythonWorker>(options_.python, options_.python_path);
+      runner.python_for_kill.store(runner.python.get());
     }
     engine::PythonTask task{std::move(*payload),     job.header.id.ToHex(),
                             engine_id_,              job.dispatch.attempt,
-                            job.meta.time_limit_s,   options_.max_output_bytes};
-    engine::PythonOutcome outcome = python_->Run(task);
+                            job.meta.time_limit_s,   options_.max_output_bytes,
+                            grant.Environment()};
+    engine::PythonOutcome outcome = runner.python->Run(task);
     done->result.stdout_text = std::move(outcome.stdout_text);
     done->result.stderr_text = std::move(outcome.stderr_text);
     done->result.stdout_truncated = outcome.stdout_truncated;
@@ -663,16 +832,17 @@ class EngineLoop final : public Stoppable {
   // On the worker thread: the results of `ids`, in order, from the hub. The
   // scheduler may start this task a moment before the hub has recorded its
   // inputs' outcomes, so the hub is asked to answer once they are final.
-  Result<Value> ResultsOf(const std::vector<TaskId>& ids) {
-    if (!query_) {
-      query_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-      query_->set(zmq::sockopt::linger, 0);
-      protocol::SecureClient(*query_, info_);
-      query_->connect(info_.hub.query);
+  Result<Value> ResultsOf(Runner& runner, const std::vector<TaskId>& ids) {
+    std::unique_ptr<zmq::socket_t>& query = runner.query;
+    if (!query) {
+      query = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+      query->set(zmq::sockopt::linger, 0);
+      protocol::SecureClient(*query, info_);
+      query->connect(info_.hub.query);
     }
     // One request: the hub answers once every record is final, or after
     // 10 s.
-    auto records = AskRecords(ids, 10'000);
+    auto records = AskRecords(*query, ids, 10'000);
     if (!records.ok()) return records.status();
     std::map<TaskId, const protocol::TaskRecord*> by_id;
     for (const auto& r : *records) by_id[r.id] = &r;
@@ -689,20 +859,21 @@ class EngineLoop final : public Stoppable {
   }
 
   // The records of `ids`, once all are final or `wait_ms` passed.
-  Result<std::vector<protocol::TaskRecord>> AskRecords(const std::vector<TaskId>& ids,
+  Result<std::vector<protocol::TaskRecord>> AskRecords(zmq::socket_t& query,
+                                                       const std::vector<TaskId>& ids,
                                                        int32_t wait_ms) {
     protocol::Header header{TaskId::Random(), MsgType::kResultRequest, uuid_,
                             protocol::NowMicros()};
     protocol::TaskIdList request{ids, std::nullopt, std::nullopt, "final", wait_ms};
     (void)protocol::SendEncoded(
-        *query_, {},
+        query, {},
         protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{}, request));
     const int64_t deadline = SteadyMicros() + int64_t{wait_ms} * 1000 + 5'000'000;
     Frames frames;
     while (SteadyMicros() < deadline) {
-      zmq::pollitem_t item{query_->handle(), 0, ZMQ_POLLIN, 0};
+      zmq::pollitem_t item{query.handle(), 0, ZMQ_POLLIN, 0};
       (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
-      if (!protocol::TryReceive(*query_, frames)) continue;
+      if (!protocol::TryReceive(query, frames)) continue;
       auto reply =
           protocol::DecodeMessage<MsgType::kResultReply>(signer_, {}, protocol::Views(frames));
       if (reply.ok() && reply->parent && reply->parent->id == header.id) {
@@ -724,9 +895,6 @@ class EngineLoop final : public Stoppable {
   int heartbeat_ms_ = 1000;
   zmq::context_t context_{1};
   zmq::socket_t hub_, scheduler_, wake_loop_, wake_worker_;
-  // The worker thread's own socket to the hub's queries; it closes it before
-  // it ends (a socket left open would block the context's destruction).
-  std::unique_ptr<zmq::socket_t> query_;
   // The worker thread's: the scheduler socket's reconnections, the tasks
   // received and not run yet, the latest replies.
   std::unique_ptr<protocol::ReconnectWatch> scheduler_watch_;
@@ -743,11 +911,22 @@ class EngineLoop final : public Stoppable {
   // Into sent_ (a deque keeps its elements in place as its ends change).
   std::unordered_map<TaskId, const Sent*, TaskIdHash> sent_by_id_;
   size_t sent_bytes_ = 0;
-  std::atomic<int> running_group_{0};  // process group of the running command
-  // The worker thread's, started on the first Python task; the loop thread
-  // kills it when the engine stops.
-  std::unique_ptr<engine::PythonWorker> python_;
-  std::atomic<engine::PythonWorker*> python_for_kill_{nullptr};
+  // runners_[0] is the worker thread's (it runs the tasks of an engine of
+  // one slot); with more slots each runs on a thread of its own. Made
+  // before the threads start; the loop thread kills their tasks when the
+  // engine stops. Each closes its query socket before it ends (a socket
+  // left open would block the context's destruction).
+  std::vector<std::unique_ptr<Runner>> runners_;
+  // The worker thread's: what is free. Pooled: the tasks the runners run.
+  engine::Capacity capacity_;
+  std::unordered_set<TaskId, TaskIdHash> running_ids_;
+  // Pooled: work handed to the runners, what they finished, and the eventfd
+  // that wakes the worker thread when they did.
+  std::mutex pool_mutex_;
+  std::condition_variable pool_wake_;
+  std::deque<Work> work_;
+  std::deque<Finished> finished_;
+  int done_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::thread worker_;
 };
@@ -774,6 +953,9 @@ Status Engine::Run(const EngineOptions& options) {
   // an error to handle, not a signal that ends the engine (also when a
   // program runs the engine library without Main).
   ::signal(SIGPIPE, SIG_IGN);
+  if (std::string e = protocol::AmountsError(options.slots, options.resources, 1); !e.empty()) {
+    return Status::InvalidArgument("this engine's " + e);
+  }
   EngineOptions with_defaults = options;
   if (with_defaults.python.empty()) {
     const char* env = std::getenv("ZTASK_PYTHON");
@@ -816,6 +998,13 @@ int Engine::Main(int argc, char** argv) {
                  "/usr/bin/python3)");
   app.add_option("--python-path", options.python_path,
                  "put first on that Python's PYTHONPATH (where the ztask package is)");
+  app.add_option("--slots", options.slots,
+                 "tasks it runs at once, each holding the slots it asks (taskctl submit --slots)")
+      ->capture_default_str();
+  std::vector<std::string> resources;
+  app.add_option("--resource", resources,
+                 "a countable resource, NAME=COUNT (gpus=4: units 0-3, given to tasks that ask "
+                 "for them); may be repeated");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   try {
@@ -824,6 +1013,17 @@ int Engine::Main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "taskengine: %s (see taskengine --help)\n", e.what());
+    return 2;
+  }
+  std::string error;
+  for (const std::string& r : resources) {
+    if (!protocol::ParseResource(r, 1, &options.resources, &error)) {
+      std::fprintf(stderr, "taskengine: --resource %s (see taskengine --help)\n", error.c_str());
+      return 2;
+    }
+  }
+  if (std::string e = protocol::AmountsError(options.slots, options.resources, 1); !e.empty()) {
+    std::fprintf(stderr, "taskengine: %s (see taskengine --help)\n", e.c_str());
     return 2;
   }
   InstallStopSignals();

@@ -231,7 +231,7 @@ PythonOutcome PythonWorker::Run(const PythonTask& task) {
   msgpack::sbuffer body;
   body.write("\0\0\0\0", 4);  // its length, once known: one write a task
   msgpack::packer<msgpack::sbuffer> packer(body);
-  packer.pack_map(4);
+  packer.pack_map(5);
   packer.pack(std::string_view("payload"));
   packer.pack_bin(static_cast<uint32_t>(task.payload.size()));
   packer.pack_bin_body(task.payload.data(), static_cast<uint32_t>(task.payload.size()));
@@ -241,6 +241,8 @@ PythonOutcome PythonWorker::Run(const PythonTask& task) {
   packer.pack(task.engine_id);
   packer.pack(std::string_view("attempt"));
   packer.pack(task.attempt);
+  packer.pack(std::string_view("env"));
+  packer.pack(task.env);
   const uint32_t n = static_cast<uint32_t>(body.size() - 4);
   const char size[4] = {static_cast<char>(n), static_cast<char>(n >> 8), static_cast<char>(n >> 16),
                         static_cast<char>(n >> 24)};

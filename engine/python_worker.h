@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -34,6 +35,8 @@ struct PythonTask {
   int32_t attempt = 1;
   double time_limit_s = 0;  // 0: none
   size_t max_output_bytes = size_t{1} << 20;
+  // Set in os.environ while it runs (ZTASK_SLOTS, ZTASK_RESOURCE_GPUS...).
+  std::map<std::string, std::string> env;
 };
 
 struct PythonOutcome {

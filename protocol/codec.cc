@@ -109,11 +109,12 @@ class Writer {
       packer_.pack_nil();
     }
   }
-  void Write(const std::map<std::string, std::string>& map) {
+  template <class T>
+  void Write(const std::map<std::string, T>& map) {
     packer_.pack_map(static_cast<uint32_t>(map.size()));
     for (const auto& [k, v] : map) {
       WriteString(k);
-      WriteString(v);
+      Write(v);
     }
   }
   template <class T>
@@ -322,11 +323,13 @@ class Reader {
     out.emplace();
     return Read(o, *out);
   }
-  static Status Read(const msgpack::object& o, std::map<std::string, std::string>& out) {
+  template <class T>
+  static Status Read(const msgpack::object& o, std::map<std::string, T>& out) {
     if (o.type != msgpack::type::MAP) return WrongType("a map");
     out.clear();
     for (uint32_t i = 0; i < o.via.map.size; ++i) {
-      std::string key, value;
+      std::string key;
+      T value{};
       ZTASK_RETURN_IF_ERROR(Read(o.via.map.ptr[i].key, key));
       ZTASK_RETURN_IF_ERROR(Read(o.via.map.ptr[i].val, value));
       out[std::move(key)] = std::move(value);

@@ -66,6 +66,10 @@ struct WireDependencies {
   friend bool operator==(const WireDependencies&, const WireDependencies&) = default;
 };
 
+// Units of countable resources by name ("gpus": 2); protocol/resources.h
+// has the rules.
+using ResourceMap = std::map<std::string, int64_t>;
+
 // Frame 4 of a task_request: all the scheduler reads to route a task.
 struct RoutingMeta {
   WireDependencies after;
@@ -75,6 +79,11 @@ struct RoutingMeta {
   double time_limit_s = 0;       // 0: run as long as it takes
   int32_t retries = 0;
   int32_t priority = 0;  // higher runs first
+  // Slots of its engine it holds while it runs (absent: 1), and units of
+  // the engine's countable resources ("gpus": 2). Placed only where all are
+  // free at once.
+  std::optional<int32_t> slots;
+  std::optional<ResourceMap> resources;
 
   template <class S, class V>
   static void Visit(S& s, V& v) {
@@ -85,6 +94,8 @@ struct RoutingMeta {
     v("time_limit", s.time_limit_s);
     v("retries", s.retries);
     v("priority", s.priority);
+    v("slots", s.slots);
+    v("resources", s.resources);
   }
   friend bool operator==(const RoutingMeta&, const RoutingMeta&) = default;
 };
@@ -217,11 +228,17 @@ struct EngineReady {
   // Sent again when the engine reconnects to a scheduler: the tasks it holds
   // (running or queued), so a restarted scheduler knows where they are.
   std::optional<std::vector<TaskId>> held;
+  // What it can hold at once (taskengine --slots, --resource): absent, one
+  // slot and no resources.
+  std::optional<int32_t> slots;
+  std::optional<ResourceMap> resources;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("engine_id", s.engine_id);
     v("uuid", s.uuid);
     v("held", s.held);
+    v("slots", s.slots);
+    v("resources", s.resources);
   }
   friend bool operator==(const EngineReady&, const EngineReady&) = default;
 };

@@ -15,7 +15,7 @@
 namespace ztask {
 namespace {
 
-constexpr std::array<std::string_view, 10> kErrorNames = {"",
+constexpr std::array<std::string_view, 11> kErrorNames = {"",
                                                          "TaskFailed",
                                                          "ImpossibleDependency",
                                                          "InvalidDependency",
@@ -24,7 +24,8 @@ constexpr std::array<std::string_view, 10> kErrorNames = {"",
                                                          "EngineError",
                                                          "TaskAborted",
                                                          "TaskRejected",
-                                                         "BadTask"};
+                                                         "BadTask",
+                                                         "Unsatisfiable"};
 
 uint64_t LoadBigEndian(const char* p) {
   uint64_t v = 0;

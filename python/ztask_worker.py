@@ -88,6 +88,7 @@ def _is_unmet(exc):
 def _serve(fd_in, fd_out, cloudpickle, msgpack):
     real_stdout, real_stderr = sys.stdout, sys.stderr
     tasks = os.fdopen(fd_in, "rb", buffering=1 << 16)  # one read a task, most often
+    given = {}  # the environment the latest task was given (its slots, its GPUs)
     while True:
         size = tasks.read(4)
         if len(size) < 4:
@@ -100,6 +101,10 @@ def _serve(fd_in, fd_out, cloudpickle, msgpack):
         os.environ["ZTASK_TASK_ID"] = task.get("task_id", "")
         os.environ["ZTASK_ENGINE_ID"] = str(task.get("engine_id", ""))
         os.environ["ZTASK_ATTEMPT"] = str(task.get("attempt", ""))
+        for name in given:
+            os.environ.pop(name, None)
+        given = task.get("env") or {}
+        os.environ.update(given)
         out, err = io.StringIO(), io.StringIO()
         sys.stdout, sys.stderr = out, err
         try:

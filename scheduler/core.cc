@@ -37,6 +37,10 @@ bool SchedulerCore::Submit(const Submission& s) {
   task.priority = s.priority;
   task.seq = next_seq_++;
   task.targets = s.targets;
+  task.slots = static_cast<uint32_t>(std::max(1, s.needs.slots));
+  for (const auto& [name, units] : s.needs.resources) {
+    if (units > 0) task.needs.emplace_back(ResourceIndex(name), units);
+  }
   task.timeout_us = s.timeout_s > 0 ? static_cast<int64_t>(std::llround(s.timeout_s * 1e6)) : 0;
   // Every earlier attempt but a running one failed and used a retry.
   const bool running =

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <queue>
@@ -38,8 +39,18 @@ class Clock {
   virtual int64_t NowMicros() = 0;  // monotonic
 };
 
+// What an engine can hold at once, or what a task holds while it runs:
+// slots, and units of countable resources by name ("gpus": 2).
+struct Amounts {
+  int32_t slots = 1;
+  std::map<std::string, int64_t> resources;
+};
+
 struct CoreOptions {
-  // Most tasks outstanding on one engine; 0 means no limit. Default: 1.
+  // Slots an engine may hold beyond those it runs, plus one: 1 (the
+  // default) sends a task only where its slots are free, HWM h lets h-1
+  // more slots' worth of tasks wait on an engine; 0 means no limit.
+  // Resources are never booked beyond what an engine has.
   uint32_t hwm = 1;
   // Send ahead: a task waiting for one last dependency, running on an
   // engine with room, goes to that engine at once, to run there as soon as
@@ -70,6 +81,7 @@ struct Submission {
   double timeout_s = 0;          // 0: no timeout
   int32_t retries = 0;
   int32_t priority = 0;
+  Amounts needs;  // placed only where all of it is free at once
   // Restoring a scheduler's state after a restart: the attempts already
   // made, and the engine running the latest one (kNoSlot: it waits).
   int32_t attempts = 0;
@@ -127,8 +139,11 @@ class SchedulerCore {
   // first removed (it restarted before we heard it was gone). An engine not
   // `accepting` holds tasks restored onto it but gets no new one until
   // EngineAccepting().
-  EngineSlot EngineAdded(int32_t engine_id, bool accepting = true);
+  EngineSlot EngineAdded(int32_t engine_id, bool accepting = true, const Amounts& capacity = {});
   void EngineAccepting(EngineSlot slot);
+  // What the engine can hold at once, as it said when it came (an engine
+  // restored after a restart holds one slot until it says).
+  void SetCapacity(EngineSlot slot, const Amounts& capacity);
   // The engine is gone: its running tasks fail with EngineError (retried
   // when they may be). Unknown or already removed slots are ignored.
   void EngineRemoved(EngineSlot slot);
@@ -216,6 +231,7 @@ class SchedulerCore {
   // Tasks whose dependencies are met, waiting for an engine.
   size_t ready_tasks() const { return ready_.size(); }
   size_t finished_tasks() const { return finished_.size(); }
+  // Slots booked on the engine by the tasks it holds.
   uint32_t LoadOf(EngineSlot slot) const;
   size_t live_engines() const { return slot_of_id_.size(); }
 
@@ -242,6 +258,12 @@ class SchedulerCore {
     int32_t attempt = 0;
     EngineSlot slot = kNoSlot;
     uint32_t running_index = 0;  // in Engine::running
+    uint32_t slots = 1;
+    // Units of each resource (by resource_index_), none zero.
+    std::vector<std::pair<uint16_t, int64_t>> needs;
+    // Some engine it may use could hold it (not Unsatisfiable): once found,
+    // it waits for one to have room, even through engines leaving.
+    bool judged = false;
   };
 
   struct Engine {
@@ -249,7 +271,12 @@ class SchedulerCore {
     bool alive = false;
     bool draining = false;
     bool accepting = true;
-    uint32_t load = 0;
+    // Held whole for the oldest wide task that fits nowhere yet, which
+    // lacks slots here (Reserve): out of the scheme.
+    bool reserved = false;
+    uint32_t load = 0;   // slots booked by the tasks it holds
+    uint32_t slots = 1;  // what it has
+    std::vector<int64_t> capacity, booked;  // units by resource index
     int64_t stamp = 0;
     std::vector<TaskId> running;
   };
@@ -331,8 +358,30 @@ class SchedulerCore {
   // The live engines `task` may use, whatever their load; sets *never when
   // it can never run.
   void AllowedSlots(const Task& task, std::vector<EngineSlot>* allowed, std::string* never) const;
-  // Engines with room that `task` may use now; sets *never when it can never run.
-  void Candidates(const Task& task, std::vector<EngineView>* out, std::string* never) const;
+  // Engines with room that `task` may use now; sets *never (and *why) when
+  // it can never run.
+  void Candidates(Task& task, std::vector<EngineView>* out, std::string* never, ErrorType* why);
+  // Why no engine it may use could ever hold a wide task, or "" when one
+  // could (or none is there to judge by).
+  std::string Unsatisfiable(const Task& task, const std::vector<EngineSlot>& allowed) const;
+  // Packing fairness: `task`, wide and fitting nowhere now, holds the
+  // engine that could hold it with the most slots free. When it lacks
+  // slots there no other task goes there; when it lacks only units of
+  // some resources, no task asking any of those goes there. Held until the
+  // next Pump, which looks again.
+  void Reserve(const Task& task);
+  void Unreserve();
+  static bool Wide(const Task& task) { return task.slots > 1 || !task.needs.empty(); }
+  uint16_t ResourceIndex(const std::string& name);
+  void Apply(const Amounts& capacity, Engine& e);
+  static int64_t UnitsOf(const std::vector<int64_t>& v, uint16_t r) {
+    return r < v.size() ? v[r] : 0;
+  }
+  // Whether `engine` could hold `task` were it idle.
+  static bool CouldHold(const Task& task, const Engine& e);
+  // Whether `task` may go to `e` now.
+  bool Fits(const Task& task, const Engine& e) const;
+  void Book(Engine& e, const Task& task, int sign);
   void Pump();
   void AddDeadline(Task& task);
   // At the AwaitUnknownUntil deadline: fails the tasks still waiting for a
@@ -343,9 +392,13 @@ class SchedulerCore {
   // Fails every task waiting for `dep` with InvalidDependency.
   void FailWaitersOf(const TaskId& dep);
 
-  bool HasRoom(const Engine& e) const {
-    return e.alive && e.accepting && !e.draining && (options_.hwm == 0 || e.load < options_.hwm);
+  static bool Open(const Engine& e) { return e.alive && e.accepting && !e.draining; }
+  // Room for `slots` more slots, within the HWM.
+  bool SlotRoom(const Engine& e, uint32_t slots) const {
+    return options_.hwm == 0 || e.load + slots <= e.slots + options_.hwm - 1;
   }
+  // Room for a one-slot task with no resources: what the scheme holds.
+  bool HasRoom(const Engine& e) const { return Open(e) && !e.reserved && SlotRoom(e, 1); }
   void RetireIfDrained(EngineSlot slot);
   EngineView ViewOf(EngineSlot slot) const {
     const Engine& e = engines_[slot];
@@ -374,6 +427,11 @@ class SchedulerCore {
   std::vector<Engine> engines_;  // by slot
   std::unordered_map<int32_t, EngineSlot> slot_of_id_;
   std::unordered_map<EngineSlot, std::vector<TaskId>> located_on_;
+  std::unordered_map<std::string, uint16_t> resource_index_;
+  std::vector<std::string> resource_names_;
+  EngineSlot reserved_slot_ = kNoSlot;
+  TaskId reserved_for_;
+  std::vector<uint16_t> held_units_;  // the resources it lacks there
   int64_t next_new_stamp_ = INT64_MIN / 2;  // new engines: older than any use
   int64_t next_use_stamp_ = 0;
 

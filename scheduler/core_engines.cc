@@ -25,7 +25,7 @@ void SchedulerCore::JoinScheme(EngineSlot slot) {
 void SchedulerCore::Place(Task& task, EngineSlot slot) {
   Engine& e = engines_[slot];
   LeaveScheme(slot);
-  ++e.load;
+  Book(e, task, +1);
   e.stamp = ++next_use_stamp_;
   task.running_index = static_cast<uint32_t>(e.running.size());
   e.running.push_back(task.id);
@@ -76,6 +76,9 @@ bool SchedulerCore::MayGoAhead(const Task& task, const Task& dep, bool is_follow
     }
   }
   const Engine& e = engines_[dep.slot];
+  // An engine of many slots runs what it holds side by side: the task
+  // could start before its dependency ended there.
+  if (Wide(task) || e.slots > 1) return false;
   if (!task.targets.empty() && !Contains(task.targets, e.id)) return false;
   if (Contains(task.blacklist, e.id) || Contains(task.unmet, e.id)) return false;
   if (!HasRoom(e)) {
@@ -146,7 +149,7 @@ void SchedulerCore::Return(Task& task, EngineSlot slot) {
 void SchedulerCore::Release(Task& task) {
   Engine& e = engines_[task.slot];
   LeaveScheme(task.slot);
-  --e.load;
+  Book(e, task, -1);
   const uint32_t at = task.running_index;
   if (at + 1 != e.running.size()) {
     e.running[at] = e.running.back();
@@ -215,19 +218,28 @@ void SchedulerCore::AllowedSlots(const Task& task, std::vector<EngineSlot>* allo
   }
 }
 
-void SchedulerCore::Candidates(const Task& task, std::vector<EngineView>* out,
-                               std::string* never) const {
+void SchedulerCore::Candidates(Task& task, std::vector<EngineView>* out, std::string* never,
+                               ErrorType* why) {
   out->clear();
   std::vector<EngineSlot> allowed;
   AllowedSlots(task, &allowed, never);
+  *why = ErrorType::kImpossibleDependency;
   if (!never->empty()) return;
+  if (Wide(task) && !task.judged && !allowed.empty()) {
+    *never = Unsatisfiable(task, allowed);
+    if (!never->empty()) {
+      *why = ErrorType::kUnsatisfiable;
+      return;
+    }
+    task.judged = true;
+  }
   // Prefer engines where it has not failed; when it failed on all of them,
   // run again on one rather than wait for an engine that may never come.
   const bool any_fresh = std::any_of(allowed.begin(), allowed.end(), [&](EngineSlot s) {
     return !Contains(task.blacklist, engines_[s].id);
   });
   for (EngineSlot s : allowed) {
-    if (!HasRoom(engines_[s])) continue;
+    if (!Fits(task, engines_[s])) continue;
     if (any_fresh && Contains(task.blacklist, engines_[s].id)) continue;
     out->push_back(ViewOf(s));
   }
@@ -236,24 +248,27 @@ void SchedulerCore::Candidates(const Task& task, std::vector<EngineView>* out,
 void SchedulerCore::Pump() {
   std::vector<EngineView> candidates;
   std::string never;
+  ErrorType why = ErrorType::kNone;
+  Unreserve();  // looked at again: the oldest wide task may fit now
   do {
     ready_grew_ = false;
     for (auto it = ready_.begin(); it != ready_.end() && !scheme_->Empty();) {
       Task& task = tasks_.at(it->id);
-      if (!Constrained(task)) {
+      if (!Constrained(task) && !Wide(task)) {
         const EngineSlot slot = scheme_->Pick();
         it = ready_.erase(it);
         Assign(task, slot);
         continue;
       }
-      Candidates(task, &candidates, &never);
+      Candidates(task, &candidates, &never, &why);
       if (!never.empty()) {
         it = ready_.erase(it);
         task.state = State::kWaiting;
-        Fail(task, ErrorType::kImpossibleDependency, never);
+        Fail(task, why, never);
         continue;
       }
       if (candidates.empty()) {
+        if (Wide(task) && reserved_slot_ == kNoSlot) Reserve(task);
         ++it;
         continue;
       }
@@ -266,7 +281,8 @@ void SchedulerCore::Pump() {
   if (options_.send_ahead) SendAhead();
 }
 
-EngineSlot SchedulerCore::EngineAdded(int32_t engine_id, bool accepting) {
+EngineSlot SchedulerCore::EngineAdded(int32_t engine_id, bool accepting,
+                                      const Amounts& capacity) {
   if (auto it = slot_of_id_.find(engine_id); it != slot_of_id_.end()) EngineRemoved(it->second);
   const auto slot = static_cast<EngineSlot>(engines_.size());
   Engine engine;
@@ -276,9 +292,133 @@ EngineSlot SchedulerCore::EngineAdded(int32_t engine_id, bool accepting) {
   engine.stamp = next_new_stamp_++;
   engines_.push_back(std::move(engine));
   slot_of_id_[engine_id] = slot;
+  Apply(capacity, engines_[slot]);
   JoinScheme(slot);
   Pump();
   return slot;
+}
+
+void SchedulerCore::SetCapacity(EngineSlot slot, const Amounts& capacity) {
+  if (slot >= engines_.size() || !engines_[slot].alive) return;
+  LeaveScheme(slot);
+  Apply(capacity, engines_[slot]);
+  JoinScheme(slot);
+  Pump();
+}
+
+void SchedulerCore::Apply(const Amounts& capacity, Engine& e) {
+  e.slots = static_cast<uint32_t>(std::max(1, capacity.slots));
+  std::fill(e.capacity.begin(), e.capacity.end(), 0);
+  for (const auto& [name, units] : capacity.resources) {
+    const uint16_t r = ResourceIndex(name);
+    if (e.capacity.size() <= r) e.capacity.resize(r + 1, 0);
+    e.capacity[r] = std::max<int64_t>(0, units);
+  }
+}
+
+uint16_t SchedulerCore::ResourceIndex(const std::string& name) {
+  auto [it, added] = resource_index_.try_emplace(name, resource_names_.size());
+  if (added) resource_names_.push_back(name);
+  return it->second;
+}
+
+void SchedulerCore::Book(Engine& e, const Task& task, int sign) {
+  e.load += sign > 0 ? task.slots : -task.slots;
+  for (const auto& [r, units] : task.needs) {
+    if (e.booked.size() <= r) e.booked.resize(r + 1, 0);
+    e.booked[r] += sign * units;
+  }
+}
+
+bool SchedulerCore::CouldHold(const Task& task, const Engine& e) {
+  if (task.slots > e.slots) return false;
+  for (const auto& [r, units] : task.needs) {
+    if (units > UnitsOf(e.capacity, r)) return false;
+  }
+  return true;
+}
+
+bool SchedulerCore::Fits(const Task& task, const Engine& e) const {
+  if (!Open(e)) return false;
+  if (reserved_slot_ != kNoSlot && &e == &engines_[reserved_slot_] && task.id != reserved_for_) {
+    if (e.reserved) return false;
+    for (const auto& [r, units] : task.needs) {
+      if (std::find(held_units_.begin(), held_units_.end(), r) != held_units_.end()) return false;
+    }
+  }
+  if (task.slots > e.slots || !SlotRoom(e, task.slots)) return false;
+  for (const auto& [r, units] : task.needs) {
+    if (UnitsOf(e.booked, r) + units > UnitsOf(e.capacity, r)) return false;
+  }
+  return true;
+}
+
+std::string SchedulerCore::Unsatisfiable(const Task& task,
+                                         const std::vector<EngineSlot>& allowed) const {
+  uint32_t most_slots = 0;
+  for (EngineSlot s : allowed) {
+    if (CouldHold(task, engines_[s])) return "";
+    most_slots = std::max(most_slots, engines_[s].slots);
+  }
+  const std::string prefix = "task " + task.id.ToHex() + ": needs ";
+  const std::string largest =
+      task.targets.empty() ? ", the largest engine has " : ", the largest engine it may use has ";
+  if (task.slots > most_slots) {
+    return prefix + std::to_string(task.slots) + " slots" + largest + std::to_string(most_slots);
+  }
+  std::string all = "slots=" + std::to_string(task.slots);
+  for (const auto& [r, units] : task.needs) {
+    int64_t most = 0;
+    for (EngineSlot s : allowed) most = std::max(most, UnitsOf(engines_[s].capacity, r));
+    const std::string& name = resource_names_[r];
+    if (units > most) {
+      return prefix + name + "=" + std::to_string(units) + largest +
+             (most == 0 ? "no " + name : std::to_string(most));
+    }
+    all += " " + name + "=" + std::to_string(units);
+  }
+  return prefix + all + " at once, and no engine" +
+         (task.targets.empty() ? "" : " it may use") + " has all of them";
+}
+
+void SchedulerCore::Reserve(const Task& task) {
+  std::vector<EngineSlot> allowed;
+  std::string never;
+  AllowedSlots(task, &allowed, &never);
+  EngineSlot best = kNoSlot;
+  int64_t best_free = 0;
+  for (EngineSlot s : allowed) {
+    const Engine& e = engines_[s];
+    if (!Open(e) || !CouldHold(task, e)) continue;
+    const int64_t free = int64_t{e.slots} - e.load;
+    if (best == kNoSlot || free > best_free) {
+      best = s;
+      best_free = free;
+    }
+  }
+  if (best == kNoSlot) return;
+  Engine& e = engines_[best];
+  if (!SlotRoom(e, task.slots)) {
+    LeaveScheme(best);  // every task needs a slot: none goes there
+    e.reserved = true;
+  } else {
+    for (const auto& [r, units] : task.needs) {
+      if (UnitsOf(e.booked, r) + units > UnitsOf(e.capacity, r)) held_units_.push_back(r);
+    }
+  }
+  reserved_slot_ = best;
+  reserved_for_ = task.id;
+}
+
+void SchedulerCore::Unreserve() {
+  if (reserved_slot_ == kNoSlot) return;
+  const EngineSlot slot = reserved_slot_;
+  reserved_slot_ = kNoSlot;
+  reserved_for_ = TaskId{};
+  held_units_.clear();
+  if (!engines_[slot].reserved) return;
+  engines_[slot].reserved = false;
+  JoinScheme(slot);
 }
 
 void SchedulerCore::EngineAccepting(EngineSlot slot) {
@@ -324,6 +464,7 @@ void SchedulerCore::EngineRemoved(EngineSlot slot) {
   std::vector<TaskId> running = std::move(e.running);
   e.running.clear();
   e.load = 0;
+  std::fill(e.booked.begin(), e.booked.end(), 0);
   ahead_blocked_.erase(slot);
   for (const TaskId& id : running) {
     Task& task = tasks_.at(id);

@@ -220,9 +220,7 @@ void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header, Msg ms
   auto queued = queued_per_client_.find(peer);
   if (queued == queued_per_client_.end()) queued = queued_per_client_.emplace(peer, 0).first;
   ++queued->second;
-  Submission submission{header.id,       ToSet(meta->after), ToSet(meta->follow), meta->targets,
-                        meta->timeout_s, meta->retries,      meta->priority};
-  if (!core_.Submit(submission)) {
+  if (!core_.Submit(ToSubmission(header.id, *meta))) {
     // Finished here already (a client sending again what it had no reply
     // for finds its outcome in the hub).
     ++counters_.duplicate_tasks;
@@ -241,6 +239,9 @@ std::string SchedulerServer::Impl::OverLimit(const protocol::RoutingMeta& meta, 
   if (bytes > limits.max_task_bytes) {
     return "the task is " + std::to_string(bytes) + " bytes, over the limit of " +
            std::to_string(limits.max_task_bytes) + " (taskscheduler --max-task-bytes)";
+  }
+  if (std::string e = protocol::AmountsError(meta.slots, meta.resources, 0); !e.empty()) {
+    return "the task asks for " + e;
   }
   const size_t deps = meta.after.ids.size() + meta.follow.ids.size();
   if (deps > limits.max_dependencies) {

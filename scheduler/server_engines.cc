@@ -55,6 +55,14 @@ void SchedulerServer::Impl::OnEngineReady(const std::string& uuid,
                                           const protocol::EngineReady& ready) {
   EngineEntry& entry = engines_[uuid];
   entry.ready = true;
+  if (std::string e = protocol::AmountsError(ready.slots, ready.resources, 1); !e.empty()) {
+    spdlog::warn("engine {} says it has {}; it is taken as one slot and no resources",
+                 ready.engine_id, e);
+    entry.capacity = {};
+  } else {
+    entry.capacity = ToAmounts(ready.slots, ready.resources);
+  }
+
   // After our restart, the engine's word links it to the tasks the hub
   // recorded on its id, before the hub's notice comes.
   if (!entry.registered && recovered_slots_.count(ready.engine_id)) {
@@ -62,6 +70,9 @@ void SchedulerServer::Impl::OnEngineReady(const std::string& uuid,
     entry.registered = true;
   }
   Activate(uuid, entry);
+  // An engine linked already (restored after our restart, or connected
+  // again) says now what it has.
+  if (entry.slot != kNoSlot) core_.SetCapacity(entry.slot, entry.capacity);
   // A fresh engine process (no list) holds nothing of what its id had.
   if (entry.slot != kNoSlot && recovering_slots_.count(entry.slot)) {
     Reconcile(entry.slot, ready.held.value_or(std::vector<TaskId>{}));
@@ -265,7 +276,7 @@ void SchedulerServer::Impl::Activate(const std::string& uuid, EngineEntry& entry
   if (!entry.ready) return;
   // Told to drain before it could take tasks: added taking none, and
   // retired idle.
-  entry.slot = core_.EngineAdded(entry.id, /*accepting=*/!entry.draining);
+  entry.slot = core_.EngineAdded(entry.id, /*accepting=*/!entry.draining, entry.capacity);
   if (uuid_of_slot_.size() <= entry.slot) uuid_of_slot_.resize(entry.slot + 1);
   uuid_of_slot_[entry.slot] = uuid;
   if (entry.draining) {
@@ -394,9 +405,7 @@ void SchedulerServer::Impl::Restore(const protocol::RecoveredTask& t) {
   if (!inserted) return;
   pending->request = PackedRequest(protocol::Views(frames));
   ++queued_per_client_[t.client];
-  Submission submission{t.id,          ToSet(meta->after), ToSet(meta->follow),
-                        meta->targets, meta->timeout_s,    meta->retries,
-                        meta->priority};
+  Submission submission = ToSubmission(t.id, *meta);
   submission.attempts = t.attempts;
   if (t.state == TaskState::kRunning) submission.running_on = RecoveredSlot(t.engine_id);
   if (!core_.Submit(submission)) Forget(t.id, *pending);

@@ -26,6 +26,7 @@
 #include "protocol/peer_routes.h"
 #include "protocol/string_hash.h"
 #include "protocol/replay_guard.h"
+#include "protocol/resources.h"
 #include "protocol/security.h"
 #include "protocol/wire.h"
 #include "scheduler/core.h"
@@ -108,6 +109,7 @@ class SchedulerServer::Impl {
     bool ready = false;       // its DEALER has reached us
     bool draining = false;    // the hub said so, perhaps before it could take tasks
     EngineSlot slot = kNoSlot;
+    Amounts capacity;  // as its engine_ready said
   };
 
   static constexpr size_t kBatch = 256;  // messages per socket per turn
@@ -117,6 +119,16 @@ class SchedulerServer::Impl {
 
   static DependencySet ToSet(const protocol::WireDependencies& w) {
     return {w.ids, w.mode, w.outcome};
+  }
+  static Amounts ToAmounts(const std::optional<int32_t>& slots,
+                           const std::optional<protocol::ResourceMap>& resources) {
+    return {slots.value_or(1), resources.value_or(protocol::ResourceMap{})};
+  }
+  // What the core needs of a task, from its routing metadata.
+  static Submission ToSubmission(const TaskId& id, const protocol::RoutingMeta& meta) {
+    return {id,           ToSet(meta.after), ToSet(meta.follow),
+            meta.targets, meta.timeout_s,    meta.retries,
+            meta.priority, ToAmounts(meta.slots, meta.resources)};
   }
 
   // ---- the loop (server.cc) ------------------------------------------------

@@ -46,6 +46,10 @@ struct TaskOptions {
   double time_limit = 0;             // seconds it may run; 0: no limit
   int32_t retries = 0;
   int32_t priority = 0;              // higher runs first
+  // Slots of its engine it holds while it runs, and units of the engine's
+  // countable resources ("gpus": 1): it goes only where all are free.
+  int32_t slots = 1;
+  std::map<std::string, int64_t> resources;
   std::string label;
   std::string cwd;                   // command tasks: working directory
   std::map<std::string, std::string> env;  // command tasks: added environment
@@ -78,6 +82,8 @@ struct TaskInfo {
   std::vector<int32_t> targets;
   double timeout = 0, time_limit = 0;
   int32_t retries = 0, priority = 0;
+  int32_t slots = 1;
+  std::map<std::string, int64_t> resources;
   std::string job;
   std::optional<int64_t> array_index;
   std::optional<TaskId> replaced_by;  // submitted again as this task

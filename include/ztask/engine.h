@@ -40,6 +40,10 @@ struct TaskContext {
   int32_t attempt = 1;
   int32_t num_engines = 0;
   int64_t deadline_us = 0;  // steady-clock µs when its time limit ends; 0: none
+  // The slots it holds, and the indices of the resource units it was given
+  // ({"gpus": {1, 3}}).
+  int32_t slots = 1;
+  std::map<std::string, std::vector<int64_t>> resources;
 
   // True once the task's time limit has passed; long functions should check
   // and throw TimeLimitReached.
@@ -92,6 +96,12 @@ struct EngineOptions {
   // package. Default: the package of the source tree this engine was built
   // from, when it is there.
   std::string python_path;
+  // Tasks it runs at once, each holding the slots it asks (taskctl submit
+  // --slots). Default: 1, one at a time.
+  int32_t slots = 1;
+  // Countable resources by name: gpus=4 is four units, indices 0-3, each
+  // given to one task at a time (ZTASK_RESOURCE_GPUS, CUDA_VISIBLE_DEVICES).
+  std::map<std::string, int64_t> resources;
 };
 
 class Engine {

@@ -42,6 +42,7 @@ enum class ErrorType : uint8_t {
   kTaskRejected,          // over a limit of the cluster (size, dependencies, queue)
   kBadTask,               // its body or its result breaks the limits on values, or
                           // cannot be read: never retried
+  kUnsatisfiable,         // needs more slots or resources than any engine it may use has
 };
 
 std::string_view ErrorTypeName(ErrorType type);

@@ -30,6 +30,7 @@ from .errors import (
     TaskTimeout,
     TimeLimitExceeded,
     UnmetDependency,
+    Unsatisfiable,
 )
 
 __version__ = "0.1.0"
@@ -39,5 +40,5 @@ __all__ = [
     "Client", "CommandResult", "Future", "Dependency", "depend", "require",
     "BadTask", "ClusterError", "EngineError", "ImpossibleDependency", "InvalidDependency", "RemoteError",
     "TaskAborted", "TaskError", "TaskFailed", "TaskRejected", "TaskTimeout", "TimeLimitExceeded",
-    "UnmetDependency",
+    "UnmetDependency", "Unsatisfiable",
 ]

@@ -78,6 +78,12 @@ class BadTask(TaskError):
     error_type = "BadTask"
 
 
+class Unsatisfiable(TaskError):
+    """No engine it may use has as many slots or resources as it asks."""
+
+    error_type = "Unsatisfiable"
+
+
 BY_NAME = {
     cls.error_type: cls
     for cls in (
@@ -90,6 +96,7 @@ BY_NAME = {
         TaskAborted,
         TaskRejected,
         BadTask,
+        Unsatisfiable,
     )
 }
 

@@ -65,6 +65,7 @@ ERROR_TYPES = (
     "TaskAborted",
     "TaskRejected",
     "BadTask",
+    "Unsatisfiable",
 )
 
 

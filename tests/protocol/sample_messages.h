@@ -26,7 +26,7 @@ template <class T> T Sample();
 template <> inline Empty Sample<Empty>() { return {}; }
 template <> inline RoutingMeta Sample<RoutingMeta>() {
   return {SampleDeps(), {{SampleId(4)}, DependencyMode::kAll, AcceptedOutcome::kFailure},
-          {0, 3}, 2.5, 10.0, 3, -2};
+          {0, 3}, 2.5, 10.0, 3, -2, 4, ResourceMap{{"gpus", 2}}};
 }
 template <> inline TaskSpec Sample<TaskSpec>() {
   return {"command", "", SampleRaw(), {"/bin/echo", "hi there"}, "/tmp",
@@ -44,7 +44,7 @@ template <> inline AbortReply Sample<AbortReply>() {
   return {{SampleId(5)}, {SampleId(6)}, {}, {SampleId(9)}};
 }
 template <> inline EngineReady Sample<EngineReady>() {
-  return {3, "uuid-3", std::vector<TaskId>{TaskId{1, 2}}};
+  return {3, "uuid-3", std::vector<TaskId>{TaskId{1, 2}}, 8, ResourceMap{{"gpus", 4}}};
 }
 template <> inline RegistrationRequest Sample<RegistrationRequest>() {
   return {"uuid-3", "node7-0", "node7", 4242, 5, 2};

@@ -46,6 +46,10 @@ struct TaskSpec {
   TaskSpec& Timeout(double seconds) { s.timeout_s = seconds; return *this; }
   TaskSpec& Retries(int32_t n) { s.retries = n; return *this; }
   TaskSpec& Priority(int32_t p) { s.priority = p; return *this; }
+  TaskSpec& Slots(int32_t k) { s.needs.slots = k; return *this; }
+  TaskSpec& Uses(const std::string& name, int64_t units) {
+    s.needs.resources[name] = units; return *this;
+  }
   // clang-format on
 };
 
@@ -74,8 +78,8 @@ class CoreTest : public ::testing::Test {
     Collect();
     return accepted;
   }
-  EngineSlot AddEngine(int32_t id) {
-    EngineSlot slot = core_->EngineAdded(id);
+  EngineSlot AddEngine(int32_t id, const Amounts& capacity = {}) {
+    EngineSlot slot = core_->EngineAdded(id, /*accepting=*/true, capacity);
     slots_[id] = slot;
     Collect();
     return slot;

@@ -174,7 +174,7 @@ StandInEngine::StandInEngine(const std::string& endpoint, const protocol::Signer
 void StandInEngine::SendReady() {
   Send(socket_, protocol::EncodeMessage(signer_, NewHeader(MsgType::kEngineReady, uuid_),
                                         std::nullopt, protocol::Empty{},
-                                        protocol::EngineReady{id_, uuid_, std::nullopt}));
+                                        protocol::EngineReady{id_, uuid_, std::nullopt, std::nullopt, std::nullopt}));
 }
 
 std::optional<ReceivedTask> StandInEngine::Receive(milliseconds wait) {

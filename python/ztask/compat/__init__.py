@@ -284,6 +284,7 @@ def _as_ipp_error(exc, engine_id=None):
         "EngineError": error.EngineError,
         "TaskAborted": error.TaskAborted,
         "TaskRejected": error.TaskRejected,
+        "Unsatisfiable": error.ImpossibleDependency,
     }.get(getattr(exc, "error_type", ""))
     if cls is not None:
         return cls(str(exc))

@@ -7,12 +7,13 @@
 #include "client/array_spec.h"
 #include "client/taskctl.h"
 #include "protocol/placeholders.h"
+#include "protocol/resources.h"
 
 namespace ztask::ctl {
 namespace {
 
 struct SubmitFlags {
-  std::vector<std::string> after, follow, env;
+  std::vector<std::string> after, follow, env, resources;
   std::string function, args, after_mode = "all", after_outcome = "success",
                               follow_mode = "all", follow_outcome = "success";
   TaskOptions options;
@@ -58,6 +59,15 @@ Status Check(SubmitFlags& f, const std::vector<std::string>& command) {
       return Status::InvalidArgument("--env takes NAME=VALUE, not '" + e + "'");
     }
     o.env[e.substr(0, eq)] = e.substr(eq + 1);
+  }
+  for (const auto& r : f.resources) {
+    std::string error;
+    if (!protocol::ParseResource(r, 1, &o.resources, &error)) {
+      return Status::InvalidArgument("--resource: " + error);
+    }
+  }
+  if (std::string e = protocol::AmountsError(o.slots, o.resources, 1); !e.empty()) {
+    return Status::InvalidArgument("--slots: " + e);
   }
   if (o.command.empty() && o.function.empty()) {
     return Status::InvalidArgument("nothing to run: give -- CMD [ARG...] or --fn NAME");
@@ -202,6 +212,10 @@ void AddSubmit(CLI::App& app, Subcommands& out, const std::vector<std::string>* 
   sub->add_option("--time-limit", o.time_limit, "seconds it may run");
   sub->add_option("--retries", o.retries, "times to retry on failure");
   sub->add_option("--priority", o.priority, "higher runs first");
+  sub->add_option("--slots", o.slots, "slots of its engine it holds while it runs (default 1)");
+  one_each(sub->add_option("--resource", f->resources,
+                           "NAME=COUNT units of an engine's resource it holds (gpus=1; "
+                           "repeatable)"));
   sub->add_option("--label", o.label, "a name for people");
   sub->add_option("--cwd", o.cwd, "working directory of the command");
   one_each(sub->add_option("--env", f->env, "NAME=VALUE for the command (repeatable)"));

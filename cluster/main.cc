@@ -13,6 +13,7 @@
 
 #include "cluster/local_cluster.h"
 #include "cluster/report.h"
+#include "protocol/resources.h"
 #include "protocol/signals.h"
 
 namespace {
@@ -85,9 +86,25 @@ using ztask::cluster::ClusterOptions;
 struct PassedOn {
   std::string max_task_bytes, max_dependencies, max_queued, max_result_bytes, max_output_bytes,
       replay_window, heartbeat_ms, heartbeat_misses, recover_grace, socket_hwm, send_ahead,
-      durability, keep_finished;
+      durability, keep_finished, slots;
+  std::vector<std::string> resources;
 
   void Add(CLI::App* start) {
+    start
+        ->add_option("--slots", slots,
+                     "tasks each engine runs at once, each holding the slots it asks (default 1)")
+        ->check(CLI::Range(1, ztask::protocol::kMaxSlots));
+    start
+        ->add_option("--resource", resources,
+                     "a countable resource each engine has, NAME=COUNT (gpus=4: units 0-3); may "
+                     "be repeated")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->check([seen = std::make_shared<ztask::protocol::ResourceMap>()](const std::string& text) {
+          std::string error;  // also when a name comes twice
+          return ztask::protocol::ParseResource(text, 1, seen.get(), &error) ? std::string()
+                                                                             : error;
+        });
     start
         ->add_option("--keep-finished", keep_finished,
                      "finished tasks the hub keeps in memory (default 100000) and whose outcomes "
@@ -152,8 +169,12 @@ struct PassedOn {
           {&heartbeat_misses, "--heartbeat-misses", &options.hub_args},
           {&recover_grace, "--recover-grace", &options.scheduler_args},
           {&socket_hwm, "--socket-hwm", &options.scheduler_args},
-          {&send_ahead, "--send-ahead", &options.scheduler_args}}) {
+          {&send_ahead, "--send-ahead", &options.scheduler_args},
+          {&slots, "--slots", &options.engine_args}}) {
       if (!value->empty()) args->insert(args->end(), {flag, *value});
+    }
+    for (const std::string& r : resources) {
+      options.engine_args.insert(options.engine_args.end(), {"--resource", r});
     }
     for (auto [flag, value] : {std::pair{"--replay-window", &replay_window},
                                std::pair{"--durability", &durability},

@@ -467,3 +467,25 @@ def test_progress_draws_a_bar_on_a_terminal(client):
     client.progress(fs, file=out)
     assert all(f.done() for f in fs)
     assert "30/30" in out.getvalue()
+
+
+def _gpus_seen():
+    return os.environ.get("ZTASK_SLOTS"), os.environ.get("ZTASK_RESOURCE_GPUS"), os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def test_a_task_holds_the_slots_and_gpus_it_asks_and_sees_which(own_cluster):
+    cluster = own_cluster(1, "--resource", "gpus=2")
+    with ztask.Client(str(cluster.profile)) as c:
+        c.wait_for_engines(1, 30)
+        assert c.submit(_gpus_seen, resources={"gpus": 2}).result(60) == ("1", "0,1", "0,1")
+        # The next task in the same Python worker is given none of them.
+        assert c.submit(_gpus_seen).result(60) == ("1", None, None)
+        with pytest.raises(ztask.Unsatisfiable, match="needs gpus=3, the largest engine has 2"):
+            c.submit(_gpus_seen, resources={"gpus": 3}).result(60)
+        with pytest.raises(ztask.Unsatisfiable, match="needs 2 slots"):
+            c.submit(_gpus_seen, slots=2).result(60)
+        for bad in ({"GPUs": 1}, {"gpus": -1}, {"gpus": 1.5}, ["gpus"]):
+            with pytest.raises(ValueError):
+                c.submit(_gpus_seen, resources=bad)
+        with pytest.raises(ValueError):
+            c.submit(_gpus_seen, slots=0)

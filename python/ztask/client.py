@@ -13,6 +13,7 @@ on from any thread.
 
 import concurrent.futures
 import os
+import re
 import sys
 import time
 
@@ -39,15 +40,32 @@ def _int(value, name, low=None):
     return value
 
 
+def _resources(resources):
+    """{"gpus": 1}, checked as the scheduler checks it."""
+    if not isinstance(resources, dict):
+        raise ValueError("resources must be a dict such as {'gpus': 1}, not %r" % (resources,))
+    if len(resources) > protocol.MAX_RESOURCE_NAMES:
+        raise ValueError("at most %d resource names" % protocol.MAX_RESOURCE_NAMES)
+    out = {}
+    for name, units in resources.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9_]{1,32}", name) or name == "slots":
+            raise ValueError("resource name %r: use lower-case letters, digits and _ (gpus, fpga_cards)" % (name,))
+        if _int(units, "resources[%r]" % name, 0) > protocol.MAX_UNITS:
+            raise ValueError("resources[%r] must be from 0 to %d" % (name, protocol.MAX_UNITS))
+        out[name] = units
+    return out
+
+
 class _Options:
     """The routing options every kind of task takes, checked; `meta` is
     what goes in a request's metadata frame (packed once for the defaults,
     which most tasks have)."""
 
-    NAMES = ("after", "follow", "targets", "timeout", "time_limit", "retries", "priority", "label")
+    NAMES = ("after", "follow", "targets", "timeout", "time_limit", "retries", "priority", "label", "slots",
+             "resources")
 
     def __init__(self, after=None, follow=None, targets=None, timeout=None, time_limit=None, retries=0,
-                 priority=0, label=None):
+                 priority=0, label=None, slots=1, resources=None):
         if targets is None:
             targets = []
         elif isinstance(targets, int) and not isinstance(targets, bool):
@@ -63,6 +81,13 @@ class _Options:
             "retries": _int(retries, "retries", 0),
             "priority": _int(priority, "priority"),
         }
+        # Absent when the defaults, as the other clients send them.
+        if _int(slots, "slots", 1) != 1:
+            if slots > protocol.MAX_SLOTS:
+                raise ValueError("slots must be from 1 to %d, not %d" % (protocol.MAX_SLOTS, slots))
+            self.meta["slots"] = slots
+        if resources:
+            self.meta["resources"] = _resources(resources)
 
     @staticmethod
     def default():
@@ -89,7 +114,7 @@ def _spec(kind, label, function="", args=None, argv=(), cwd="", env=None):
     }
 
 
-_DEFAULTS = (None, None, None, None, None, 0, 0, None)
+_DEFAULTS = (None, None, None, None, None, 0, 0, None, 1, None)
 
 
 class Client:
@@ -108,14 +133,14 @@ class Client:
     # ---- submitting ------------------------------------------------------
 
     def submit(self, fn, *args, after=None, follow=None, targets=None, timeout=None, time_limit=None, retries=0,
-               priority=0, label=None, **kwargs):
-        """Runs fn(*args, **kwargs) on an engine; returns its Future."""
+               priority=0, label=None, slots=1, resources=None, **kwargs):
+        """Runs fn(*args, **kwargs) on an engine; returns its Future. It
+        holds `slots` of its engine's slots and the units of `resources`
+        ({"gpus": 1}) while it runs; os.environ has ZTASK_RESOURCE_GPUS."""
         if not callable(fn):
             raise TypeError("submit() needs a callable, not %s" % type(fn).__name__)
-        if (after, follow, targets, timeout, time_limit, retries, priority, label) == _DEFAULTS:
-            options = _Options.default()
-        else:
-            options = _Options(after, follow, targets, timeout, time_limit, retries, priority, label)
+        given = (after, follow, targets, timeout, time_limit, retries, priority, label, slots, resources)
+        options = _Options.default() if given == _DEFAULTS else _Options(*given)
         args = self._pickled(fn, {"fn": self._pickled_fn(fn), "args": args, "kwargs": kwargs})
         return self._send([("python", _spec("python", options.label, args=args), options.meta)])[0]
 

@@ -55,6 +55,11 @@ MAX_BATCH_BYTES = 4 << 20
 MIN_RECORD_FRAMES = 4
 MAX_RECORD_FRAMES = 62
 
+# Slots and resources a task may ask (protocol/resources.h).
+MAX_SLOTS = 4096
+MAX_UNITS = 4096
+MAX_RESOURCE_NAMES = 16
+
 ERROR_TYPES = (
     "TaskFailed",
     "ImpossibleDependency",

@@ -192,6 +192,11 @@ class EngineLoop final : public Stoppable {
     stop_.store(true);
     wake_loop_.send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
     if (worker_.joinable()) worker_.join();
+    {
+      // Taken after stop_ was set: a runner is either before its check of
+      // stop_ or waiting, and then woken.
+      std::lock_guard<std::mutex> lock(pool_mutex_);
+    }
     pool_wake_.notify_all();
     for (auto& runner : runners_) {
       if (runner->thread.joinable()) runner->thread.join();
@@ -336,11 +341,17 @@ class EngineLoop final : public Stoppable {
 
   bool Pooled() const { return options_.slots > 1; }
 
+  // What a task holds while it runs (an unreadable one: one slot; it is
+  // answered BadTask).
+  static int32_t SlotsOf(const Job& job) { return std::max(1, job.meta.slots.value_or(1)); }
+  static const protocol::ResourceMap& ResourcesOf(const Job& job) {
+    static const protocol::ResourceMap kNone;
+    return job.meta.resources ? *job.meta.resources : kNone;
+  }
+
   // Why `job` can never run here (it asks more than this engine has), or "".
   std::string NeverFits(const Job& job) const {
-    if (!job.unreadable.empty()) return "";  // answered BadTask when run
-    return capacity_.NeverFits(job.meta.slots.value_or(1),
-                               job.meta.resources.value_or(protocol::ResourceMap{}));
+    return capacity_.NeverFits(SlotsOf(job), ResourcesOf(job));
   }
 
   Done Unsatisfiable(const Job& job, const std::string& why) const {
@@ -350,26 +361,19 @@ class EngineLoop final : public Stoppable {
     return done;
   }
 
-  engine::Grant Take(const Job& job) {
-    return capacity_.Take(job.meta.slots.value_or(1),
-                          job.meta.resources.value_or(protocol::ResourceMap{}));
-  }
+  engine::Grant Take(const Job& job) { return capacity_.Take(SlotsOf(job), ResourcesOf(job)); }
 
   // On the worker thread (pooled): hands the runners each queued task, in
   // order, while the first one's slots and resources are free.
   void StartWhatFits() {
     while (!queue_.empty() && !stop_.load()) {
       Job& job = queue_.front();
-      const int32_t slots = job.unreadable.empty() ? job.meta.slots.value_or(1) : 1;
-      const protocol::ResourceMap none;
-      const protocol::ResourceMap& resources =
-          job.unreadable.empty() && job.meta.resources ? *job.meta.resources : none;
       std::optional<Done> answer;
       if (!MayRun(job)) {
         answer = NotRun(job);
       } else if (std::string why = NeverFits(job); !why.empty()) {
         answer = Unsatisfiable(job, why);
-      } else if (!capacity_.FitsNow(slots, resources)) {
+      } else if (!capacity_.FitsNow(SlotsOf(job), ResourcesOf(job))) {
         return;  // the first waits for what it needs: no task overtakes it
       }
       if (answer) {
@@ -378,7 +382,7 @@ class EngineLoop final : public Stoppable {
         queue_.pop_front();
         continue;
       }
-      engine::Grant grant = capacity_.Take(slots, resources);
+      engine::Grant grant = Take(job);
       running_ids_.insert(job.header.id);
       {
         std::lock_guard<std::mutex> lock(pool_mutex_);

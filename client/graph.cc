@@ -5,6 +5,7 @@
 #include <boost/graph/topological_sort.hpp>
 #include <unordered_map>
 
+#include "protocol/resources.h"
 #include "ztask/client.h"
 
 namespace ztask {
@@ -71,6 +72,11 @@ Result<GraphNode> ParseNode(const Value& node, size_t index) {
   ZTASK_RETURN_IF_ERROR(Read(node, "time_limit", o.time_limit, where));
   ZTASK_RETURN_IF_ERROR(Read(node, "retries", o.retries, where));
   ZTASK_RETURN_IF_ERROR(Read(node, "priority", o.priority, where));
+  ZTASK_RETURN_IF_ERROR(Read(node, "slots", o.slots, where));
+  ZTASK_RETURN_IF_ERROR(Read(node, "resources", o.resources, where));
+  if (std::string e = protocol::AmountsError(o.slots, o.resources, 1); !e.empty()) {
+    return Invalid(where + ": " + e);
+  }
   ZTASK_RETURN_IF_ERROR(Read(node, "label", o.label, where));
   ZTASK_RETURN_IF_ERROR(Read(node, "cwd", o.cwd, where));
   ZTASK_RETURN_IF_ERROR(Read(node, "env", o.env, where));

@@ -2,6 +2,7 @@
 // and taskengine against a real cluster: each task records when it ran,
 // and the test checks what overlapped.
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -126,6 +127,19 @@ TEST_F(SlotsTest, EachTaskIsGivenItsOwnGpusAndOneThatFitsNowhereFailsAtOnce) {
   EXPECT_NE(r.out.find("needs gpus=3, the largest engine has 2"), std::string::npos) << r.out;
   r = Ctl({"submit", "--wait", "--slots", "5", "--", "true"});
   EXPECT_NE(r.out.find("needs 5 slots, the largest engine has 4"), std::string::npos) << r.out;
+
+  // A graph's tasks ask the same way.
+  const std::string graph = (dir_.path() / "graph.json").string();
+  std::ofstream(graph) << R"({"tasks": [{"name": "wide", "slots": 3, "resources": {"gpus": 2},
+      "command": ["sh", "-c", "echo $ZTASK_SLOTS $CUDA_VISIBLE_DEVICES"]}]})";
+  r = Ctl({"submit-graph", graph});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string id = r.out.substr(r.out.find(' ') + 1, 32);
+  EXPECT_EQ(Wait({id})[0]["stdout"], "3 0,1\n");
+  std::ofstream(graph) << R"({"tasks": [{"name": "bad", "slots": 0, "command": ["true"]}]})";
+  r = Ctl({"submit-graph", graph});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("task 'bad': slots must be from 1"), std::string::npos) << r.err;
 }
 
 TEST_F(SlotsTest, AnEngineStartedByHandSaysWhatItHasAndGetsTheTasksThatNeedIt) {

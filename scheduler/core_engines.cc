@@ -225,10 +225,13 @@ void SchedulerCore::Candidates(Task& task, std::vector<EngineView>* out, std::st
   AllowedSlots(task, &allowed, never);
   *why = ErrorType::kImpossibleDependency;
   if (!never->empty()) return;
-  if (Wide(task) && !task.judged && !allowed.empty()) {
+  if (Wide(task) && !allowed.empty() && (!task.judged || !task.unmet.empty())) {
     *never = Unsatisfiable(task, allowed);
     if (!never->empty()) {
-      *why = ErrorType::kUnsatisfiable;
+      // Judged before: engines that could hold it answered that it cannot
+      // run there.
+      *why = task.judged ? ErrorType::kImpossibleDependency : ErrorType::kUnsatisfiable;
+      if (task.judged) *never += " (of the engines that did not answer that it cannot run there)";
       return;
     }
     task.judged = true;
@@ -236,7 +239,7 @@ void SchedulerCore::Candidates(Task& task, std::vector<EngineView>* out, std::st
   // Prefer engines where it has not failed; when it failed on all of them,
   // run again on one rather than wait for an engine that may never come.
   const bool any_fresh = std::any_of(allowed.begin(), allowed.end(), [&](EngineSlot s) {
-    return !Contains(task.blacklist, engines_[s].id);
+    return !Contains(task.blacklist, engines_[s].id) && CouldHold(task, engines_[s]);
   });
   for (EngineSlot s : allowed) {
     if (!Fits(task, engines_[s])) continue;

@@ -107,6 +107,12 @@ class Run {
     EngineSlot slot;
     int32_t engine;
   };
+  // Engines differ: 1 to 3 slots, and two gpus on every other one.
+  static Amounts CapacityOf(int32_t engine) {
+    Amounts a{1 + engine % 3, {}};
+    if (engine % 2) a.resources["gpus"] = 2;
+    return a;
+  }
   struct Deps {
     std::set<uint64_t> ids;
     bool all;
@@ -134,6 +140,9 @@ class Run {
     if (b & 64 && !alive_.empty()) s.targets = {alive_[a % alive_.size()].engine};
     if ((b & 128) && (a & 64)) s.after.ids.push_back(IdOf(n));  // on itself: invalid
     s.priority = static_cast<int32_t>(a % 3);
+    if (a & 128) s.needs.slots = 1 + b % 3;
+    if ((a & 32) && (b & 4)) s.needs.resources["gpus"] = 1 + (a & 1);
+    needs_[n] = s.needs;
     Check(core_.Submit(s));
     Check(!core_.Submit(s));  // a duplicate changes nothing
     Collect();
@@ -161,7 +170,7 @@ class Run {
   }
 
   void AddEngineWithId(int32_t id) {
-    alive_.push_back({core_.EngineAdded(id), id});
+    alive_.push_back({core_.EngineAdded(id, true, CapacityOf(id)), id});
     Collect();
   }
 
@@ -243,8 +252,18 @@ class Run {
       batch.swap(actions_);
       for (const Action& a : batch) Apply(a);
     }
-    if (hwm_ > 0) {
-      for (const Where& w : alive_) Check(core_.LoadOf(w.slot) <= hwm_);
+    // No engine holds more slots than it has plus HWM-1 waiting, nor more
+    // gpus than it has.
+    std::map<EngineSlot, int64_t> gpus;
+    for (const auto& [n, where] : running_) {
+      auto g = needs_[n].resources.find("gpus");
+      if (g != needs_[n].resources.end()) gpus[where.slot] += g->second;
+    }
+    for (const Where& w : alive_) {
+      const Amounts cap = CapacityOf(w.engine);
+      if (hwm_ > 0) Check(core_.LoadOf(w.slot) <= static_cast<uint32_t>(cap.slots) + hwm_ - 1);
+      auto g = cap.resources.find("gpus");
+      Check(gpus[w.slot] <= (g == cap.resources.end() ? 0 : g->second));
     }
   }
 
@@ -258,6 +277,7 @@ class Run {
   std::map<uint64_t, int> finals_;
   std::map<uint64_t, size_t> first_dispatch_, final_at_;
   std::map<uint64_t, Deps> after_;
+  std::map<uint64_t, Amounts> needs_;
   uint64_t next_task_ = 1;
   int32_t next_engine_ = 1;
   size_t step_ = 0;

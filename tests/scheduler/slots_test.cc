@@ -189,6 +189,24 @@ TEST_F(Slots, AHigherPriorityNarrowTaskStillGoesFirst) {
   EXPECT_EQ(DispatchesOf(100), (std::vector<int32_t>{1}));
 }
 
+TEST_F(Slots, ARetryRunsAgainWhereItFailedWhenNoOtherEngineCouldHoldIt) {
+  AddEngine(1, Gpus(1));
+  AddEngine(2, FourSlots());
+  Submit(TaskSpec(1).Uses("gpus", 1).Retries(1));
+  Finish(1, false);
+  EXPECT_EQ(DispatchesOf(1), (std::vector<int32_t>{1, 1}))
+      << "engine 2 is fresh but could never hold it";
+}
+
+TEST_F(Slots, ATaskTheOnlyEnginesThatCouldHoldItCannotRunFails) {
+  AddEngine(1, Gpus(1));
+  AddEngine(2, FourSlots());
+  Submit(TaskSpec(1).Uses("gpus", 1));
+  Unmet(1);
+  ASSERT_TRUE(FinalOf(1)) << "it must not wait for engine 2, which could never hold it";
+  EXPECT_EQ(ErrorOf(1), ErrorType::kImpossibleDependency);
+}
+
 TEST_F(Slots, AnEngineRestoredWithOneSlotTakesMoreOnceItSaysWhatItHas) {
   const EngineSlot slot = AddEngine(1);
   for (uint64_t n = 1; n <= 4; ++n) Submit(TaskSpec(n));

@@ -63,7 +63,7 @@ int RunSimulatedEngines(const std::string& profile, int count) {
   std::map<TaskId, size_t> pending;
   for (size_t i = 0; i < sims.size(); ++i) {
     sims[i].uuid = session + "-" + std::to_string(i);
-    protocol::RegistrationRequest request{sims[i].uuid, sims[i].uuid, "simulated", ::getpid(), {}, {}};
+    protocol::RegistrationRequest request{sims[i].uuid, sims[i].uuid, "simulated", ::getpid(), {}, {}, {}, {}};
     const protocol::Header h = header(MsgType::kRegistrationRequest, session);
     pending[h.id] = i;
     (void)protocol::SendEncoded(hub, {}, protocol::EncodeMessage(signer, h, std::nullopt,

@@ -489,7 +489,8 @@ class Client::Impl {
     for (const auto& e : reply->engines) {
       out.push_back({e.id, e.name, e.host, e.state, e.pid,
                      static_cast<double>(e.registered_us) / 1e6, e.mpi_rank,
-                     e.restarts.value_or(0)});
+                     e.restarts.value_or(0), e.slots.value_or(1),
+                     e.resources.value_or(protocol::ResourceMap{})});
     }
     return out;
   }

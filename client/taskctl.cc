@@ -181,15 +181,24 @@ void AddEngines(CLI::App& app, Subcommands& out) {
                                      {"state", e.state}, {"registered", e.registered}};
                        if (e.mpi_rank) item["mpi_rank"] = *e.mpi_rank;
                        item["restarts"] = e.restarts;
+                       item["slots"] = e.slots;
+                       item["resources"] = e.resources;
                        v.push_back(item);
                      }
                      std::printf("%s\n", v.dump().c_str());
                      return kOk;
                    }
-                   std::printf("%-4s %-24s %-16s %-8s %s\n", "id", "name", "host", "pid", "state");
+                   std::printf("%-4s %-24s %-16s %-8s %-10s %-5s %s\n", "id", "name", "host",
+                               "pid", "state", "slots", "resources");
                    for (const auto& e : *list) {
-                     std::printf("%-4d %-24s %-16s %-8lld %s\n", e.id, e.name.c_str(),
-                                 e.host.c_str(), static_cast<long long>(e.pid), e.state.c_str());
+                     std::string resources;
+                     for (const auto& [name, units] : e.resources) {
+                       resources += (resources.empty() ? "" : ",") + name + "=" +
+                                    std::to_string(units);
+                     }
+                     std::printf("%-4d %-24s %-16s %-8lld %-10s %-5d %s\n", e.id, e.name.c_str(),
+                                 e.host.c_str(), static_cast<long long>(e.pid), e.state.c_str(),
+                                 e.slots, resources.c_str());
                    }
                    return kOk;
                  }});

@@ -229,8 +229,10 @@ class EngineLoop final : public Stoppable {
 
   Status Register() {
     protocol::RegistrationRequest request{uuid_,      options_.name, Hostname(),
-                                          ::getpid(), std::nullopt,  std::nullopt};
+                                          ::getpid(), std::nullopt,  std::nullopt, std::nullopt, std::nullopt};
     request.mpi_rank = mpi_rank_;
+    if (options_.slots != 1) request.slots = options_.slots;
+    if (!options_.resources.empty()) request.resources = options_.resources;
     if (engine_id_ >= 0) request.engine_id = engine_id_;  // a restarted hub gives it back
     const protocol::Header sent =
         Send(hub_, MsgType::kRegistrationRequest, std::nullopt, protocol::Empty{}, request);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "protocol/resources.h"
+
 namespace ztask::hub {
 
 EngineRegistry::Registered EngineRegistry::Register(const protocol::RegistrationRequest& request,
@@ -24,8 +26,15 @@ EngineRegistry::Registered EngineRegistry::Register(const protocol::Registration
     by_name_[request.name] = result.id;
   }
   EngineRecord& record = alive_[result.id];
-  record.info = {result.id,   request.uuid, request.name,  request.host,
-                 request.pid, "running",    wall_us,       request.mpi_rank, std::nullopt};
+  record.info = {result.id,   request.uuid, request.name,     request.host,
+                 request.pid, "running",    wall_us,          request.mpi_rank,
+                 std::nullopt, request.slots, request.resources};
+  // What no rule allows is not listed (the scheduler takes such an engine
+  // as one slot with no resources).
+  if (!protocol::AmountsError(request.slots, request.resources, 1).empty()) {
+    record.info.slots.reset();
+    record.info.resources.reset();
+  }
   record.last_seen_us = now_us;
   by_uuid_[request.uuid] = result.id;
   return result;

@@ -270,6 +270,10 @@ struct RegistrationRequest {
   std::optional<int32_t> mpi_rank;
   // The id this engine had: a hub that restarted gives it back.
   std::optional<int32_t> engine_id;
+  // What it can hold at once, for listings (the scheduler hears it in
+  // engine_ready). Absent: one slot, no resources.
+  std::optional<int32_t> slots;
+  std::optional<ResourceMap> resources;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("uuid", s.uuid);
@@ -278,6 +282,8 @@ struct RegistrationRequest {
     v("pid", s.pid);
     v("mpi_rank", s.mpi_rank);
     v("engine_id", s.engine_id);
+    v("slots", s.slots);
+    v("resources", s.resources);
   }
   friend bool operator==(const RegistrationRequest&, const RegistrationRequest&) = default;
 };
@@ -479,6 +485,8 @@ struct EngineInfo {
   int64_t registered_us = 0;
   std::optional<int32_t> mpi_rank;
   std::optional<int32_t> restarts;  // how often its supervisor restarted it
+  std::optional<int32_t> slots;     // as it registered
+  std::optional<ResourceMap> resources;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("id", s.id);
@@ -490,6 +498,8 @@ struct EngineInfo {
     v("registered", s.registered_us);
     v("mpi_rank", s.mpi_rank);
     v("restarts", s.restarts);
+    v("slots", s.slots);
+    v("resources", s.resources);
   }
   friend bool operator==(const EngineInfo&, const EngineInfo&) = default;
 };

@@ -103,6 +103,8 @@ struct EngineStatus {
   double registered = 0;  // seconds since the epoch
   std::optional<int32_t> mpi_rank;
   int32_t restarts = 0;   // times its supervisor restarted it
+  int32_t slots = 1;      // tasks it runs at once
+  std::map<std::string, int64_t> resources;  // units it has, by name
 };
 
 struct QueueStatus {

@@ -12,7 +12,7 @@ namespace ztask::hub {
 namespace {
 
 protocol::RegistrationRequest Engine(const std::string& name, const std::string& uuid) {
-  return {uuid, name, "host", 1, std::nullopt, std::nullopt};
+  return {uuid, name, "host", 1, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
 }
 
 TEST(Registry, IdsInRegistrationOrderAndOldIdsForOldNames) {

@@ -155,8 +155,15 @@ TEST_F(SlotsTest, AnEngineStartedByHandSaysWhatItHasAndGetsTheTasksThatNeedIt) {
   }));
   int gpu_engine = -1;
   for (const auto& e : engines) {
-    if (e.name == "gpu-node") gpu_engine = e.id;
+    if (e.name != "gpu-node") continue;
+    gpu_engine = e.id;
+    EXPECT_EQ(e.slots, 2);
+    EXPECT_EQ(e.resources, (std::map<std::string, int64_t>{{"gpus", 1}}));
   }
+  Ran listed = Ctl({"engines"});
+  EXPECT_NE(listed.out.find("gpus=1"), std::string::npos) << listed.out;
+  listed = Ctl({"engines", "--json"});
+  EXPECT_NE(listed.out.find("\"slots\":2"), std::string::npos) << listed.out;
   // Submitted now, it may reach the scheduler before the engine did: it
   // waits for an engine that could hold it, or fails saying why.
   ASSERT_TRUE(WaitFor([&] {

@@ -47,7 +47,7 @@ template <> inline EngineReady Sample<EngineReady>() {
   return {3, "uuid-3", std::vector<TaskId>{TaskId{1, 2}}, 8, ResourceMap{{"gpus", 4}}};
 }
 template <> inline RegistrationRequest Sample<RegistrationRequest>() {
-  return {"uuid-3", "node7-0", "node7", 4242, 5, 2};
+  return {"uuid-3", "node7-0", "node7", 4242, 5, 2, 16, ResourceMap{{"gpus", 4}}};
 }
 template <> inline RegistrationReply Sample<RegistrationReply>() { return {true, 3, "", 1000}; }
 template <> inline EngineRef Sample<EngineRef>() { return {3, "uuid-3"}; }
@@ -87,7 +87,8 @@ template <> inline ResultReply Sample<ResultReply>() {
 }
 template <> inline QueueReply Sample<QueueReply>() { return {{{0, 1, 2, 3}, {1, 0, 0, 9}}, 12}; }
 template <> inline EngineInfo Sample<EngineInfo>() {
-  return {3, "uuid-3", "node7-0", "node7", 4242, "running", 1'700'000'000'000'000, std::nullopt, 1};
+  return {3,         "uuid-3",      "node7-0", "node7", 4242, "running", 1'700'000'000'000'000,
+          std::nullopt, 1,          16,        ResourceMap{{"gpus", 4}}};
 }
 template <> inline EnginesReply Sample<EnginesReply>() { return {{Sample<EngineInfo>()}}; }
 template <> inline PurgeRequest Sample<PurgeRequest>() { return {{SampleId(1)}, true}; }

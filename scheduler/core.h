@@ -229,7 +229,7 @@ class SchedulerCore {
   size_t live_tasks() const { return tasks_.size(); }
   size_t unassigned_tasks() const { return tasks_.size() - running_; }
   // Tasks whose dependencies are met, waiting for an engine.
-  size_t ready_tasks() const { return ready_.size(); }
+  size_t ready_tasks() const { return ready_count_; }
   size_t finished_tasks() const { return finished_.size(); }
   // Slots booked on the engine by the tasks it holds.
   uint32_t LoadOf(EngineSlot slot) const;
@@ -264,6 +264,7 @@ class SchedulerCore {
     // Some engine it may use could hold it (not Unsatisfiable): once found,
     // it waits for one to have room, even through engines leaving.
     bool judged = false;
+    bool grouped = false;  // ready, in wide_groups_
   };
 
   struct Engine {
@@ -325,6 +326,12 @@ class SchedulerCore {
   // Applies one finished dependency; returns whether its outcome was accepted.
   bool CountDependency(Task& task, bool is_follow, const Finished& f);
   void MakeReady(Task& task);
+  // Takes a ready task out of ready_ and its group (the group's next goes
+  // into ready_); its state is left to the caller.
+  void LeaveReady(Task& task);
+  ReadyKey KeyOf(const Task& task) const {
+    return {-static_cast<int64_t>(task.priority), task.seq, task.id};
+  }
   void Unready(Task& task);
   // Final failure of a task not running; `slot` is where it last ran, if it
   // matters to follow dependents. Cascades to dependents.
@@ -420,6 +427,13 @@ class SchedulerCore {
   std::unordered_set<TaskId, TaskIdHash> looking_up_;
   std::unordered_map<TaskId, std::vector<Waiter>, TaskIdHash> waiters_;
   std::set<ReadyKey> ready_;
+  // A wide task that may go to any engine waits in the group of those
+  // asking the same slots and units; only the first of each group need be
+  // in ready_ (where it cannot go, none of the others can), so thousands
+  // waiting for GPUs cost a placement round nothing.
+  using Needs = std::pair<uint32_t, std::vector<std::pair<uint16_t, int64_t>>>;
+  std::map<Needs, std::set<ReadyKey>> wide_groups_;
+  size_t ready_count_ = 0;
   bool ready_grew_ = false;
   size_t running_ = 0;
   uint64_t next_seq_ = 0;

@@ -253,19 +253,26 @@ void SchedulerCore::Pump() {
   std::string never;
   ErrorType why = ErrorType::kNone;
   Unreserve();  // looked at again: the oldest wide task may fit now
+  // Takes the task at `at` out of ready_; where to go on (the next of its
+  // group may have come in just after it).
+  auto take = [&](std::set<ReadyKey>::iterator at, Task& task) {
+    const ReadyKey key = *at;
+    LeaveReady(task);
+    return ready_.lower_bound(key);
+  };
   do {
     ready_grew_ = false;
     for (auto it = ready_.begin(); it != ready_.end() && !scheme_->Empty();) {
       Task& task = tasks_.at(it->id);
       if (!Constrained(task) && !Wide(task)) {
         const EngineSlot slot = scheme_->Pick();
-        it = ready_.erase(it);
+        it = take(it, task);
         Assign(task, slot);
         continue;
       }
       Candidates(task, &candidates, &never, &why);
       if (!never.empty()) {
-        it = ready_.erase(it);
+        it = take(it, task);
         task.state = State::kWaiting;
         Fail(task, why, never);
         continue;
@@ -276,7 +283,7 @@ void SchedulerCore::Pump() {
         continue;
       }
       const EngineSlot slot = scheme_->PickFrom(candidates);
-      it = ready_.erase(it);
+      it = take(it, task);
       Assign(task, slot);
     }
   } while (ready_grew_ && !scheme_->Empty());

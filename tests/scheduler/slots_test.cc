@@ -207,6 +207,33 @@ TEST_F(Slots, ATaskTheOnlyEnginesThatCouldHoldItCannotRunFails) {
   EXPECT_EQ(ErrorOf(1), ErrorType::kImpossibleDependency);
 }
 
+TEST_F(Slots, ManyTasksWaitingForTheSameUnitsStartInOrderAndOthersPassThem) {
+  AddEngine(1, Gpus(1));
+  constexpr uint64_t kWaiting = 2000;
+  for (uint64_t n = 1; n <= kWaiting; ++n) Submit(TaskSpec(n).Uses("gpus", 1));
+  Submit(TaskSpec(kWaiting + 1).Slots(2));
+  EXPECT_EQ(DispatchesOf(kWaiting + 1), (std::vector<int32_t>{1})) << "it asks no gpu";
+  for (uint64_t n = 1; n < kWaiting; ++n) {
+    ASSERT_EQ(Finish(n, true), SchedulerCore::Finish::kAccepted);
+    ASSERT_EQ(DispatchesOf(n + 1), (std::vector<int32_t>{1})) << "task " << n + 1;
+  }
+}
+
+TEST_F(Slots, AmongTasksAskingTheSameTheHigherPriorityStillGoesFirst) {
+  AddEngine(1, Gpus(1));
+  Submit(TaskSpec(1).Uses("gpus", 1));
+  Submit(TaskSpec(2).Uses("gpus", 1));
+  Submit(TaskSpec(3).Uses("gpus", 1).Priority(5));
+  Abort({2});
+  Submit(TaskSpec(4).Uses("gpus", 1));
+  Finish(1, true);
+  EXPECT_EQ(DispatchesOf(3), (std::vector<int32_t>{1}));
+  Finish(3, true);
+  EXPECT_EQ(DispatchesOf(4), (std::vector<int32_t>{1}));
+  EXPECT_EQ(ErrorOf(2), ErrorType::kTaskAborted);
+  EXPECT_EQ(core().ready_tasks(), 0u);
+}
+
 TEST_F(Slots, AnEngineRestoredWithOneSlotTakesMoreOnceItSaysWhatItHas) {
   const EngineSlot slot = AddEngine(1);
   for (uint64_t n = 1; n <= 4; ++n) Submit(TaskSpec(n));

@@ -6,7 +6,8 @@
 // dependency bookkeeping on graph shapes (chain, fan-out, fan-in, binary
 // tree, wavefront, random DAG) from 10^3 to 10^6 tasks; and the heap bytes
 // the core holds per waiting and per finished task, 10^6 of them queued at
-// once and run to the end. The codec's costs are in codec_bench.cc.
+// once and run to the end; a GPU task's life with thousands waiting for the
+// GPU. The codec's costs are in codec_bench.cc.
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
@@ -63,6 +64,36 @@ BENCHMARK_CAPTURE(BM_TaskLife, lru, "lru")->Arg(2)->Arg(100)->Arg(1000)->Arg(100
 BENCHMARK_CAPTURE(BM_TaskLife, twobin, "twobin")->Arg(2)->Arg(1000)->Arg(10000);
 BENCHMARK_CAPTURE(BM_TaskLife, weighted, "weighted")->Arg(2)->Arg(1000)->Arg(10000);
 BENCHMARK_CAPTURE(BM_TaskLife, random, "random")->Arg(2)->Arg(1000)->Arg(10000);
+
+// One GPU task finishing and the next starting, with `waiting` more asking
+// a GPU behind them (a sweep on engines with slots and resources): the
+// placement round must not walk the tasks that cannot go.
+void BM_GpuTaskLife(benchmark::State& state) {
+  const auto waiting = static_cast<uint64_t>(state.range(0));
+  ZeroClock clock;
+  SchedulerCore core(CoreOptions{}, MakeScheme("leastload", 1), &clock);
+  const EngineSlot slot = core.EngineAdded(0, true, Amounts{4, {{"gpus", 1}}});
+  uint64_t n = 0;
+  auto submit = [&] {
+    Submission s;
+    s.id = Id(++n);
+    s.needs.resources["gpus"] = 1;
+    (void)core.Submit(s);
+  };
+  for (uint64_t i = 0; i <= waiting; ++i) submit();
+  std::vector<Action> actions;
+  core.TakeActions(&actions);
+  TaskId running = actions.at(0).task;
+  for (auto _ : state) {
+    submit();
+    core.TaskFinished(slot, running, true, ErrorType::kNone);
+    core.TakeActions(&actions);
+    running = actions.at(1).task;  // deliver, then the next dispatch
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["waiting"] = static_cast<double>(waiting);
+}
+BENCHMARK(BM_GpuTaskLife)->Arg(10)->Arg(10000)->Arg(100000);
 
 // ---- dependency bookkeeping on graph shapes --------------------------------
 

@@ -27,10 +27,13 @@ class RawPeer {
     }
     socket_.connect(endpoint);
   }
-  void Send(const std::vector<std::string>& frames) {
+  void Send(const std::vector<std::string>& frames) { ASSERT_TRUE(TrySend(frames)); }
+  // False when it could not even be queued: a peer whose handshake the
+  // server refused may have no connection left to queue on.
+  bool TrySend(const std::vector<std::string>& frames) {
     protocol::Frames out;
     for (const auto& f : frames) out.push_back(protocol::Frame(f));
-    ASSERT_TRUE(protocol::SendFrames(socket_, out).ok());
+    return protocol::SendFrames(socket_, out).ok();
   }
   // One message within `ms`, or nothing.
   bool Receive(protocol::Frames& frames, int ms) {

@@ -441,6 +441,7 @@ class SchedulerCore {
   std::vector<Engine> engines_;  // by slot
   std::unordered_map<int32_t, EngineSlot> slot_of_id_;
   std::unordered_map<EngineSlot, std::vector<TaskId>> located_on_;
+  static constexpr size_t kMaxResourceNames = 1024;
   std::unordered_map<std::string, uint16_t> resource_index_;
   std::vector<std::string> resource_names_;
   EngineSlot reserved_slot_ = kNoSlot;

@@ -327,9 +327,17 @@ void SchedulerCore::Apply(const Amounts& capacity, Engine& e) {
 }
 
 uint16_t SchedulerCore::ResourceIndex(const std::string& name) {
-  auto [it, added] = resource_index_.try_emplace(name, resource_names_.size());
-  if (added) resource_names_.push_back(name);
-  return it->second;
+  if (auto it = resource_index_.find(name); it != resource_index_.end()) return it->second;
+  // Clients may name resources at will: past kMaxResourceNames distinct
+  // names, every new one shares the last index (no engine has it, unless an
+  // engine's name came that late), so the table stays bounded.
+  if (resource_names_.size() >= kMaxResourceNames) return kMaxResourceNames - 1;
+  const auto r = static_cast<uint16_t>(resource_names_.size());
+  resource_index_.emplace(name, r);
+  resource_names_.push_back(resource_names_.size() + 1 == kMaxResourceNames
+                                ? "(one of too many resource names)"
+                                : name);
+  return r;
 }
 
 void SchedulerCore::Book(Engine& e, const Task& task, int sign) {

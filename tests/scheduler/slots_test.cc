@@ -234,6 +234,16 @@ TEST_F(Slots, AmongTasksAskingTheSameTheHigherPriorityStillGoesFirst) {
   EXPECT_EQ(core().ready_tasks(), 0u);
 }
 
+TEST_F(Slots, ClientsNamingThousandsOfResourcesKeepTheTableBounded) {
+  AddEngine(1, Gpus(1));
+  for (uint64_t n = 1; n <= 3000; ++n) {
+    Submit(TaskSpec(n).Uses("r" + std::to_string(n), 1));
+    ASSERT_EQ(ErrorOf(n), ErrorType::kUnsatisfiable) << "task " << n;
+  }
+  Submit(TaskSpec(5000).Uses("gpus", 1));
+  EXPECT_EQ(DispatchesOf(5000), (std::vector<int32_t>{1}));
+}
+
 TEST_F(Slots, AnEngineRestoredWithOneSlotTakesMoreOnceItSaysWhatItHas) {
   const EngineSlot slot = AddEngine(1);
   for (uint64_t n = 1; n <= 4; ++n) Submit(TaskSpec(n));

@@ -256,6 +256,10 @@ void SchedulerCore::Pump() {
   // Takes the task at `at` out of ready_; where to go on (the next of its
   // group may have come in just after it).
   auto take = [&](std::set<ReadyKey>::iterator at, Task& task) {
+    if (!task.grouped) {  // the common task: no lookup by key
+      --ready_count_;
+      return ready_.erase(at);
+    }
     const ReadyKey key = *at;
     LeaveReady(task);
     return ready_.lower_bound(key);

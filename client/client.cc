@@ -532,7 +532,7 @@ class Client::Impl {
     return reply->count;
   }
 
-  Status ReportEngineState(const protocol::EngineState& state) {
+  Status ReportEngineState(const protocol::EngineStateReport& state) {
     auto reply = Ask<MsgType::kEngineState, MsgType::kEngineStateReply>(state);
     return reply.ok() ? Status::Ok() : reply.status();
   }
@@ -900,7 +900,7 @@ Result<ClusterStats> Client::Stats(std::optional<int64_t> feed_after, int32_t li
 }
 Result<std::vector<EngineStatus>> Client::Engines() { return impl_->Engines(); }
 Status Client::Shutdown() { return impl_->Shutdown(); }
-Status Client::ReportEngineState(const std::string& name, const std::string& state,
+Status Client::ReportEngineState(const std::string& name, EngineState state,
                                  int32_t restarts, const std::string& why) {
   return impl_->ReportEngineState({name, state, restarts, why});
 }
@@ -918,7 +918,7 @@ Status Client::WaitForEngines(int n, double timeout_s) {
     auto engines = Engines();
     if (!engines.ok()) return engines.status();
     seen = static_cast<size_t>(std::count_if(engines->begin(), engines->end(),
-                                             [](const auto& e) { return e.state == "running"; }));
+                                             [](const auto& e) { return e.state == EngineState::kRunning; }));
     if (static_cast<int>(seen) >= n) return Status::Ok();
     if (Now() > deadline) {
       return Status::TimedOut(std::to_string(seen) + " of " + std::to_string(n) +

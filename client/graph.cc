@@ -166,7 +166,7 @@ Result<std::vector<std::pair<int32_t, TaskId>>> Client::SubmitEachEngine(
   std::vector<int32_t> running;
   std::vector<TaskOptions> tasks;
   for (const auto& engine : *engines) {
-    if (engine.state != "running") continue;
+    if (engine.state != EngineState::kRunning) continue;
     running.push_back(engine.id);
     tasks.push_back(options);
     tasks.back().targets = {engine.id};

@@ -117,7 +117,6 @@ void PrintDot(const std::vector<TaskInfo>& records) {
 
 // States of engines that are or will be there; `taskctl engines --all`
 // also lists those stopped (scaled down) and failed (given up).
-bool Live(const std::string& state) { return state != "stopped" && state != "failed"; }
 
 }  // namespace
 
@@ -172,13 +171,13 @@ void AddEngines(CLI::App& app, Subcommands& out) {
   out.push_back({sub, nullptr, [f](Client& c) {
                    auto list = c.Engines();
                    if (!list.ok()) return Error(list.status());
-                   if (!f->all) std::erase_if(*list, [](const auto& e) { return !Live(e.state); });
+                   if (!f->all) std::erase_if(*list, [](const auto& e) { return IsGone(e.state); });
                    if (f->json) {
                      Value v = Value::array();
                      for (const auto& e : *list) {
                        Value item = {{"id", e.id},       {"name", e.name},
                                      {"host", e.host},   {"pid", e.pid},
-                                     {"state", e.state}, {"registered", e.registered}};
+                                     {"state", EngineStateName(e.state)}, {"registered", e.registered}};
                        if (e.mpi_rank) item["mpi_rank"] = *e.mpi_rank;
                        item["restarts"] = e.restarts;
                        item["slots"] = e.slots;
@@ -197,7 +196,7 @@ void AddEngines(CLI::App& app, Subcommands& out) {
                                     std::to_string(units);
                      }
                      std::printf("%-4d %-24s %-16s %-8lld %-10s %-5d %s\n", e.id, e.name.c_str(),
-                                 e.host.c_str(), static_cast<long long>(e.pid), e.state.c_str(),
+                                 e.host.c_str(), static_cast<long long>(e.pid), std::string(EngineStateName(e.state)).c_str(),
                                  e.slots, resources.c_str());
                    }
                    return kOk;

@@ -20,10 +20,10 @@ int RunningEngines(Client& client, int* draining = nullptr) {
   if (!list.ok()) return -1;
   if (draining) {
     *draining = static_cast<int>(std::count_if(list->begin(), list->end(),
-                                               [](const auto& e) { return e.state == "draining"; }));
+                                               [](const auto& e) { return e.state == EngineState::kDraining; }));
   }
   return static_cast<int>(std::count_if(list->begin(), list->end(),
-                                        [](const auto& e) { return e.state == "running"; }));
+                                        [](const auto& e) { return e.state == EngineState::kRunning; }));
 }
 
 // Sends one request to the supervisor of the cluster in `profile`.
@@ -145,7 +145,7 @@ std::string LocalCluster::ScaleTo(int target) {
   for (int i = from - 1; i >= target; --i) {
     Supervised& engine = engines_[active[static_cast<size_t>(i)]];
     engine.retiring = true;
-    Report(engine, "draining", "scaled down");
+    Report(engine, EngineState::kDraining, "scaled down");
   }
   return {};
 }
@@ -159,7 +159,7 @@ std::string LocalCluster::Started(Launcher& launcher, int engines,
   for (size_t i = before; i < engines_.size(); ++i) {
     Launch(engines_[i]);
     // A job of engines is not an engine: the engines report themselves.
-    if (launcher.scalable()) Report(engines_[i], "starting", why);
+    if (launcher.scalable()) Report(engines_[i], EngineState::kStarting, why);
   }
   return {};
 }

@@ -256,9 +256,10 @@ void LocalCluster::Launch(Supervised& engine) {
   engine.process = std::make_unique<ChildProcess>(engine.argv, logs() / (engine.name + ".log"));
 }
 
-void LocalCluster::Report(const Supervised& engine, const std::string& state,
+void LocalCluster::Report(const Supervised& engine, EngineState state,
                           const std::string& why) {
-  std::fprintf(stderr, "taskcluster: %s %s: %s\n", engine.name.c_str(), state.c_str(), why.c_str());
+  std::fprintf(stderr, "taskcluster: %s %s: %s\n", engine.name.c_str(),
+               std::string(EngineStateName(state)).c_str(), why.c_str());
   if (client_) (void)client_->ReportEngineState(engine.name, state, engine.restarts, why);
 }
 
@@ -270,7 +271,7 @@ void LocalCluster::Supervise(double now) {
       e.process.reset();
       if (e.retiring) {
         e.failed = true;  // never restarted
-        Report(e, "stopped", "drained and retired");
+        Report(e, EngineState::kStopped, "drained and retired");
         continue;
       }
       const std::string exited = "exited with code " + std::to_string(*code);
@@ -278,7 +279,7 @@ void LocalCluster::Supervise(double now) {
                     [&](double t) { return now - t > options_.restart_window_s; });
       if (static_cast<int>(e.recent_restarts.size()) >= options_.max_restarts) {
         e.failed = true;
-        Report(e, "failed", exited + "; gave up after " + std::to_string(options_.max_restarts) +
+        Report(e, EngineState::kFailed, exited + "; gave up after " + std::to_string(options_.max_restarts) +
                                 " restarts within " + std::to_string(options_.restart_window_s) +
                                 " s");
         continue;
@@ -288,12 +289,12 @@ void LocalCluster::Supervise(double now) {
       e.restart_at = now + backoff;
       char why[160];
       std::snprintf(why, sizeof why, "%s; restarting in %g s", exited.c_str(), backoff);
-      Report(e, "restarting", why);
+      Report(e, EngineState::kRestarting, why);
     } else if (!e.failed && now >= e.restart_at) {
       e.recent_restarts.push_back(now);
       ++e.restarts;
       Launch(e);
-      Report(e, "starting", "restart " + std::to_string(e.restarts));
+      Report(e, EngineState::kStarting, "restart " + std::to_string(e.restarts));
     }
   }
 }
@@ -362,7 +363,7 @@ std::vector<pid_t> LocalCluster::LocalEnginePids() {
   auto engines = client_->Engines();
   if (!engines.ok()) return pids;
   for (const auto& e : *engines) {
-    if (e.state == "running" && e.host == host) pids.push_back(static_cast<pid_t>(e.pid));
+    if (e.state == EngineState::kRunning && e.host == host) pids.push_back(static_cast<pid_t>(e.pid));
   }
   return pids;
 }

@@ -19,6 +19,7 @@
 #include "cluster/launcher.h"
 #include "protocol/signals.h"
 #include "ztask/status.h"
+#include "ztask/task.h"
 
 namespace ztask {
 class Client;
@@ -153,7 +154,7 @@ class LocalCluster final : public Stoppable {
   // Restarts the hub or the scheduler when it died; false when the cluster
   // is to stop (the hub was shut down, or they keep dying).
   bool KeepServersUp(double now);
-  void Report(const Supervised& engine, const std::string& state, const std::string& why);
+  void Report(const Supervised& engine, EngineState state, const std::string& why);
   // The control socket: scale requests from `taskcluster scale`.
   Status OpenControl();
   void ServeControl(std::chrono::microseconds wait);

@@ -15,8 +15,8 @@ Result<std::string> RunReport(Client& client) {
   int running = 0, failed = 0, restarts = 0;
   double all_registered = 0;
   for (const auto& e : *engines) {
-    if (e.state == "running") ++running;
-    if (e.state == "failed") ++failed;
+    if (e.state == EngineState::kRunning) ++running;
+    if (e.state == EngineState::kFailed) ++failed;
     restarts += e.restarts;
     all_registered = std::max(all_registered, e.registered);
   }

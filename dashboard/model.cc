@@ -147,7 +147,8 @@ Value DashModel::Overview() const {
   o["series"] = std::move(series);
   Value by_state = Value::object();
   for (const EngineStatus& e : engines_) {
-    by_state[e.state] = by_state.value(e.state, 0) + 1;
+    const std::string state(EngineStateName(e.state));
+    by_state[state] = by_state.value(state, 0) + 1;
   }
   o["engines_by_state"] = std::move(by_state);
   return o;
@@ -165,7 +166,7 @@ Value DashModel::Engines() const {
     j["name"] = e.name;
     j["host"] = e.host;
     j["pid"] = e.pid;
-    j["state"] = e.state;
+    j["state"] = EngineStateName(e.state);
     j["restarts"] = e.restarts;
     j["registered"] = e.registered;
     auto q = queues_.find(e.id);
@@ -299,7 +300,7 @@ std::string DashModel::Metrics() const {
   m << "ztask_task_retries_total " << s.retries_total << '\n';
   family("ztask_engines", "gauge", "Engines by state.");
   std::map<std::string, int64_t> by_state{{"running", 0}};
-  for (const EngineStatus& e : engines_) ++by_state[e.state];
+  for (const EngineStatus& e : engines_) ++by_state[std::string(EngineStateName(e.state))];
   for (const auto& [state, n] : by_state) {
     m << "ztask_engines{state=" << Quoted(state) << "} " << n << '\n';
   }

@@ -27,7 +27,7 @@ EngineRegistry::Registered EngineRegistry::Register(const protocol::Registration
   }
   EngineRecord& record = alive_[result.id];
   record.info = {result.id,   request.uuid, request.name,     request.host,
-                 request.pid, "running",    wall_us,          request.mpi_rank,
+                 request.pid, EngineState::kRunning,    wall_us,          request.mpi_rank,
                  std::nullopt, request.slots, request.resources};
   // What no rule allows is not listed (the scheduler takes such an engine
   // as one slot with no resources).
@@ -92,7 +92,7 @@ std::vector<EngineRecord> EngineRegistry::Expire(int64_t now_us, int64_t expiry_
   return gone;
 }
 
-void EngineRegistry::SetSupervised(const protocol::EngineState& state) {
+void EngineRegistry::SetSupervised(const protocol::EngineStateReport& state) {
   supervised_[state.name] = state;
 }
 
@@ -103,13 +103,13 @@ std::vector<protocol::EngineInfo> EngineRegistry::Listing() const {
     protocol::EngineInfo info = record.info;
     if (auto s = supervised_.find(info.name); s != supervised_.end()) {
       info.restarts = s->second.restarts;
-      if (s->second.state == "draining") info.state = "draining";
+      if (s->second.state == EngineState::kDraining) info.state = EngineState::kDraining;
     }
     shown.insert(info.name);
     out.push_back(std::move(info));
   }
   for (const auto& [name, state] : supervised_) {
-    if (shown.count(name) || state.state == "running") continue;
+    if (shown.count(name) || state.state == EngineState::kRunning) continue;
     protocol::EngineInfo info;
     auto id = by_name_.find(name);
     info.id = id == by_name_.end() ? -1 : id->second;

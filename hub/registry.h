@@ -49,7 +49,7 @@ class EngineRegistry {
 
   // A supervisor's word on an engine, by name; "running" clears it (the
   // registry itself knows running engines).
-  void SetSupervised(const protocol::EngineState& state);
+  void SetSupervised(const protocol::EngineStateReport& state);
   // Every engine to show: the live ones (with their restart counts) and those
   // a supervisor reports starting, restarting, failed or stopped.
   std::vector<protocol::EngineInfo> Listing() const;
@@ -63,7 +63,7 @@ class EngineRegistry {
   std::map<int32_t, EngineRecord> alive_;              // by id
   std::unordered_map<std::string, int32_t> by_uuid_;   // alive only
   std::unordered_map<std::string, int32_t> by_name_;   // every name ever seen
-  std::map<std::string, protocol::EngineState> supervised_;  // by name
+  std::map<std::string, protocol::EngineStateReport> supervised_;  // by name
   int32_t next_id_ = 0;
 };
 

@@ -288,7 +288,7 @@ class HubServer::Impl {
       // So are the draining ones: a scheduler that missed the notice (it
       // was restarting, or had not linked the engine yet) still retires it.
       for (const protocol::EngineInfo& e : registry_.Listing()) {
-        if (e.state == "draining" && !e.uuid.empty()) {
+        if (e.state == EngineState::kDraining && !e.uuid.empty()) {
           Publish(notifier_, MsgType::kEngineDraining, protocol::EngineRef{e.id, e.uuid});
         }
       }
@@ -536,13 +536,13 @@ class HubServer::Impl {
         return Reply(query_, frames[0], MsgType::kEnginesReply, *header,
                      protocol::EnginesReply{registry_.Listing()});
       case MsgType::kEngineState: {
-        auto state = protocol::DecodeBody<protocol::EngineState>(content);
+        auto state = protocol::DecodeBody<protocol::EngineStateReport>(content);
         if (!state.ok()) return Drop(View(frames[0]), state.status());
         registry_.SetSupervised(*state);
-        spdlog::info("engine {} is {}: {}", state->name, state->state, state->text);
+        spdlog::info("engine {} is {}: {}", state->name, EngineStateName(state->state), state->text);
         // Draining: the scheduler stops giving it tasks, and retires it when
         // it has none left.
-        if (state->state == "draining") {
+        if (state->state == EngineState::kDraining) {
           if (auto uuid = registry_.UuidOfName(state->name)) {
             Publish(notifier_, MsgType::kEngineDraining,
                     protocol::EngineRef{registry_.IdOfName(state->name), *uuid});
@@ -550,7 +550,7 @@ class HubServer::Impl {
         }
         // Its supervisor saw the process end: no need to wait for missed
         // heartbeats before its tasks go elsewhere.
-        if (state->state == "restarting" || state->state == "failed") {
+        if (state->state == EngineState::kRestarting || state->state == EngineState::kFailed) {
           if (auto uuid = registry_.UuidOfName(state->name)) {
             if (auto gone = registry_.Unregister(*uuid)) {
               EngineGone({gone->info.id, gone->info.uuid}, "its supervisor saw it exit");
@@ -559,7 +559,7 @@ class HubServer::Impl {
         }
         protocol::Event event;
         event.kind = "engine_state";
-        event.status = state->state;
+        event.status = EngineStateName(state->state);
         event.text = state->name + ": " + state->text;
         Emit(std::move(event));
         return Reply(query_, frames[0], MsgType::kEngineStateReply, *header,

@@ -87,6 +87,7 @@ class Writer {
     }
   }
   void Write(TaskState s) { WriteString(TaskStateName(s)); }
+  void Write(EngineState s) { WriteString(EngineStateName(s)); }
   void Write(DependencyMode m) { WriteString(DependencyModeName(m)); }
   void Write(AcceptedOutcome o) { WriteString(AcceptedOutcomeName(o)); }
   void Write(const RawValue& raw) {
@@ -278,6 +279,13 @@ class Reader {
     if (o.type != msgpack::type::STR) return WrongType("a task state name");
     auto parsed = ParseTaskState(AsStringView(o));
     if (!parsed) return Status::Malformed("unknown task state");
+    out = *parsed;
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, EngineState& out) {
+    if (o.type != msgpack::type::STR) return WrongType("an engine state name");
+    auto parsed = ParseEngineState(AsStringView(o));
+    if (!parsed) return Status::Malformed("unknown engine state");
     out = *parsed;
     return Status::Ok();
   }
@@ -810,7 +818,7 @@ ZTASK_INSTANTIATE(EngineInfo)
 ZTASK_INSTANTIATE(Event)
 ZTASK_INSTANTIATE(TaskRecord)
 ZTASK_INSTANTIATE(DispatchInfo)
-ZTASK_INSTANTIATE(EngineState)
+ZTASK_INSTANTIATE(EngineStateReport)
 ZTASK_INSTANTIATE(ClusterRequest)
 ZTASK_INSTANTIATE(BatchMeta)
 ZTASK_INSTANTIATE(MonitorAck)

@@ -315,9 +315,9 @@ struct EngineRef {
 };
 
 // What a supervisor says of an engine it runs, by name.
-struct EngineState {
+struct EngineStateReport {
   std::string name;
-  std::string state;  // "starting", "restarting", "failed", "stopped"
+  EngineState state = EngineState::kStarting;
   int32_t restarts = 0;
   std::string text;  // why, for people
   template <class S, class V>
@@ -327,7 +327,7 @@ struct EngineState {
     v("restarts", s.restarts);
     v("text", s.text);
   }
-  friend bool operator==(const EngineState&, const EngineState&) = default;
+  friend bool operator==(const EngineStateReport&, const EngineStateReport&) = default;
 };
 
 // What taskcluster asks of a running cluster's supervisor.
@@ -481,7 +481,7 @@ struct EngineInfo {
   std::string name;
   std::string host;
   int64_t pid = 0;
-  std::string state;  // "starting", "running", "restarting", "failed", "stopped"
+  EngineState state = EngineState::kRunning;
   int64_t registered_us = 0;
   std::optional<int32_t> mpi_rank;
   std::optional<int32_t> restarts;  // how often its supervisor restarted it
@@ -945,7 +945,7 @@ ZTASK_BODIES(kRegistrationRequest, Empty, RegistrationRequest)
 ZTASK_BODIES(kRegistrationReply, Empty, RegistrationReply)
 ZTASK_BODIES(kUnregistration, Empty, EngineRef)
 ZTASK_BODIES(kHeartbeat, Empty, EngineRef)
-ZTASK_BODIES(kEngineState, Empty, EngineState)
+ZTASK_BODIES(kEngineState, Empty, EngineStateReport)
 ZTASK_BODIES(kEngineStateReply, Empty, Acknowledgement)
 ZTASK_BODIES(kResultRequest, Empty, TaskIdList)
 ZTASK_BODIES(kResultReply, Empty, ResultReply)

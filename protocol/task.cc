@@ -69,6 +69,20 @@ std::optional<TaskState> ParseTaskState(std::string_view name) {
   return std::nullopt;
 }
 
+constexpr std::array<std::string_view, 6> kEngineStateNames = {
+    "starting", "running", "restarting", "draining", "failed", "stopped"};
+
+std::string_view EngineStateName(EngineState state) {
+  return kEngineStateNames[static_cast<size_t>(state)];
+}
+
+std::optional<EngineState> ParseEngineState(std::string_view name) {
+  for (size_t i = 0; i < kEngineStateNames.size(); ++i) {
+    if (kEngineStateNames[i] == name) return static_cast<EngineState>(i);
+  }
+  return std::nullopt;
+}
+
 std::string_view DependencyModeName(DependencyMode mode) {
   return mode == DependencyMode::kAll ? "all" : "any";
 }

@@ -98,7 +98,8 @@ struct TaskInfo {
 
 struct EngineStatus {
   int32_t id = 0;
-  std::string name, host, state;
+  std::string name, host;
+  EngineState state = EngineState::kRunning;
   int64_t pid = 0;
   double registered = 0;  // seconds since the epoch
   std::optional<int32_t> mpi_rank;
@@ -288,8 +289,8 @@ class Client {
   // with `all`); returns how many went. Unfinished tasks are kept.
   Result<int64_t> Purge(const std::vector<TaskId>& ids, bool all);
   // For supervisors: tells the hub the state of an engine they run
-  // ("starting", "restarting", "failed", "stopped"), shown by Engines().
-  Status ReportEngineState(const std::string& name, const std::string& state, int32_t restarts,
+  // (starting, restarting, draining, failed, stopped), shown by Engines().
+  Status ReportEngineState(const std::string& name, EngineState state, int32_t restarts,
                            const std::string& why);
   // Stops the hub, and with it the cluster's supervisor.
   Status Shutdown();

@@ -60,6 +60,19 @@ std::optional<TaskState> ParseTaskState(std::string_view name);
 // Finished: ok or error, never to change again.
 inline bool IsFinal(TaskState state) { return state == TaskState::kOk || state == TaskState::kError; }
 
+// Where an engine is in its life, as the hub lists it and its supervisor
+// reports it. The wire carries the name (EngineStateName): "starting",
+// "running", "restarting", "draining", "failed", "stopped".
+enum class EngineState : uint8_t { kStarting = 0, kRunning, kRestarting, kDraining, kFailed, kStopped };
+
+std::string_view EngineStateName(EngineState state);
+// The inverse of EngineStateName; nullopt for an unknown name.
+std::optional<EngineState> ParseEngineState(std::string_view name);
+// Gone for good: retired, or given up on by its supervisor.
+inline bool IsGone(EngineState state) {
+  return state == EngineState::kFailed || state == EngineState::kStopped;
+}
+
 std::string_view DependencyModeName(DependencyMode mode);
 std::optional<DependencyMode> ParseDependencyMode(std::string_view name);
 std::string_view AcceptedOutcomeName(AcceptedOutcome outcome);

@@ -348,18 +348,18 @@ TEST(Registry, ListingShowsWhatSupervisorsReport) {
   EngineRegistry registry;
   registry.Register(Engine("a", "u1"), 0, 0);
   registry.Register(Engine("b", "u2"), 0, 0);
-  registry.SetSupervised({"a", "starting", 1, "restart 1"});
-  registry.SetSupervised({"b", "failed", 3, "gave up"});
+  registry.SetSupervised({"a", EngineState::kStarting, 1, "restart 1"});
+  registry.SetSupervised({"b", EngineState::kFailed, 3, "gave up"});
   EXPECT_EQ(registry.UuidOfName("b"), "u2");
   registry.Unregister("u2");
   EXPECT_FALSE(registry.UuidOfName("b").has_value());
   auto listing = registry.Listing();
   ASSERT_EQ(listing.size(), 2u);
   EXPECT_EQ(listing[0].name, "a");
-  EXPECT_EQ(listing[0].state, "running") << "a live engine is running, whatever was reported";
+  EXPECT_EQ(listing[0].state, EngineState::kRunning) << "a live engine is running, whatever was reported";
   EXPECT_EQ(listing[0].restarts, 1);
   EXPECT_EQ(listing[1].name, "b");
-  EXPECT_EQ(listing[1].state, "failed");
+  EXPECT_EQ(listing[1].state, EngineState::kFailed);
   EXPECT_EQ(listing[1].id, 1) << "a failed engine keeps its id";
 }
 

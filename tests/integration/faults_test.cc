@@ -232,7 +232,7 @@ TEST_F(Faults, HubKilledWhileTasksFlowLosesNoRecordAndEnginesKeepTheirIds) {
         if (!engines.ok()) return false;
         after.clear();
         for (const auto& e : *engines) {
-          if (e.state == "running") after.insert({e.name, e.id});
+          if (e.state == EngineState::kRunning) after.insert({e.name, e.id});
         }
         return after.size() == before.size();
       },

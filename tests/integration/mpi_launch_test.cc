@@ -71,7 +71,7 @@ TEST_F(ClusterTest, EnginesStartAddsEnginesToARunningCluster) {
   std::set<std::string> names;
   int ranked = 0;
   for (const auto& e : *engines) {
-    EXPECT_EQ(e.state, "running");
+    EXPECT_EQ(e.state, EngineState::kRunning);
     names.insert(e.name);
     ranked += e.mpi_rank.has_value();
   }

@@ -29,7 +29,7 @@ class Supervision : public ClusterTest {
     std::optional<EngineStatus> after;
     EXPECT_TRUE(WaitFor([&] {
       after = EngineWithId(id);
-      return after && after->state == "running" && after->pid != before->pid;
+      return after && after->state == EngineState::kRunning && after->pid != before->pid;
     }, std::chrono::seconds(30)));
     return after.value_or(EngineStatus{});
   }
@@ -66,7 +66,7 @@ TEST_F(Supervision, AnEngineThatKeepsDyingIsGivenUpAndTheRestGoOn) {
   ASSERT_EQ(::kill(static_cast<pid_t>(last->pid), SIGKILL), 0);
   ASSERT_TRUE(WaitFor([&] {
     auto e = EngineWithId(0);
-    return e && e->state == "failed";
+    return e && e->state == EngineState::kFailed;
   }, std::chrono::seconds(30)));
   // A failed engine is listed with --all (the live ones without it).
   EXPECT_EQ(Value::parse(Ctl({"engines", "--json"}).out).size(), 1u);
@@ -193,9 +193,9 @@ TEST_F(ClusterTest, ScalingUpAndDownUnderLoadLosesNothing) {
   auto engines = client_->Engines();
   ASSERT_TRUE(engines.ok());
   EXPECT_EQ(std::count_if(engines->begin(), engines->end(),
-                          [](const auto& e) { return e.state == "running"; }), 1);
+                          [](const auto& e) { return e.state == EngineState::kRunning; }), 1);
   EXPECT_EQ(std::count_if(engines->begin(), engines->end(),
-                          [](const auto& e) { return e.state == "stopped"; }), 3);
+                          [](const auto& e) { return e.state == EngineState::kStopped; }), 3);
   Ran mpi = RunProgram({kBin + "/taskcluster", "scale", "0", "--profile-dir", profile()}, dir_);
   EXPECT_EQ(mpi.code, 2) << "at least one engine";
 }

@@ -200,6 +200,37 @@ TEST(BadInput, ATaskStateIsOneOfItsNames) {
   EXPECT_EQ(DecodeBody<TaskRecord>(encoded).status().code(), Status::Code::kMalformed);
 }
 
+TEST(BadInput, AnEngineStateIsOneOfItsNames) {
+  for (EngineState state : {EngineState::kStarting, EngineState::kRunning, EngineState::kRestarting,
+                            EngineState::kDraining, EngineState::kFailed, EngineState::kStopped}) {
+    EXPECT_EQ(ParseEngineState(EngineStateName(state)), state);
+    EngineStateReport report{"e-0", state, 0, ""};
+    auto back = DecodeBody<EngineStateReport>(EncodeBody(report));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->state, state);
+  }
+  EXPECT_EQ(EngineStateName(EngineState::kDraining), "draining");
+  EXPECT_FALSE(ParseEngineState("").has_value());
+  EXPECT_FALSE(ParseEngineState("Running").has_value());
+  EXPECT_TRUE(IsGone(EngineState::kStopped));
+  EXPECT_TRUE(IsGone(EngineState::kFailed));
+  EXPECT_FALSE(IsGone(EngineState::kRestarting));
+  // A supervisor (or anyone with the key) naming a state there is not is
+  // refused, not shown.
+  std::string encoded = EncodeBody(EngineStateReport{"e-0", EngineState::kFailed, 0, ""});
+  const size_t at = encoded.find("\xa6" "failed");
+  ASSERT_NE(at, std::string::npos);
+  encoded.replace(at, 7, "\xa6" "frozen");
+  EXPECT_EQ(DecodeBody<EngineStateReport>(encoded).status().code(), Status::Code::kMalformed);
+  EngineInfo info;
+  info.state = EngineState::kStopped;
+  std::string listed = EncodeBody(info);
+  const size_t stopped = listed.find("\xa7" "stopped");
+  ASSERT_NE(stopped, std::string::npos);
+  listed.replace(stopped, 8, "\xa7" "paused!");
+  EXPECT_EQ(DecodeBody<EngineInfo>(listed).status().code(), Status::Code::kMalformed);
+}
+
 TEST(BadInput, ContentThatIsNotAMapIsMalformed) {
   auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
   frames[kFrameContent] = "\x01";

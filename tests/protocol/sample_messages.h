@@ -54,8 +54,8 @@ template <> inline EngineRef Sample<EngineRef>() { return {3, "uuid-3"}; }
 template <> inline ClusterRequest Sample<ClusterRequest>() {
   return {"add", 4, "ssh", {"node1", "node2:3"}};
 }
-template <> inline EngineState Sample<EngineState>() {
-  return {"node7-0", "restarting", 2, "exited with code 137"};
+template <> inline EngineStateReport Sample<EngineStateReport>() {
+  return {"node7-0", EngineState::kRestarting, 2, "exited with code 137"};
 }
 template <> inline TaskIdList Sample<TaskIdList>() {
   return {{SampleId(7)}, SampleId(8), 500, "final", 1000, "sweep", "failed"};
@@ -87,7 +87,7 @@ template <> inline ResultReply Sample<ResultReply>() {
 }
 template <> inline QueueReply Sample<QueueReply>() { return {{{0, 1, 2, 3}, {1, 0, 0, 9}}, 12}; }
 template <> inline EngineInfo Sample<EngineInfo>() {
-  return {3,         "uuid-3",      "node7-0", "node7", 4242, "running", 1'700'000'000'000'000,
+  return {3,         "uuid-3",      "node7-0", "node7", 4242, EngineState::kRunning, 1'700'000'000'000'000,
           std::nullopt, 1,          16,        ResourceMap{{"gpus", 4}}};
 }
 template <> inline EnginesReply Sample<EnginesReply>() { return {{Sample<EngineInfo>()}}; }

@@ -54,7 +54,7 @@ protocol::SchedulerEndpoints StandInHub::SchedulerEndpoints() const {
 
 void StandInHub::AnnounceEngine(int32_t id, const std::string& uuid) {
   protocol::EngineInfo info{id, uuid, "standin-" + std::to_string(id), "127.0.0.1", 0,
-                            "running", protocol::NowMicros(), std::nullopt, std::nullopt,
+                            EngineState::kRunning, protocol::NowMicros(), std::nullopt, std::nullopt,
                             std::nullopt, std::nullopt};
   Send(notifier_, protocol::EncodeMessage(signer_, NewHeader(MsgType::kEngineRegistered, "hub"),
                                           std::nullopt, protocol::Empty{}, info));

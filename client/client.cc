@@ -13,6 +13,7 @@
 #include "protocol/resources.h"
 #include "protocol/flat_id_map.h"
 #include "protocol/recent_id_map.h"
+#include "protocol/request.h"
 #include "protocol/security.h"
 #include "protocol/wire.h"
 
@@ -406,33 +407,20 @@ class Client::Impl {
   Result<AbortResult> Abort(const std::vector<TaskId>& ids) {
     protocol::Header header{TaskId::Random(), MsgType::kAbortRequest, session_,
                             protocol::NowMicros()};
-    Status sent = protocol::SendEncoded(
-        scheduler_, {},
-        protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{},
-                                protocol::AbortRequest{ids}));
-    if (!sent.ok()) return sent;
-    const double deadline = Now() + 10;
-    while (Now() < deadline) {
-      zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLIN, 0};
-      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
-      Frames frames;
-      while (protocol::TryReceive(scheduler_, frames)) {
-        auto views = protocol::Views(frames);
-        if (!protocol::CheckFrames(signer_, protocol::Limits{}, views).ok()) continue;
-        auto h = protocol::DecodeHeader(views[protocol::kFrameHeader]);
-        if (!h.ok()) continue;
-        if (h->type == MsgType::kTaskReply || h->type == MsgType::kTaskBatch) {
-          NoteReplies(*h, views);
-          continue;
-        }
-        auto reply = protocol::DecodeMessage<MsgType::kAbortReply>(signer_, {}, views);
-        if (reply.ok() && reply->parent && reply->parent->id == header.id) {
-          const auto& c = reply->content;
-          return AbortResult{c.aborted, c.running, c.finished, c.unknown};
-        }
-      }
+    protocol::AskOptions options;
+    options.timeout = std::chrono::seconds(10);
+    // Replies to tasks keep coming on the same socket meanwhile.
+    options.on_other = [this](const protocol::Header& h, std::span<const std::string_view> views) {
+      NoteReplies(h, {views.begin(), views.end()});
+    };
+    auto reply = protocol::Ask<MsgType::kAbortReply>(scheduler_, signer_, header,
+                                                     protocol::AbortRequest{ids}, options);
+    if (!reply.ok()) {
+      if (reply.status().code() != Status::Code::kTimedOut) return reply.status();
+      return Unreachable("scheduler", info_.scheduler.client);
     }
-    return Unreachable("scheduler", info_.scheduler.client);
+    const auto& c = reply->content;
+    return AbortResult{c.aborted, c.running, c.finished, c.unknown};
   }
 
   Result<QueueStatus> Queue() {
@@ -676,23 +664,14 @@ class Client::Impl {
   Result<typename protocol::Bodies<kReply>::Content> Ask(const Content& content,
                                                          double held_s = 0) {
     protocol::Header header{TaskId::Random(), kRequest, session_, protocol::NowMicros()};
-    Status sent = protocol::SendEncoded(
-        hub_, {},
-        protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{}, content));
-    if (!sent.ok()) return sent;
-    const double deadline = Now() + 5 + held_s;
-    while (Now() < deadline) {
-      zmq::pollitem_t item{hub_.handle(), 0, ZMQ_POLLIN, 0};
-      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
-      Frames frames;
-      while (protocol::TryReceive(hub_, frames)) {
-        auto reply = protocol::DecodeMessage<kReply>(signer_, {}, protocol::Views(frames));
-        if (reply.ok() && reply->parent && reply->parent->id == header.id) {
-          return std::move(reply->content);
-        }
-      }
+    protocol::AskOptions options;
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>((5 + held_s) * 1000));
+    auto reply = protocol::Ask<kReply>(hub_, signer_, header, content, options);
+    if (!reply.ok()) {
+      if (reply.status().code() != Status::Code::kTimedOut) return reply.status();
+      return Unreachable("hub", info_.hub.query);
     }
-    return Unreachable("hub", info_.hub.query);
+    return std::move(reply->content);
   }
 
   // A verified task_reply, or a task_batch of them.

@@ -7,6 +7,7 @@
 
 #include "cluster/util.h"
 #include "protocol/connection_file.h"
+#include "protocol/request.h"
 #include "protocol/wire.h"
 #include "ztask/client.h"
 
@@ -43,18 +44,15 @@ Status Request(const fs::path& profile, const protocol::ClusterRequest& request)
   ZTASK_RETURN_IF_ERROR(protocol::Connect(socket, endpoint));
   const protocol::Header header{TaskId::Random(), protocol::MsgType::kClusterRequest,
                                 "taskctl-" + TaskId::Random().ToHex(), protocol::NowMicros()};
-  ZTASK_RETURN_IF_ERROR(protocol::SendEncoded(
-      socket, {}, protocol::EncodeMessage(signer, header, std::nullopt, protocol::Empty{}, request)));
-  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-  protocol::Frames frames;
-  if (!protocol::Poll(&item, 1, std::chrono::milliseconds(60000)).ok() ||
-      !protocol::TryReceive(socket, frames)) {
+  protocol::AskOptions options;
+  options.timeout = std::chrono::seconds(60);
+  auto reply = protocol::Ask<protocol::MsgType::kClusterReply>(socket, signer, header, request,
+                                                               options);
+  if (!reply.ok()) {
+    if (reply.status().code() != Status::Code::kTimedOut) return reply.status();
     return Status::Unavailable("the cluster's supervisor in " + profile.string() +
                                " did not answer");
   }
-  auto reply = protocol::DecodeMessage<protocol::MsgType::kClusterReply>(signer, {},
-                                                                         protocol::Views(frames));
-  if (!reply.ok()) return reply.status();
   if (!reply->content.ok) return Status::InvalidArgument(reply->content.error);
   return Status::Ok();
 }

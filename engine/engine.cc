@@ -26,6 +26,7 @@
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
 #include "protocol/placeholders.h"
+#include "protocol/request.h"
 #include "protocol/resources.h"
 #include "protocol/security.h"
 #include "protocol/signals.h"
@@ -234,29 +235,24 @@ class EngineLoop final : public Stoppable {
     if (options_.slots != 1) request.slots = options_.slots;
     if (!options_.resources.empty()) request.resources = options_.resources;
     if (engine_id_ >= 0) request.engine_id = engine_id_;  // a restarted hub gives it back
-    const protocol::Header sent =
-        Send(hub_, MsgType::kRegistrationRequest, std::nullopt, protocol::Empty{}, request);
-    zmq::pollitem_t item{hub_.handle(), 0, ZMQ_POLLIN, 0};
-    const int64_t deadline = SteadyMicros() + int64_t{options_.register_timeout_ms} * 1000;
-    Frames frames;
-    while (SteadyMicros() < deadline && !stop_.load()) {
-      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
-      if (!protocol::TryReceive(hub_, frames)) continue;
-      auto reply = protocol::DecodeMessage<MsgType::kRegistrationReply>(signer_, {},
-                                                                        protocol::Views(frames));
-      // Only the answer to this request: refusals of earlier heartbeats may
-      // still be on their way.
-      if (!reply.ok() || !reply->parent || reply->parent->id != sent.id) continue;
-      if (!reply->content.ok)
-        return Status::Unavailable("the hub refused: " + reply->content.error);
-      engine_id_ = reply->content.engine_id;
-      registered_at_us_ = sent.date_us;
-      heartbeat_ms_ = reply->content.heartbeat_ms > 0 ? reply->content.heartbeat_ms : 1000;
-      spdlog::info("registered as engine {} ({})", engine_id_, options_.name);
-      return Status::Ok();
+    // Only the answer to this request: refusals of earlier heartbeats may
+    // still be on their way.
+    const protocol::Header sent{TaskId::Random(), MsgType::kRegistrationRequest, uuid_,
+                                protocol::NowMicros()};
+    protocol::AskOptions options;
+    options.timeout = std::chrono::milliseconds(options_.register_timeout_ms);
+    options.stop = &stop_;
+    auto reply = protocol::Ask<MsgType::kRegistrationReply>(hub_, signer_, sent, request, options);
+    if (!reply.ok()) {
+      return Status::TimedOut("the hub at " + info_.hub.registration + " did not answer within " +
+                              std::to_string(options_.register_timeout_ms) + " ms");
     }
-    return Status::TimedOut("the hub at " + info_.hub.registration + " did not answer within " +
-                            std::to_string(options_.register_timeout_ms) + " ms");
+    if (!reply->content.ok) return Status::Unavailable("the hub refused: " + reply->content.error);
+    engine_id_ = reply->content.engine_id;
+    registered_at_us_ = sent.date_us;
+    heartbeat_ms_ = reply->content.heartbeat_ms > 0 ? reply->content.heartbeat_ms : 1000;
+    spdlog::info("registered as engine {} ({})", engine_id_, options_.name);
+    return Status::Ok();
   }
 
   void OnHub() {
@@ -871,22 +867,11 @@ class EngineLoop final : public Stoppable {
     protocol::Header header{TaskId::Random(), MsgType::kResultRequest, uuid_,
                             protocol::NowMicros()};
     protocol::TaskIdList request{ids, std::nullopt, std::nullopt, "final", wait_ms};
-    (void)protocol::SendEncoded(
-        query, {},
-        protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{}, request));
-    const int64_t deadline = SteadyMicros() + int64_t{wait_ms} * 1000 + 5'000'000;
-    Frames frames;
-    while (SteadyMicros() < deadline) {
-      zmq::pollitem_t item{query.handle(), 0, ZMQ_POLLIN, 0};
-      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
-      if (!protocol::TryReceive(query, frames)) continue;
-      auto reply =
-          protocol::DecodeMessage<MsgType::kResultReply>(signer_, {}, protocol::Views(frames));
-      if (reply.ok() && reply->parent && reply->parent->id == header.id) {
-        return std::move(reply->content.records);
-      }
-    }
-    return Status::Unavailable("the hub did not answer this engine's query");
+    protocol::AskOptions options;
+    options.timeout = std::chrono::milliseconds(int64_t{wait_ms} + 5000);
+    auto reply = protocol::Ask<MsgType::kResultReply>(query, signer_, header, request, options);
+    if (!reply.ok()) return Status::Unavailable("the hub did not answer this engine's query");
+    return std::move(reply->content.records);
   }
 
   EngineOptions options_;

@@ -191,13 +191,12 @@ struct Decoded {
 template <MsgType kType>
 using DecodedOf = Decoded<typename Bodies<kType>::Meta, typename Bodies<kType>::Content>;
 
-// Checks, then decodes every frame; the header's type must be kType.
+// Decodes every frame of a message CheckFrames accepted; the header's type
+// must be kType.
 template <MsgType kType>
-Result<DecodedOf<kType>> DecodeMessage(const Signer& signer, const Limits& limits,
-                                       std::span<const std::string_view> frames) {
+Result<DecodedOf<kType>> DecodeChecked(std::span<const std::string_view> frames) {
   using Meta = typename Bodies<kType>::Meta;
   using Content = typename Bodies<kType>::Content;
-  ZTASK_RETURN_IF_ERROR(CheckFrames(signer, limits, frames));
   DecodedOf<kType> out;
   auto header = DecodeHeader(frames[kFrameHeader]);
   if (!header.ok()) return header.status();
@@ -218,6 +217,14 @@ Result<DecodedOf<kType>> DecodeMessage(const Signer& signer, const Limits& limit
   out.content = std::move(*content);
   for (size_t i = kFirstBuffer; i < frames.size(); ++i) out.buffers.emplace_back(frames[i]);
   return out;
+}
+
+// Checks, then decodes every frame; the header's type must be kType.
+template <MsgType kType>
+Result<DecodedOf<kType>> DecodeMessage(const Signer& signer, const Limits& limits,
+                                       std::span<const std::string_view> frames) {
+  ZTASK_RETURN_IF_ERROR(CheckFrames(signer, limits, frames));
+  return DecodeChecked<kType>(frames);
 }
 
 // The messages in a batch (monitor_batch or task_batch) whose frames

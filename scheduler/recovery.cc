@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "protocol/codec.h"
+#include "protocol/request.h"
 #include "protocol/security.h"
 #include "protocol/wire.h"
 
@@ -41,26 +43,20 @@ Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::Co
   while (!stop.load()) {
     const protocol::Header header{TaskId::Random(), MsgType::kRecoverRequest, session,
                                   protocol::NowMicros()};
-    (void)protocol::SendEncoded(hub, {},
-                                protocol::EncodeMessage(signer, header, std::nullopt,
-                                                        protocol::Empty{}, request));
-    const int64_t ask_again = SteadyMillis() + kAskAgainMs;
-    std::optional<protocol::RecoverReply> page;
-    protocol::Frames frames;
-    while (!page && !stop.load() && SteadyMillis() < ask_again) {
-      zmq::pollitem_t item{hub.handle(), 0, ZMQ_POLLIN, 0};
-      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
-      while (protocol::TryReceive(hub, frames)) {
-        auto reply = protocol::DecodeMessage<MsgType::kRecoverReply>(signer, {},
-                                                                     protocol::Views(frames));
-        if (!reply.ok()) {
-          spdlog::warn("a recovery page from the hub cannot be read: {}",
-                       reply.status().message());
-        } else if (reply->parent && reply->parent->id == header.id) {
-          page = std::move(reply->content);
-        }
-      }
+    protocol::AskOptions options;
+    options.timeout = std::chrono::milliseconds(kAskAgainMs);
+    options.stop = &stop;
+    options.on_unreadable = [](const Status& why) {
+      spdlog::warn("a recovery page from the hub cannot be read: {}", why.message());
+    };
+    auto reply = protocol::Ask<MsgType::kRecoverReply>(hub, signer, header, request, options);
+    if (stop.load()) break;
+    if (!reply.ok() && reply.status().code() != Status::Code::kTimedOut) {
+      // Not even sent: no connection to ask on yet. Not a busy loop.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    std::optional<protocol::RecoverReply> page;
+    if (reply.ok()) page = std::move(reply->content);
     if (!page) {
       // Without the hub's word the scheduler would run without the tasks in
       // flight, and their clients would wait for ever: it keeps asking.

@@ -41,10 +41,11 @@ struct AskOptions {
 // the time ran out, Unavailable when `stop` was set first. Messages that
 // fail their check are dropped.
 template <MsgType kReply>
-Result<DecodedOf<kReply>> AwaitReply(zmq::socket_t& socket, const Signer& signer,
-                                     const TaskId& id, const AskOptions& options) {
+Result<DecodedOf<kReply>> AwaitReply(zmq::socket_t& socket, const Signer& signer, const TaskId& id,
+                                     const AskOptions& options) {
   const int64_t deadline =
-      SteadyMicros() + std::chrono::duration_cast<std::chrono::microseconds>(options.timeout).count();
+      SteadyMicros() +
+      std::chrono::duration_cast<std::chrono::microseconds>(options.timeout).count();
   Frames frames;
   for (;;) {
     while (TryReceive(socket, frames)) {
@@ -70,7 +71,8 @@ Result<DecodedOf<kReply>> AwaitReply(zmq::socket_t& socket, const Signer& signer
     }
     if (options.stop && options.stop->load()) return Status::Unavailable("stopped while waiting");
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-    (void)Poll(&item, 1, std::chrono::milliseconds(std::clamp<int64_t>(left_us / 1000 + 1, 1, 100)));
+    (void)Poll(&item, 1,
+               std::chrono::milliseconds(std::clamp<int64_t>(left_us / 1000 + 1, 1, 100)));
   }
 }
 
@@ -80,7 +82,8 @@ Result<DecodedOf<kReply>> AwaitReply(zmq::socket_t& socket, const Signer& signer
 template <MsgType kReply, class Content>
 Result<DecodedOf<kReply>> Ask(zmq::socket_t& socket, const Signer& signer, const Header& header,
                               const Content& content, const AskOptions& options = {}) {
-  Status sent = SendEncoded(socket, {}, EncodeMessage(signer, header, std::nullopt, Empty{}, content));
+  Status sent =
+      SendEncoded(socket, {}, EncodeMessage(signer, header, std::nullopt, Empty{}, content));
   if (!sent.ok()) return Status::Unavailable("cannot send the request: " + sent.message());
   return AwaitReply<kReply>(socket, signer, header.id, options);
 }

@@ -94,9 +94,9 @@ TEST_F(RequestTest, AReplyThatCannotBeDecodedIsReportedAndTheWaitGoesOn) {
   int unreadable = 0;
   Serve([&](zmq::socket_t& r, const std::string& peer, const Header& asked) {
     // Signed, of the reply's type, content not a map.
-    std::vector<std::string> bad = EncodeMessage(
-        kSigner, Header{TaskId::Random(), MsgType::kPurgeReply, "peer", NowMicros()}, asked, Empty{},
-        Count{5});
+    std::vector<std::string> bad =
+        EncodeMessage(kSigner, Header{TaskId::Random(), MsgType::kPurgeReply, "peer", NowMicros()},
+                      asked, Empty{}, Count{5});
     bad[kFrameContent] = "\x01";
     std::vector<std::string_view> views(bad.begin(), bad.end());
     bad[kFrameHmac] = kSigner.Sign(views);
@@ -109,7 +109,8 @@ TEST_F(RequestTest, AReplyThatCannotBeDecodedIsReportedAndTheWaitGoesOn) {
     EXPECT_EQ(why.code(), Status::Code::kMalformed);
     ++unreadable;
   };
-  auto reply = Ask<MsgType::kPurgeReply>(dealer_, kSigner, Request(), PurgeRequest{{}, true}, options);
+  auto reply =
+      Ask<MsgType::kPurgeReply>(dealer_, kSigner, Request(), PurgeRequest{{}, true}, options);
   ASSERT_TRUE(reply.ok()) << reply.status().message();
   EXPECT_EQ(reply->content.count, 6);
   EXPECT_EQ(unreadable, 1);
@@ -120,7 +121,8 @@ TEST_F(RequestTest, NoAnswerIsTimedOutAfterTheTimeGiven) {
   AskOptions options;
   options.timeout = std::chrono::milliseconds(300);
   const auto start = std::chrono::steady_clock::now();
-  auto reply = Ask<MsgType::kPurgeReply>(dealer_, kSigner, Request(), PurgeRequest{{}, true}, options);
+  auto reply =
+      Ask<MsgType::kPurgeReply>(dealer_, kSigner, Request(), PurgeRequest{{}, true}, options);
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(reply.ok());
   EXPECT_EQ(reply.status().code(), Status::Code::kTimedOut);
@@ -137,7 +139,8 @@ TEST_F(RequestTest, AStopEndsTheWaitEarly) {
   options.timeout = std::chrono::seconds(30);
   options.stop = &stop;
   const auto start = std::chrono::steady_clock::now();
-  auto reply = Ask<MsgType::kPurgeReply>(dealer_, kSigner, Request(), PurgeRequest{{}, true}, options);
+  auto reply =
+      Ask<MsgType::kPurgeReply>(dealer_, kSigner, Request(), PurgeRequest{{}, true}, options);
   ASSERT_FALSE(reply.ok());
   EXPECT_EQ(reply.status().code(), Status::Code::kUnavailable);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));

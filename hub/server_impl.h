@@ -1,0 +1,193 @@
+// The taskhub process's loop (server.h), declared for the three files that
+// define it: server.cc (the loop, engines' registrations and heartbeats,
+// the store's flushes), intake.cc (the scheduler's monitor batches, their
+// acknowledgements) and queries.cc (clients' and supervisors' requests).
+//
+// Thread safety: as HubServer.
+#ifndef ZTASK_HUB_SERVER_IMPL_H_
+#define ZTASK_HUB_SERVER_IMPL_H_
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <zmq.hpp>
+
+#include "hub/activity.h"
+#include "hub/registry.h"
+#include "hub/result_waits.h"
+#include "hub/server.h"
+#include "hub/store.h"
+#include "protocol/codec.h"
+#include "protocol/connection_file.h"
+#include "protocol/replay_guard.h"
+#include "protocol/security.h"
+#include "protocol/wire.h"
+
+namespace ztask::hub {
+
+using protocol::Frames;
+using protocol::MsgType;
+using protocol::View;
+
+class HubServer::Impl {
+ public:
+  Impl(const HubOptions& options, protocol::ConnectionInfo info, std::unique_ptr<TaskStore> store)
+      : options_(options),
+        info_(std::move(info)),
+        signer_(info_.key),
+        store_(std::move(store)),
+        registration_(context_, zmq::socket_type::router),
+        query_(context_, zmq::socket_type::router),
+        monitor_(context_, zmq::socket_type::router),
+        notifier_(context_, zmq::socket_type::pub),
+        events_(context_, zmq::socket_type::xpub),
+        session_(TaskId::Random()) {}
+
+  ~Impl() {
+    for (int fd : wake_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  Result<protocol::HubEndpoints> Start(const std::filesystem::path& profile);
+
+  int synchronous_level() const { return store_->synchronous_level(); }
+
+  void Run();
+  void RequestStop();
+
+ private:
+  static constexpr size_t kBatch = 512;
+
+  void Drain(zmq::socket_t& socket, void (Impl::*handle)(Frames&), size_t most = kBatch) {
+    protocol::Drain(socket, frames_, most, [&](Frames& f) { (this->*handle)(f); });
+  }
+
+  void Drop(std::string_view peer, const std::string& why) { drops_.Drop(peer, why); }
+  void Drop(std::string_view peer, const Status& why) { drops_.Drop(peer, why); }
+
+  // Verifies frames[1..] (after the routing id), decodes the header and
+  // refuses a replay.
+  Result<protocol::Header> Open(const Frames& frames, std::vector<std::string_view>* views,
+                                protocol::ReplayGuard& guard, const protocol::Limits& limits) {
+    if (frames.empty()) return Status::Malformed("no routing id");
+    return protocol::OpenMessage(signer_, limits, frames, 1, &guard, views);
+  }
+
+  protocol::Header NewHeader(MsgType type) {
+    return {TaskId{session_.hi, ++counter_}, type, "hub", protocol::NowMicros()};
+  }
+
+  template <class Content>
+  void Reply(zmq::socket_t& socket, zmq::message_t& peer, MsgType type,
+             const protocol::Header& request, const Content& content) {
+    const std::string_view prefix[] = {View(peer)};
+    (void)protocol::SendEncoded(
+        socket, prefix,
+        protocol::EncodeMessage(signer_, NewHeader(type), request, protocol::Empty{}, content));
+  }
+
+  template <class Content>
+  void Publish(zmq::socket_t& socket, MsgType type, const Content& content) {
+    (void)protocol::SendEncoded(socket, {},
+                                protocol::EncodeMessage(signer_, NewHeader(type), std::nullopt,
+                                                        protocol::Empty{}, content));
+  }
+
+  // The events socket is an XPUB: it hears when the first monitor subscribes
+  // and when the last one leaves, so that events are made only while someone
+  // listens (each costs an encoding and an HMAC).
+  void OnSubscriptions();
+  void Emit(protocol::Event event);
+
+  // ---- engines ----------------------------------------------------------
+
+  void OnEngineMessage(Frames& frames);
+  void EngineGone(const protocol::EngineRef& ref, const std::string& why);
+  void Tick();
+  void FlushStore();
+
+  // ---- the scheduler's monitor -------------------------------------------
+
+  void OnMonitor(Frames& frames);
+
+  // Acknowledgements wait until the records they cover are in the database
+  // (SendAcks after a flush), so the scheduler keeps every batch a crash of
+  // the hub could lose.
+  void NoteAck(std::string_view peer, int64_t seq);
+  void SendAcks();
+
+  // Answers the waits that have what they asked for now.
+  void Noted(const TaskId& id, bool final);
+
+  // One task_submitted, task_assigned or task_outcome, alone or from a batch.
+  void OnMonitorMessage(std::string_view peer, const protocol::Header& header,
+                        const std::vector<std::string_view>& views);
+
+  // ---- client queries -----------------------------------------------------
+
+  // A result_request with `wait`: answered now when every task is there,
+  // else held (ResultWaits) until they are or its time is up.
+  void AnswerWhen(std::string_view route, const protocol::Header& header,
+                  protocol::TaskIdList request);
+  void AnswerWait(const ResultWaits::Wait& wait);
+  void OnQuery(Frames& frames);
+
+  // One page of the unfinished tasks, in id order, with the outcomes of the
+  // finished tasks they depend on. Pages keep each reply within the codec's
+  // limits whatever the history's length. (Other outcomes the scheduler
+  // looks up when a task names them: finished_only is not answered.)
+  protocol::RecoverReply Recover(const protocol::RecoverRequest& request) const;
+
+  // The records of the listed tasks (and which are unknown); with no list,
+  // one page of every record in id order after request.after: at most
+  // request.limit (and kMaxPage), and no more than about kPageBytes of them.
+  // `lean`: without outputs and results (the scheduler needs outcomes only).
+  protocol::ResultReply Records(const protocol::TaskIdList& request, bool lean) const;
+
+  // A record in a status of a listing: waiting, running, ok, or failed (an
+  // error not replaced by a resubmission).
+  static bool InStatus(const protocol::TaskRecord& r, std::string_view status);
+  protocol::JobsReply Jobs(const protocol::JobsRequest& request);
+  protocol::StatsReply Stats(const protocol::StatsRequest& request) const;
+  protocol::QueueReply QueueStatus() const;
+
+  HubOptions options_;
+  protocol::ConnectionInfo info_;
+  protocol::Signer signer_;
+  protocol::Limits limits_;
+  std::unique_ptr<TaskStore> store_;
+  ResultWaits waits_;
+  EngineRegistry registry_;
+  Activity activity_;
+  zmq::context_t context_{protocol::OwnBuffersContext()};  // batches wait in its queue
+  zmq::socket_t registration_, query_, monitor_, notifier_, events_;
+  int64_t events_published_ = 0;
+  std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
+  TaskId session_;
+  uint64_t counter_ = 0;
+  int wake_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
+  Frames frames_;
+  protocol::DropLog drops_{"taskhub"};
+  // The monitor's messages may wait out a hub outage in the scheduler's
+  // queue, so only their order is checked, not their age.
+  protocol::ReplayGuard registration_guard_{protocol::ReplayWindowOf(options_.replay_window_s)},
+      query_guard_{protocol::ReplayWindowOf(options_.replay_window_s)},
+      monitor_guard_{protocol::ReplayWindowOf(0)};
+  int64_t next_announce_ = 0;
+  bool flush_failing_ = false;
+  std::map<std::string, std::vector<int64_t>> acks_;  // by monitor peer, to send
+  uint64_t refused_registrations_ = 0;
+  int listeners_ = 0;  // subscriptions to the event stream, by topic
+};
+
+}  // namespace ztask::hub
+
+#endif  // ZTASK_HUB_SERVER_IMPL_H_

@@ -22,6 +22,7 @@
 
 #include "engine/capacity.h"
 #include "engine/command.h"
+#include "engine/ledger.h"
 #include "engine/python_worker.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
@@ -367,7 +368,7 @@ class EngineLoop final : public Stoppable {
     while (!queue_.empty() && !stop_.load()) {
       Job& job = queue_.front();
       std::optional<Done> answer;
-      if (!MayRun(job)) {
+      if (!ledger_.MayRun(job.dispatch.run_after)) {
         answer = NotRun(job);
       } else if (std::string why = NeverFits(job); !why.empty()) {
         answer = Unsatisfiable(job, why);
@@ -375,7 +376,7 @@ class EngineLoop final : public Stoppable {
         return;  // the first waits for what it needs: no task overtakes it
       }
       if (answer) {
-        queued_.erase(job.header.id);
+        ledger_.Dequeued(job.header.id);
         Reply(*answer);
         queue_.pop_front();
         continue;
@@ -402,7 +403,7 @@ class EngineLoop final : public Stoppable {
     }
     for (Finished& f : finished) {
       capacity_.Give(f.grant);
-      queued_.erase(f.done.request.id);
+      ledger_.Dequeued(f.done.request.id);
       running_ids_.erase(f.done.request.id);
       Reply(f.done);
     }
@@ -431,12 +432,6 @@ class EngineLoop final : public Stoppable {
   }
 
   static constexpr int64_t kLookEveryUs = 1000;
-  // Replies wait to go together at most this many, or this long, while the
-  // worker has more tasks to run.
-  static constexpr size_t kFlushReplies = 32;
-  static constexpr int64_t kFlushAfterUs = 200;
-  // The loop thread sends replies that waited this long while a task runs.
-  static constexpr int64_t kLoopFlushAfterUs = 1000;
 
   // Runs the first queued task, if any, and queues its reply. `io` is
   // released while the task runs.
@@ -444,12 +439,11 @@ class EngineLoop final : public Stoppable {
     if (queue_.empty() || stop_.load()) return;
     Job job = std::move(queue_.front());
     queue_.pop_front();
-    queued_.erase(job.header.id);
-    if (!MayRun(job)) return Reply(NotRun(job));
+    ledger_.Dequeued(job.header.id);
+    if (!ledger_.MayRun(job.dispatch.run_after)) return Reply(NotRun(job));
     if (std::string why = NeverFits(job); !why.empty()) return Reply(Unsatisfiable(job, why));
-    if (!unsent_.empty()) {
-      if (job.spec.kind == "command" || unsent_.size() >= kFlushReplies ||
-          SteadyMicros() - unsent_since_us_ >= kFlushAfterUs) {
+    if (ledger_.has_unsent()) {
+      if (ledger_.FlushBeforeRun(job.spec.kind == "command", SteadyMicros())) {
         FlushReplies();
       } else if (!flush_asked_.exchange(true)) {
         // If this task runs long, the loop thread sends what waits.
@@ -464,26 +458,28 @@ class EngineLoop final : public Stoppable {
     Reply(done);
   }
 
-  // On the loop thread: the replies that waited kLoopFlushAfterUs go, when
-  // the worker is running a task (it holds io_mutex_ otherwise, and sends
-  // them itself).
+  // On the loop thread: the replies that waited long enough go, when the
+  // worker is running a task (it holds io_mutex_ otherwise, and sends them
+  // itself).
   void FlushForWorker() {
     std::unique_lock<std::mutex> io(io_mutex_, std::try_to_lock);
     if (!io.owns_lock()) return;
-    if (unsent_.empty()) {
+    if (!ledger_.has_unsent()) {
       flush_asked_.store(false);
       return;
     }
-    if (SteadyMicros() - unsent_since_us_ >= kLoopFlushAfterUs) FlushReplies();
+    if (ledger_.FlushWhileRunning(SteadyMicros())) FlushReplies();
   }
 
-  // Sends the replies not sent yet, in one task_batch. REQUIRES: io_mutex_.
+  // Sends the replies not sent yet, in task_batches within the protocol's
+  // limits. REQUIRES: io_mutex_.
   void FlushReplies() {
-    if (unsent_.empty()) return;
+    while (ledger_.has_unsent()) SendBatch(ledger_.TakeUnsent());
+  }
+
+  void SendBatch(const std::vector<std::vector<std::string>>& replies) {
     protocol::Header header{TaskId::Random(), MsgType::kTaskBatch, uuid_, protocol::NowMicros()};
-    const std::vector<std::string> frames = protocol::EncodeBatch(signer_, header, unsent_);
-    unsent_.clear();
-    unsent_bytes_ = 0;
+    const std::vector<std::string> frames = protocol::EncodeBatch(signer_, header, replies);
     // A full queue (the scheduler reads slower than engines answer) is
     // waited out: a reply is never dropped here.
     // Stopping, it is tried once more and left to the socket's linger.
@@ -496,23 +492,6 @@ class EngineLoop final : public Stoppable {
     }
   }
 
-  // Queues a reply (its frames, header first) to go in the next batch.
-  void QueueReply(const std::vector<std::string>& frames) {
-    if (unsent_.empty()) unsent_since_us_ = SteadyMicros();
-    for (const auto& f : frames) unsent_bytes_ += f.size();
-    unsent_.push_back(frames);
-    if (unsent_.size() >= protocol::kMaxBatchTasks || unsent_bytes_ >= protocol::kMaxBatchBytes) {
-      FlushReplies();
-    }
-  }
-
-  // A task sent ahead runs only once the task it was sent behind succeeded
-  // here: that one came first, so its reply is among the latest kept.
-  bool MayRun(const Job& job) const {
-    if (!job.dispatch.run_after) return true;
-    const Sent* before = SentFor(*job.dispatch.run_after);
-    return before != nullptr && before->ok;
-  }
 
   Done NotRun(const Job& job) const {
     Done done{job.header, {false, ErrorType::kNone, engine_id_, job.dispatch.attempt}, {}};
@@ -555,16 +534,18 @@ class EngineLoop final : public Stoppable {
                        job.status().ToString());
           continue;
         }
-        const TaskId id = job->header.id;
-        if (queued_.count(id)) continue;  // sent again: it is queued here already
-        if (const Sent* sent = SentFor(id); sent && sent->attempt >= job->dispatch.attempt) {
-          // Ran here already (a restarted scheduler did not hear): its reply
-          // again, not a second run.
-          Resend(*sent);
-          continue;
+        // Sent again while queued here: taken once. Ran here already (a
+        // restarted scheduler did not hear): its reply again, not a second run.
+        switch (ledger_.Arrive(job->header.id, job->dispatch.attempt, SteadyMicros())) {
+          case engine::Ledger::Arrival::kQueued:
+            queue_.push_back(std::move(*job));
+            break;
+          case engine::Ledger::Arrival::kAnswered:
+            if (ledger_.BatchFull()) FlushReplies();
+            break;
+          case engine::Ledger::Arrival::kDuplicate:
+            break;
         }
-        queued_.insert(id);
-        queue_.push_back(std::move(*job));
       }
     }
   }
@@ -603,57 +584,23 @@ class EngineLoop final : public Stoppable {
   // its tasks). Then engine_ready, with the list of tasks held here.
   void Resume(bool resend_replies) {
     TakeTasks();
-    if (resend_replies) {
-      for (const Sent& sent : sent_) Resend(sent);
-    }
+    const size_t resent = resend_replies ? ledger_.ResendAll(SteadyMicros()) : 0;
     if (Pooled()) CollectFinished();
     std::vector<TaskId> held(running_ids_.begin(), running_ids_.end());
     for (const Job& job : queue_) held.push_back(job.header.id);
     FlushReplies();
     spdlog::info("ready again for the scheduler: {} recent replies sent again, holding {} tasks",
-                 resend_replies ? sent_.size() : 0, held.size());
+                 resent, held.size());
     SendReady(std::move(held));
   }
 
-  // The latest replies are kept (up to kKeepReplies and kKeepBytes) to be
-  // sent again after a reconnection.
-  struct Sent {
-    TaskId id;
-    int32_t attempt;
-    bool ok;  // ran and succeeded
-    std::vector<std::string> frames;  // from the header on (EncodeInner)
-    size_t bytes;
-  };
-  static constexpr size_t kKeepReplies = 1024;
-  static constexpr size_t kKeepBytes = size_t{16} << 20;
-
   void Reply(const Done& done) {
     protocol::Header header{TaskId::Random(), MsgType::kTaskReply, uuid_, protocol::NowMicros()};
-    Sent sent{done.request.id, done.meta.attempt, done.meta.ok && !done.meta.not_run,
-              protocol::EncodeInner(header, done.request, done.meta, done.result), 0};
-    for (const auto& f : sent.frames) sent.bytes += f.size();
-    QueueReply(sent.frames);
-    sent_bytes_ += sent.bytes;
-    sent_.push_back(std::move(sent));
-    sent_by_id_[sent_.back().id] = &sent_.back();  // the latest reply of the id
-    while (sent_.size() > 1 && (sent_.size() > kKeepReplies || sent_bytes_ > kKeepBytes)) {
-      const Sent& oldest = sent_.front();
-      if (auto it = sent_by_id_.find(oldest.id); it != sent_by_id_.end() && it->second == &oldest) {
-        sent_by_id_.erase(it);
-      }
-      sent_bytes_ -= oldest.bytes;
-      sent_.pop_front();
-    }
+    ledger_.Reply(done.request.id, done.meta.attempt, done.meta.ok && !done.meta.not_run,
+                  protocol::EncodeInner(header, done.request, done.meta, done.result),
+                  SteadyMicros());
+    if (ledger_.BatchFull()) FlushReplies();
   }
-
-  const Sent* SentFor(const TaskId& id) const {
-    auto it = sent_by_id_.find(id);
-    return it == sent_by_id_.end() ? nullptr : it->second;
-  }
-
-  // A kept reply, again (in a batch of its own date, which is what the
-  // scheduler's replay guard looks at).
-  void Resend(const Sent& sent) { QueueReply(sent.frames); }
 
   Done Execute(const Job& job, Runner& runner, const engine::Grant& grant) {
     Done done{job.header, {true, ErrorType::kNone, engine_id_, job.dispatch.attempt}, {}};
@@ -892,16 +839,9 @@ class EngineLoop final : public Stoppable {
   std::deque<Job> queue_;
   // The scheduler socket and the replies not sent yet (see WorkerMain).
   std::mutex io_mutex_;
-  std::vector<std::vector<std::string>> unsent_;
-  size_t unsent_bytes_ = 0;
-  int64_t unsent_since_us_ = 0;
+  engine::Ledger ledger_;
   // The worker asked the loop thread to watch the replies that wait.
   std::atomic<bool> flush_asked_{false};
-  std::unordered_set<TaskId, TaskIdHash> queued_;
-  std::deque<Sent> sent_;
-  // Into sent_ (a deque keeps its elements in place as its ends change).
-  std::unordered_map<TaskId, const Sent*, TaskIdHash> sent_by_id_;
-  size_t sent_bytes_ = 0;
   // runners_[0] is the worker thread's (it runs the tasks of an engine of
   // one slot); with more slots each runs on a thread of its own. Made
   // before the threads start; the loop thread kills their tasks when the

@@ -1,0 +1,84 @@
+#include "engine/ledger.h"
+
+#include <utility>
+
+namespace ztask::engine {
+
+Ledger::Ledger(size_t keep_replies, size_t keep_bytes, size_t batch_replies, size_t batch_bytes)
+    : keep_replies_(keep_replies),
+      keep_bytes_(keep_bytes),
+      batch_replies_(batch_replies),
+      batch_bytes_(batch_bytes) {}
+
+Ledger::Arrival Ledger::Arrive(const TaskId& id, int32_t attempt, int64_t now_us) {
+  if (queued_.count(id)) return Arrival::kDuplicate;
+  if (const Kept* kept = KeptFor(id); kept && kept->attempt >= attempt) {
+    Queue(kept->frames, now_us);
+    return Arrival::kAnswered;
+  }
+  queued_.insert(id);
+  return Arrival::kQueued;
+}
+
+bool Ledger::MayRun(const std::optional<TaskId>& run_after) const {
+  if (!run_after) return true;
+  const Kept* before = KeptFor(*run_after);
+  return before != nullptr && before->ok;
+}
+
+void Ledger::Reply(const TaskId& id, int32_t attempt, bool ran_ok, std::vector<std::string> frames,
+                   int64_t now_us) {
+  Kept kept{id, attempt, ran_ok, std::move(frames), 0};
+  for (const auto& f : kept.frames) kept.bytes += f.size();
+  Queue(kept.frames, now_us);
+  kept_bytes_ += kept.bytes;
+  kept_.push_back(std::move(kept));
+  kept_by_id_[kept_.back().id] = &kept_.back();
+  while (kept_.size() > 1 && (kept_.size() > keep_replies_ || kept_bytes_ > keep_bytes_)) {
+    const Kept& oldest = kept_.front();
+    if (auto it = kept_by_id_.find(oldest.id); it != kept_by_id_.end() && it->second == &oldest) {
+      kept_by_id_.erase(it);
+    }
+    kept_bytes_ -= oldest.bytes;
+    kept_.pop_front();
+  }
+}
+
+size_t Ledger::ResendAll(int64_t now_us) {
+  for (const Kept& kept : kept_) Queue(kept.frames, now_us);
+  return kept_.size();
+}
+
+bool Ledger::FlushBeforeRun(bool may_run_long, int64_t now_us) const {
+  if (unsent_.empty()) return false;
+  return may_run_long || unsent_.size() >= kFlushReplies ||
+         now_us - unsent_since_us_ >= kFlushAfterUs;
+}
+
+std::vector<std::vector<std::string>> Ledger::TakeUnsent() {
+  std::vector<std::vector<std::string>> batch;
+  size_t bytes = 0;
+  while (!unsent_.empty() && batch.size() < batch_replies_) {
+    size_t reply_bytes = 0;
+    for (const auto& f : unsent_.front()) reply_bytes += f.size();
+    if (!batch.empty() && bytes + reply_bytes > batch_bytes_) break;
+    bytes += reply_bytes;
+    batch.push_back(std::move(unsent_.front()));
+    unsent_.pop_front();
+  }
+  unsent_bytes_ -= bytes;
+  return batch;
+}
+
+const Ledger::Kept* Ledger::KeptFor(const TaskId& id) const {
+  auto it = kept_by_id_.find(id);
+  return it == kept_by_id_.end() ? nullptr : it->second;
+}
+
+void Ledger::Queue(const std::vector<std::string>& frames, int64_t now_us) {
+  if (unsent_.empty()) unsent_since_us_ = now_us;
+  for (const auto& f : frames) unsent_bytes_ += f.size();
+  unsent_.push_back(frames);
+}
+
+}  // namespace ztask::engine

@@ -64,10 +64,25 @@ Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path,
     return SqlError(store->db_, "cannot open the task database " + path);
   }
   sqlite3_busy_timeout(store->db_, 5000);
-  const std::string setup = std::string("PRAGMA journal_mode=WAL;") +
+  // A new file has 16 KiB pages: the WAL is written a page a call, and a
+  // quarter of the calls took a tenth of the hub's CPU off a no-op (a file
+  // made with 4 KiB pages keeps them). Checkpoints come every 32 MiB of WAL.
+  const std::string setup = std::string("PRAGMA page_size=16384;PRAGMA journal_mode=WAL;") +
                             (power ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;") +
-                            "PRAGMA cache_size=-65536;PRAGMA wal_autocheckpoint=8192;";
+                            "PRAGMA cache_size=-65536;";
   if (sqlite3_exec(store->db_, setup.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return SqlError(store->db_, "cannot set up the task database " + path);
+  }
+  int page_bytes = 4096;
+  {
+    Statement pragma(store->db_, "PRAGMA page_size");
+    if (pragma.ok() && sqlite3_step(pragma.get()) == SQLITE_ROW) {
+      page_bytes = std::max(512, sqlite3_column_int(pragma.get(), 0));
+    }
+  }
+  const std::string checkpoint =
+      "PRAGMA wal_autocheckpoint=" + std::to_string((32 << 20) / page_bytes) + ";";
+  if (sqlite3_exec(store->db_, checkpoint.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqlError(store->db_, "cannot set up the task database " + path);
   }
   ZTASK_RETURN_IF_ERROR(store->Migrate(path));

@@ -492,7 +492,6 @@ class EngineLoop final : public Stoppable {
     }
   }
 
-
   Done NotRun(const Job& job) const {
     Done done{job.header, {false, ErrorType::kNone, engine_id_, job.dispatch.attempt}, {}};
     done.meta.not_run = true;

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "protocol/usage.h"
+
 namespace ztask::ctl {
 
 int Error(const std::string& message, int code) {
@@ -295,7 +297,7 @@ void AddWaitEngines(CLI::App& app, Subcommands& out) {
   };
   auto f = std::make_shared<Flags>();
   auto* sub = app.add_subcommand("wait-engines", "wait until N engines are registered");
-  sub->add_option("n", f->n, "how many")->required()->check(CLI::PositiveNumber);
+  sub->add_option("n", f->n, "how many")->required()->check(ztask::kPositiveNumber);
   sub->add_option("--timeout", f->timeout, "give up after this many seconds (exit 3)");
   out.push_back({sub, nullptr, [f](Client& c) {
                    Status s = c.WaitForEngines(f->n, f->timeout);

@@ -15,6 +15,7 @@
 #include "cluster/report.h"
 #include "protocol/resources.h"
 #include "protocol/signals.h"
+#include "protocol/usage.h"
 
 namespace {
 
@@ -118,16 +119,16 @@ struct PassedOn {
                      "once per turn)")
         ->check(CLI::IsMember({"process", "power"}));
     start->add_option("--heartbeat-ms", heartbeat_ms, "engines heartbeat this often (default 1000)")
-        ->check(CLI::PositiveNumber);
+        ->check(ztask::kPositiveNumber);
     start
         ->add_option("--heartbeat-misses", heartbeat_misses,
                      "heartbeats an engine may miss before it is lost (default 3)")
-        ->check(CLI::PositiveNumber);
+        ->check(ztask::kPositiveNumber);
     start
         ->add_option("--recover-grace", recover_grace,
                      "after a scheduler restart, seconds engines holding tasks have to come "
                      "back, and a task may wait for a dependency not seen yet (default 10)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(ztask::kNonNegativeNumber);
     start
         ->add_option("--send-ahead", send_ahead,
                      "send a task waiting for one last dependency to the engine running it, to "
@@ -136,26 +137,26 @@ struct PassedOn {
     start
         ->add_option("--socket-hwm", socket_hwm,
                      "ZeroMQ high-water mark of the scheduler's sockets (default 1000000)")
-        ->check(CLI::PositiveNumber);
+        ->check(ztask::kPositiveNumber);
     start
         ->add_option("--replay-window", replay_window,
                      "seconds a message's date may differ from the servers' clock (replay "
                      "protection; 0: no check; default 300)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(ztask::kNonNegativeNumber);
     start->add_option("--max-task-bytes", max_task_bytes, "largest task a client may submit")
-        ->check(CLI::PositiveNumber);
+        ->check(ztask::kPositiveNumber);
     start->add_option("--max-dependencies", max_dependencies, "most after+follow ids of a task")
-        ->check(CLI::PositiveNumber);
+        ->check(ztask::kPositiveNumber);
     start
         ->add_option("--max-queued-per-client", max_queued,
                      "most tasks of one client waiting or running at once")
-        ->check(CLI::PositiveNumber);
+        ->check(ztask::kPositiveNumber);
     start->add_option("--max-result-bytes", max_result_bytes, "largest result an engine returns")
-        ->check(CLI::PositiveNumber);
+        ->check(ztask::kPositiveNumber);
     start
         ->add_option("--max-output-bytes", max_output_bytes,
                      "stdout and stderr kept of a command task, each")
-        ->check(CLI::PositiveNumber);
+        ->check(ztask::kPositiveNumber);
   }
 
   void Apply(ClusterOptions& options) const {
@@ -197,7 +198,7 @@ Subcommand AddStart(CLI::App& app, ClusterOptions& options) {
       ->check(CLI::Range(1, 100000));
   start->add_option("--scheme", options.scheme, "leastload, lru, twobin, weighted, random");
   start->add_option("--hwm", options.hwm, "most tasks outstanding per engine; 0: no limit")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ztask::kNonNegativeNumber);
   start->add_option("--db", options.db, "task records: a SQLite file or :memory:");
   start->add_option("--ip", options.ip, "address to bind (and to write in the connection file)");
   start->add_option("--dashboard", options.dashboard,
@@ -209,17 +210,17 @@ Subcommand AddStart(CLI::App& app, ClusterOptions& options) {
   start
       ->add_option("--max-restarts", options.max_restarts,
                    "restarts of one engine within the window before it is given up")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ztask::kNonNegativeNumber);
   start->add_option("--restart-window", options.restart_window_s, "seconds")
-      ->check(CLI::PositiveNumber);
+      ->check(ztask::kPositiveNumber);
   start
       ->add_option("--restart-backoff", options.restart_backoff_s,
                    "seconds before the first restart; doubles with each recent one")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ztask::kNonNegativeNumber);
   start
       ->add_option("--monitor-interval", options.monitor_interval_s,
                    "seconds between checks of the engines")
-      ->check(CLI::PositiveNumber);
+      ->check(ztask::kPositiveNumber);
   start->add_option("--launcher", options.launcher, "how engines start: local, mpi, ssh or slurm")
       ->capture_default_str();
   start->add_option("--mpiexec", options.mpiexec, "the mpiexec to run (mpi launcher)")
@@ -306,7 +307,7 @@ Subcommand AddScale(CLI::App& app, const ClusterOptions& options) {
   auto* scale = app.add_subcommand("scale", "grow or shrink the pool of a running cluster");
   scale->add_option("engines", f->engines, "how many engines")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(ztask::kPositiveNumber);
   scale->add_option("--timeout", f->timeout, "seconds to wait for the pool to reach that size");
   return {scale, [f, &options] {
             ztask::Status s =
@@ -329,7 +330,7 @@ Subcommand AddEnginesStart(CLI::App& app, const ClusterOptions& options) {
   engines->require_subcommand(1);
   auto* start = engines->add_subcommand("start", "add engines to a running cluster");
   start->add_option("--launcher", f->launcher, "local, mpi, ssh or slurm")->capture_default_str();
-  start->add_option("-n,--engines", f->count, "how many")->check(CLI::PositiveNumber);
+  start->add_option("-n,--engines", f->count, "how many")->check(ztask::kPositiveNumber);
   start->add_option("--hosts", f->hosts, "ssh: HOST[:COUNT],...")->delimiter(',');
   start->add_option("--timeout", f->timeout, "seconds for them to register");
   return {start, [f, &options] {

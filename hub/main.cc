@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--replay-window", options.replay_window_s,
                  "seconds a message's date may differ from this host's clock; 0: no check")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(ztask::kNonNegativeNumber);
   app.add_flag("--insecure", options.insecure,
                "run without a key: anyone who can reach the ports can run commands");
   app.add_flag("--curve", options.curve,

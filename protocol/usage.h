@@ -1,13 +1,30 @@
 // What a daemon's main does with a command line it cannot parse: one line on
 // stderr naming what was wrong, and exit code 2 (help and version as CLI11
-// prints them, with its code).
+// prints them, with its code); and the number checks every command uses.
 #ifndef ZTASK_PROTOCOL_USAGE_H_
 #define ZTASK_PROTOCOL_USAGE_H_
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
 
 namespace ztask {
+
+// CLI11's PositiveNumber and NonNegativeNumber, with a message that says
+// what is wanted ("-1 is not more than 0") instead of a range that ends at
+// the largest double.
+inline CLI::Validator NumberAbove(double least, bool inclusive) {
+  return CLI::Validator(
+      [least, inclusive](std::string& input) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(input, value)) return "'" + input + "' is not a number";
+        if (inclusive ? value >= least : value > least) return std::string();
+        return input + " is not " + (inclusive ? "0 or more" : "more than 0");
+      },
+      inclusive ? "NUMBER >= 0" : "NUMBER > 0");
+}
+inline const CLI::Validator kPositiveNumber = NumberAbove(0, false);
+inline const CLI::Validator kNonNegativeNumber = NumberAbove(0, true);
 
 inline int UsageExit(CLI::App& app, const CLI::ParseError& e, const char* program) {
   if (e.get_exit_code() == 0) return app.exit(e);

@@ -60,17 +60,17 @@ int main(int argc, char** argv) {
   app.add_option("--replay-window", options.replay_window_s,
                  "seconds a message's date may differ from this host's clock; 0: no check")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(ztask::kNonNegativeNumber);
   app.add_option("--recover-timeout", options.recover_timeout_s,
                  "at start, seconds without a word from the hub (which says which tasks were "
                  "in flight) before each error in the log; the scheduler keeps asking")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(ztask::kNonNegativeNumber);
   app.add_option("--recover-grace", options.recover_grace_s,
                  "after a restart, seconds engines holding tasks have to come back (and a task "
                  "may wait for a dependency not seen yet)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(ztask::kNonNegativeNumber);
   app.add_option("--socket-hwm", options.socket_hwm,
                  "ZeroMQ high-water mark of the client and engine sockets (messages; what a "
                  "peer will not take waits in the scheduler)")

@@ -132,6 +132,25 @@ TEST_F(CommandLine, UsageErrorsAreOneLineWithExitCodeTwo) {
   }
 }
 
+TEST_F(CommandLine, ANumberOutOfItsRangeSaysWhatIsWanted) {
+  const std::string missing = (dir_.path() / "nowhere").string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{kBin + "/taskcluster", "scale", "-1", "--profile-dir", missing}, "-1 is not more than 0"},
+      {{kBin + "/taskctl", "wait-engines", "0", "--profile-dir", missing}, "0 is not more than 0"},
+      {{kBin + "/taskscheduler", "--replay-window", "x", "--profile-dir", missing},
+       "'x' is not a number"},
+      {{kBin + "/taskhub", "--replay-window", "-3", "--profile-dir", missing},
+       "-3 is not 0 or more"},
+  };
+  for (const auto& [argv, mentions] : cases) {
+    SCOPED_TRACE(argv[1] + " " + argv[2]);
+    const Ran ran = RunProgram(argv, dir_);
+    ExpectUsageError(ran, mentions);
+    // Not a range up to the largest double.
+    EXPECT_EQ(ran.err.find("1797693"), std::string::npos) << ran.err;
+  }
+}
+
 TEST_F(CommandLine, EnginesListsTheLiveOnesAndAllAddsTheStopped) {
   StartCluster(1);
   ASSERT_EQ(Ctl({"engines", "--json"}).code, 0);

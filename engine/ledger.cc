@@ -13,7 +13,7 @@ Ledger::Ledger(size_t keep_replies, size_t keep_bytes, size_t batch_replies, siz
 Ledger::Arrival Ledger::Arrive(const TaskId& id, int32_t attempt, int64_t now_us) {
   if (queued_.count(id)) return Arrival::kDuplicate;
   if (const Kept* kept = KeptFor(id); kept && kept->attempt >= attempt) {
-    Queue(kept->frames, now_us);
+    Queue(*kept, now_us);
     return Arrival::kAnswered;
   }
   queued_.insert(id);
@@ -30,7 +30,7 @@ void Ledger::Reply(const TaskId& id, int32_t attempt, bool ran_ok, std::vector<s
                    int64_t now_us) {
   Kept kept{id, attempt, ran_ok, std::move(frames), 0};
   for (const auto& f : kept.frames) kept.bytes += f.size();
-  Queue(kept.frames, now_us);
+  Queue(kept, now_us);
   kept_bytes_ += kept.bytes;
   kept_.push_back(std::move(kept));
   kept_by_id_[kept_.back().id] = &kept_.back();
@@ -45,7 +45,7 @@ void Ledger::Reply(const TaskId& id, int32_t attempt, bool ran_ok, std::vector<s
 }
 
 size_t Ledger::ResendAll(int64_t now_us) {
-  for (const Kept& kept : kept_) Queue(kept.frames, now_us);
+  for (const Kept& kept : kept_) Queue(kept, now_us);
   return kept_.size();
 }
 
@@ -59,11 +59,10 @@ std::vector<std::vector<std::string>> Ledger::TakeUnsent() {
   std::vector<std::vector<std::string>> batch;
   size_t bytes = 0;
   while (!unsent_.empty() && batch.size() < batch_replies_) {
-    size_t reply_bytes = 0;
-    for (const auto& f : unsent_.front()) reply_bytes += f.size();
+    auto& [frames, reply_bytes] = unsent_.front();
     if (!batch.empty() && bytes + reply_bytes > batch_bytes_) break;
     bytes += reply_bytes;
-    batch.push_back(std::move(unsent_.front()));
+    batch.push_back(std::move(frames));
     unsent_.pop_front();
   }
   unsent_bytes_ -= bytes;
@@ -75,10 +74,10 @@ const Ledger::Kept* Ledger::KeptFor(const TaskId& id) const {
   return it == kept_by_id_.end() ? nullptr : it->second;
 }
 
-void Ledger::Queue(const std::vector<std::string>& frames, int64_t now_us) {
+void Ledger::Queue(const Kept& kept, int64_t now_us) {
   if (unsent_.empty()) unsent_since_us_ = now_us;
-  for (const auto& f : frames) unsent_bytes_ += f.size();
-  unsent_.push_back(frames);
+  unsent_bytes_ += kept.bytes;
+  unsent_.emplace_back(kept.frames, kept.bytes);
 }
 
 }  // namespace ztask::engine

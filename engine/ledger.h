@@ -19,6 +19,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "protocol/codec.h"
@@ -96,7 +97,8 @@ class Ledger {
     size_t bytes;
   };
   const Kept* KeptFor(const TaskId& id) const;
-  void Queue(const std::vector<std::string>& frames, int64_t now_us);
+  // A copy of a kept reply's frames waits to go.
+  void Queue(const Kept& kept, int64_t now_us);
 
   const size_t keep_replies_, keep_bytes_, batch_replies_, batch_bytes_;
   std::unordered_set<TaskId, TaskIdHash> queued_;
@@ -105,7 +107,7 @@ class Ledger {
   // the latest reply of each id.
   std::unordered_map<TaskId, const Kept*, TaskIdHash> kept_by_id_;
   size_t kept_bytes_ = 0;
-  std::deque<std::vector<std::string>> unsent_;
+  std::deque<std::pair<std::vector<std::string>, size_t>> unsent_;  // frames, bytes
   size_t unsent_bytes_ = 0;
   int64_t unsent_since_us_ = 0;
 };

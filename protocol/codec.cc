@@ -264,44 +264,36 @@ class Reader {
     out = *type;
     return Status::Ok();
   }
+  // A value named by a string: `parse` maps names to values (nullopt for
+  // one it does not know).
+  template <class T, class Parse>
+  static Status ReadNamed(const msgpack::object& o, T& out, Parse parse, const char* expected,
+                          const char* unknown) {
+    if (o.type != msgpack::type::STR) return WrongType(expected);
+    auto parsed = parse(AsStringView(o));
+    if (!parsed) return Status::Malformed(unknown);
+    out = *parsed;
+    return Status::Ok();
+  }
   static Status Read(const msgpack::object& o, ErrorType& out) {
     if (o.type == msgpack::type::NIL) {
       out = ErrorType::kNone;
       return Status::Ok();
     }
-    if (o.type != msgpack::type::STR) return WrongType("an error type name");
-    auto parsed = ParseErrorType(AsStringView(o));
-    if (!parsed) return Status::Malformed("unknown error type");
-    out = *parsed;
-    return Status::Ok();
+    return ReadNamed(o, out, ParseErrorType, "an error type name", "unknown error type");
   }
   static Status Read(const msgpack::object& o, TaskState& out) {
-    if (o.type != msgpack::type::STR) return WrongType("a task state name");
-    auto parsed = ParseTaskState(AsStringView(o));
-    if (!parsed) return Status::Malformed("unknown task state");
-    out = *parsed;
-    return Status::Ok();
+    return ReadNamed(o, out, ParseTaskState, "a task state name", "unknown task state");
   }
   static Status Read(const msgpack::object& o, EngineState& out) {
-    if (o.type != msgpack::type::STR) return WrongType("an engine state name");
-    auto parsed = ParseEngineState(AsStringView(o));
-    if (!parsed) return Status::Malformed("unknown engine state");
-    out = *parsed;
-    return Status::Ok();
+    return ReadNamed(o, out, ParseEngineState, "an engine state name", "unknown engine state");
   }
   static Status Read(const msgpack::object& o, DependencyMode& out) {
-    if (o.type != msgpack::type::STR) return WrongType("'all' or 'any'");
-    auto parsed = ParseDependencyMode(AsStringView(o));
-    if (!parsed) return Status::Malformed("mode must be 'all' or 'any'");
-    out = *parsed;
-    return Status::Ok();
+    return ReadNamed(o, out, ParseDependencyMode, "'all' or 'any'", "mode must be 'all' or 'any'");
   }
   static Status Read(const msgpack::object& o, AcceptedOutcome& out) {
-    if (o.type != msgpack::type::STR) return WrongType("an outcome name");
-    auto parsed = ParseAcceptedOutcome(AsStringView(o));
-    if (!parsed) return Status::Malformed("outcome must be success, failure or either");
-    out = *parsed;
-    return Status::Ok();
+    return ReadNamed(o, out, ParseAcceptedOutcome, "an outcome name",
+                     "outcome must be success, failure or either");
   }
   static Status Read(const msgpack::object& o, RawValue& out) {
     out.bytes.clear();

@@ -47,15 +47,23 @@ int HexValue(char c) {
   return -1;
 }
 
+// The value of the enum E whose name in `names` (indexed by value, from
+// `first`) is `name`.
+template <class E, size_t N>
+std::optional<E> ValueNamed(const std::array<std::string_view, N>& names, std::string_view name,
+                            size_t first = 0) {
+  for (size_t i = first; i < N; ++i) {
+    if (names[i] == name) return static_cast<E>(i);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string_view ErrorTypeName(ErrorType type) { return kErrorNames[static_cast<size_t>(type)]; }
 
 std::optional<ErrorType> ParseErrorType(std::string_view name) {
-  for (size_t i = 1; i < kErrorNames.size(); ++i) {
-    if (kErrorNames[i] == name) return static_cast<ErrorType>(i);
-  }
-  return std::nullopt;
+  return ValueNamed<ErrorType>(kErrorNames, name, /*first=*/1);  // kNone has no name
 }
 
 constexpr std::array<std::string_view, 5> kStateNames = {"", "waiting", "running", "ok", "error"};
@@ -63,24 +71,18 @@ constexpr std::array<std::string_view, 5> kStateNames = {"", "waiting", "running
 std::string_view TaskStateName(TaskState state) { return kStateNames[static_cast<size_t>(state)]; }
 
 std::optional<TaskState> ParseTaskState(std::string_view name) {
-  for (size_t i = 0; i < kStateNames.size(); ++i) {
-    if (kStateNames[i] == name) return static_cast<TaskState>(i);
-  }
-  return std::nullopt;
+  return ValueNamed<TaskState>(kStateNames, name);
 }
 
-constexpr std::array<std::string_view, 6> kEngineStateNames = {
-    "starting", "running", "restarting", "draining", "failed", "stopped"};
+constexpr std::array<std::string_view, 6> kEngineStateNames = {"starting", "running", "restarting",
+                                                               "draining", "failed",  "stopped"};
 
 std::string_view EngineStateName(EngineState state) {
   return kEngineStateNames[static_cast<size_t>(state)];
 }
 
 std::optional<EngineState> ParseEngineState(std::string_view name) {
-  for (size_t i = 0; i < kEngineStateNames.size(); ++i) {
-    if (kEngineStateNames[i] == name) return static_cast<EngineState>(i);
-  }
-  return std::nullopt;
+  return ValueNamed<EngineState>(kEngineStateNames, name);
 }
 
 std::string_view DependencyModeName(DependencyMode mode) {

@@ -357,9 +357,13 @@ class Client::Impl {
   Status Wait(const std::vector<TaskId>& ids, double timeout_s) {
     const double start = Now();
     // A task just submitted (here or by another process) may not have
-    // reached the hub yet: unknown ids get this long before they are an error.
+    // reached the hub yet: an id is unknown for good once the hub has
+    // recorded or finished none of the awaited tasks for this long (a hub
+    // that is behind, still taking them in, is not a reason to give up).
     constexpr double kGrace = 3.0;
     std::set<TaskId> pending(ids.begin(), ids.end());
+    double progress_at = start;
+    size_t last_unknown = SIZE_MAX, last_pending = pending.size();
     int backoff_ms = 1;
     while (true) {
       DrainReplies();
@@ -390,9 +394,12 @@ class Client::Impl {
         if (r.finished()) pending.erase(r.id);
       }
       if (pending.empty()) return Status::Ok();
+      if (unknown.size() < last_unknown || pending.size() < last_pending) progress_at = Now();
+      last_unknown = unknown.size();
+      last_pending = pending.size();
       const double waited = Now() - start;
       for (const TaskId& id : unknown) {
-        if (waited > kGrace && !submitted_.contains(id)) {
+        if (Now() - progress_at > kGrace && !submitted_.contains(id)) {
           return Status::NotFound("unknown task id " + id.ToHex());
         }
       }

@@ -412,9 +412,10 @@ TEST_F(ClusterTest, WaitingForManyTasksFromAnotherProcessSeesThemAllFinish) {
   ASSERT_TRUE(ids.ok()) << ids.status().ToString();
   auto other = Client::Connect(profile());
   ASSERT_TRUE(other.ok());
-  ASSERT_TRUE((*other)->Wait(*ids, 120).ok());
+  const Status waited = (*other)->Wait(*ids, 120);
+  ASSERT_TRUE(waited.ok()) << waited.ToString();
   auto records = (*other)->Fetch(*ids);
-  ASSERT_TRUE(records.ok());
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
   for (const TaskInfo& r : *records) ASSERT_EQ(r.status, "ok") << r.id.ToHex();
 }
 

@@ -18,6 +18,14 @@ for pattern in \
     'ok engine [0-9]+: hello from engine [0-9]+$' ' ok engine [0-9]+: 6$' '^cluster stopped$'; do
   grep -Eq "$pattern" "$tmp/out" || fail "no line matches: $pattern"
 done
+# What a newcomer reads first: no stray line of the client example, and
+# taskctl's summary below the table it sums up.
+! grep -Eq '^null$' "$tmp/out" || fail "a line that says only 'null'"
+last_row=$(grep -nE '^(fetch-a|fetch-b|merge|render|score|flaky|clean-up|publish) ' "$tmp/out" |
+           tail -1 | cut -d: -f1)
+summary=$(grep -nE '^taskctl: [0-9]+ of [0-9]+ tasks failed' "$tmp/out" | head -1 | cut -d: -f1)
+[ -n "$summary" ] || fail "no line says how many tasks failed"
+[ "$summary" -gt "$last_row" ] || fail "the summary (line $summary) is above the table (ends at line $last_row)"
 merge=$(grep -E '^merge ' "$tmp/out" | awk '{print $3}')
 render=$(grep -E '^render ' "$tmp/out" | awk '{print $3}')
 [ "$merge" = "$render" ] || fail "render (follow merge) ran on engine $render, merge on $merge"

@@ -1,6 +1,7 @@
 // The README's example: submit two tasks, one after the other, through the
 // client library, wait, and print what they did. usage: client_example PROFILE_DIR
 #include <cstdio>
+#include <string>
 
 #include "ztask/client.h"
 
@@ -19,7 +20,11 @@ int main(int argc, char** argv) {
   auto tasks = (*client)->Fetch({*first, *second});
   if (!tasks.ok()) return 1;
   for (const auto& task : *tasks) {
-    std::printf("%s %s engine %d: %s%s\n", task.id.ToHex().c_str(), task.status.c_str(),
-                task.engine_id.value_or(-1), task.stdout_text.c_str(), task.result.dump().c_str());
+    // A command's output, or a function's result: each task has one of them.
+    std::string what = task.stdout_text;
+    while (!what.empty() && what.back() == '\n') what.pop_back();
+    if (what.empty()) what = task.result.dump();
+    std::printf("%s %s engine %d: %s\n", task.id.ToHex().c_str(), task.status.c_str(),
+                task.engine_id.value_or(-1), what.c_str());
   }
 }

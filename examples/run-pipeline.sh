@@ -17,7 +17,11 @@ echo
 echo "== the pipeline: taskctl submit-graph, then taskctl wait"
 ids=$(ctl submit-graph "$here/pipeline.json") || exit 2
 printf '%-9s %-6s %-6s %s\n' task status engine "output or error"
-ctl wait --timeout 120 $(echo "$ids" | awk '{print $2}') | while read -r record; do
+# taskctl's summary ("2 of 8 tasks failed", on stderr) goes below the table
+# it sums up, not wherever the terminal interleaves it.
+summary=$(mktemp)
+trap 'rm -f "$summary"; "$bin/taskcluster" stop --profile-dir "$profile"' EXIT
+ctl wait --timeout 120 $(echo "$ids" | awk '{print $2}') 2>"$summary" | while read -r record; do
   name=$(echo "$ids" | grep "$(echo "$record" | sed 's/.*"id":"\([0-9a-f]*\)".*/\1/')" | cut -d' ' -f1)
   echo "$record" | python3 -c '
 import json, sys
@@ -29,6 +33,7 @@ engine = "-" if r["engine_id"] is None else str(r["engine_id"])
 print("%-9s %-6s %-6s %s" % (sys.argv[1], r["status"], engine, out[:90]))
 ' "$name"
 done
+cat "$summary" >&2
 
 echo
 echo "== the client library (examples/client_example.cc)"

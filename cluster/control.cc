@@ -33,6 +33,9 @@ Status Request(const fs::path& profile, const protocol::ClusterRequest& request)
   std::string endpoint;
   in >> endpoint;
   auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile));
+  // A connection file that is there but may not be used (readable by
+  // others, a link, another user's) says why, as every other command does.
+  if (!info.ok() && info.status().code() != Status::Code::kNotFound) return info.status();
   if (endpoint.empty() || !info.ok()) {
     return Status::NotFound("no cluster is running in " + profile.string());
   }

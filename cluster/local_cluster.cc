@@ -214,14 +214,11 @@ Status LocalCluster::StartDashboard() {
   fs::remove(url_file, ignored);
   dashboard_argv_ = {options_.bin_dir.string() + "/taskdash", "--profile-dir", profile_.string(),
                      "--ip", ip, "--port", port};
-  if (!protocol::IsLoopback(ip)) {
+  {
     // The token is made here, so that a restarted dashboard keeps its URL.
+    // Every address needs it: another account can reach a loopback port.
     const fs::path token_file = profile_ / "taskdash.token";
-    {
-      std::ofstream out(token_file, std::ios::trunc);
-      out << protocol::GenerateToken() << "\n";
-    }
-    fs::permissions(token_file, fs::perms::owner_read | fs::perms::owner_write, ignored);
+    ZTASK_RETURN_IF_ERROR(protocol::WritePrivateFile(token_file, protocol::GenerateToken() + "\n"));
     dashboard_argv_.insert(dashboard_argv_.end(), {"--token-file", token_file.string()});
   }
   dashboard_ = std::make_unique<ChildProcess>(dashboard_argv_, logs() / "dashboard.log");

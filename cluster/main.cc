@@ -203,7 +203,7 @@ Subcommand AddStart(CLI::App& app, ClusterOptions& options) {
   start->add_option("--ip", options.ip, "address to bind (and to write in the connection file)");
   start->add_option("--dashboard", options.dashboard,
                     "serve the web dashboard and /metrics on [ADDR:]PORT (0: any free port; "
-                    "ADDR other than loopback needs the token in the printed URL)");
+                    "every request needs the token in the printed URL)");
   start->add_option("--launch-timeout", options.launch_timeout_s,
                     "seconds for every engine to register");
   start->add_flag("--daemonize", f->daemonize, "return once the cluster is ready");

@@ -23,15 +23,18 @@ int main(int argc, char** argv) {
                  "the cluster's profile directory (default ~/.ztask/profile_default)")
       ->envname("ZTASK_PROFILE_DIR");
   app.add_option("--ip", options.ip,
-                 "address to serve on; any but a loopback one requires the token")
+                 "address to serve on (every request needs the token, on loopback too)")
       ->capture_default_str();
   app.add_option("--port", options.port, "port to serve on (0: any free one)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   app.add_option("--token", options.token,
-                 "token every request must carry (default: none on loopback, else a random one)");
+                 "token every request must carry (default: a random one, in the printed URL)");
   app.add_option("--token-file", options.token_file, "read the token from this file's first line")
       ->excludes("--token");
+  app.add_flag("--metrics-without-token", options.metrics_without_token,
+               "serve /metrics to whoever asks, without the token (for a scraper that cannot "
+               "send one; other accounts of this host can then read the cluster's counts)");
   app.add_option("--interval-ms", options.interval_ms, "how often to ask the hub and update pages")
       ->capture_default_str()
       ->check(CLI::Range(50, 60000));

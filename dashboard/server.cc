@@ -101,7 +101,7 @@ class DashServer::Impl {
         return Status::InvalidArgument("no token in " + options_.token_file.string());
       }
     }
-    if (options_.token.empty() && !protocol::IsLoopback(options_.ip)) options_.token = protocol::GenerateToken();
+    if (options_.token.empty()) options_.token = protocol::GenerateToken();
     auto poll = Client::Connect(options_.profile_dir);
     if (!poll.ok()) return poll.status();
     poll_client_ = std::move(*poll);
@@ -221,10 +221,9 @@ class DashServer::Impl {
     return 1;
   }
 
-  // Whether the request carries the token (when there is one); one in the
+  // Whether the request carries the token; one in the
   // URL sets a cookie, so that the page's own requests carry it.
   bool Authorized(mg_connection* c, const mg_request_info* ri, std::string* set_cookie) {
-    if (options_.token.empty()) return true;
     if (SameSecret(Param(ri, "token"), options_.token)) {
       *set_cookie = "Set-Cookie: ztask_token=" + options_.token +
                     "; Path=/; HttpOnly; SameSite=Strict\r\n";
@@ -254,7 +253,8 @@ class DashServer::Impl {
     const std::string path = ri->local_uri ? ri->local_uri : "";
     if (method != "GET" && method != "HEAD") return SendError(c, 405, "only GET is served");
     std::string cookie;
-    if (!Authorized(c, ri, &cookie)) {
+    const bool open_metrics = options_.metrics_without_token && path == "/metrics";
+    if (!open_metrics && !Authorized(c, ri, &cookie)) {
       return Send(c, 403, "text/plain; charset=utf-8",
                   "403: this dashboard needs its token: open the URL taskdash printed "
                   "(with ?token=...)\n");

@@ -23,13 +23,17 @@ struct DashOptions {
   std::filesystem::path profile_dir;
   std::string ip = "127.0.0.1";
   int port = 0;  // 0: any free port
-  // Required of every request when not empty (in the URL's `token`, a
-  // cookie set from it, or an Authorization header). Made at random when
-  // the address is not a loopback one and none is given.
+  // Required of every request (in the URL's `token`, a cookie set from
+  // it, or an Authorization header), on every address, loopback included:
+  // another account of the same host can reach a loopback port. Made at
+  // random when none is given.
   std::string token;
   // A file whose first line is the token (a supervisor's, so that a
   // restarted taskdash keeps its URL).
   std::filesystem::path token_file;
+  // /metrics answers without the token (for a Prometheus that cannot send
+  // one). Default: false.
+  bool metrics_without_token = false;
   int interval_ms = 250;  // between polls of the hub, and between deltas
   int max_streams = 16;   // browsers following /events at once
 };
@@ -40,7 +44,7 @@ class DashServer {
   // there, the port is taken.
   static Result<std::unique_ptr<DashServer>> Start(DashOptions options);
   ~DashServer();
-  // The page's URL, with its token when there is one.
+  // The page's URL, with its token.
   std::string url() const;
   // Blocks until Stop() (or a signal handled by the caller calls it).
   void Wait();

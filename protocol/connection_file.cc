@@ -10,9 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
 
 namespace ztask::protocol {
 namespace fs = std::filesystem;
@@ -217,27 +216,84 @@ Status CheckAuthenticated(const ConnectionInfo& info, bool allow_insecure, const
   return Status::Ok();
 }
 
+namespace {
+
+// A connection file is a few hundred bytes; this bounds what a wrong path
+// (a device, a huge file) can make a process read.
+constexpr size_t kMaxConnectionFileBytes = size_t{1} << 20;
+
+// The whole of `fd`, or nothing with errno set.
+std::optional<std::string> ReadAll(int fd) {
+  std::string text;
+  char buffer[8192];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) return text;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return std::nullopt;
+    }
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > kMaxConnectionFileBytes) {
+      errno = EFBIG;
+      return std::nullopt;
+    }
+  }
+}
+
+}  // namespace
+
 Result<ConnectionInfo> ReadConnectionFile(const fs::path& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
+  // Opened without following a link (one placed in the profile would hand
+  // the cluster's key, and where its clients connect, to the link's owner),
+  // then checked on what was opened, as ssh checks its keys.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
     if (errno == ENOENT) {
       return Status::NotFound("no connection file at " + path.string() +
                               " (is a cluster running with this --profile-dir?)");
     }
+    if (errno == ELOOP) {
+      return Status::PermissionDenied("connection file " + path.string() +
+                                      " is a symbolic link; it is read only as a regular file "
+                                      "of your own (remove the link)");
+    }
     return Errno("cannot read connection file", path);
   }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    Status error = Errno("cannot read connection file", path);
+    ::close(fd);
+    return error;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::PermissionDenied("connection file " + path.string() +
+                                    " is not a regular file");
+  }
+  if (st.st_uid != ::geteuid()) {
+    ::close(fd);
+    return Status::PermissionDenied(
+        "connection file " + path.string() + " belongs to user id " +
+        std::to_string(st.st_uid) + ", not to you (" + std::to_string(::geteuid()) +
+        "); whoever owns it holds the cluster's key and chooses where you connect");
+  }
   if ((st.st_mode & 077) != 0) {
+    ::close(fd);
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 0777);
     return Status::PermissionDenied("connection file " + path.string() +
                                     " can be read by others (mode " + mode +
                                     "); it holds the cluster's key: run chmod 600 on it");
   }
-  std::ifstream in(path);
-  if (!in) return Errno("cannot open connection file", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseText(text.str(), path);
+  std::optional<std::string> text = ReadAll(fd);
+  if (!text) {
+    Status error = Errno("cannot read connection file", path);
+    ::close(fd);
+    return error;
+  }
+  ::close(fd);
+  return ParseText(*text, path);
 }
 
 Status MakePrivateDirectory(const fs::path& dir) {

@@ -80,7 +80,8 @@ Status CheckAuthenticated(const ConnectionInfo& info, bool allow_insecure,
                           const std::filesystem::path& path);
 
 // Reads and validates. Errors name the file and what is wrong: missing file,
-// not JSON, a missing or mistyped field, a mode that lets others read it.
+// not JSON, a missing or mistyped field, a mode that lets others read it, a
+// symbolic link (it is opened without following one), a file another user owns.
 Result<ConnectionInfo> ReadConnectionFile(const std::filesystem::path& path);
 
 // The text alone: parses and validates (`path` only names it in errors), and

@@ -169,3 +169,44 @@ def test_new_ids_grow_with_time_and_are_unique():
 def test_dates_strictly_increase():
     dates = [protocol.now_date() for _ in range(1000)]
     assert all(b > a for a, b in zip(dates, dates[1:]))
+
+
+def _connection_file(path, mode=0o600):
+    import json
+
+    path.write_text(json.dumps({
+        "version": 1, "signature_scheme": "hmac-sha256", "key": "00" * 32,
+        "hub": {n: "tcp://127.0.0.1:1" for n in
+                ("registration", "query", "notifier", "monitor", "events")},
+        "scheduler": {"client": "tcp://127.0.0.1:2", "engine": "tcp://127.0.0.1:3"},
+    }))
+    os.chmod(path, mode)
+
+
+def test_a_connection_file_of_ones_own_is_read(tmp_path):
+    from ztask import connection
+
+    _connection_file(tmp_path / connection.FILE_NAME)
+    assert connection.read(tmp_path).scheduler["client"] == "tcp://127.0.0.1:2"
+
+
+def test_a_connection_file_that_is_a_symbolic_link_is_not_followed(tmp_path):
+    from ztask import ClusterError, connection
+
+    _connection_file(tmp_path / "someone-elses.json")
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    os.symlink(tmp_path / "someone-elses.json", profile / connection.FILE_NAME)
+    with pytest.raises(ClusterError, match="symbolic link"):
+        connection.read(profile)
+
+
+# Needs root (a file owned by another user); skipped otherwise.
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")
+def test_a_connection_file_another_user_owns_is_refused(tmp_path):
+    from ztask import ClusterError, connection
+
+    _connection_file(tmp_path / connection.FILE_NAME)
+    os.chown(tmp_path / connection.FILE_NAME, 65534, 65534)
+    with pytest.raises(ClusterError, match="not to you"):
+        connection.read(tmp_path)

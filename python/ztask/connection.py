@@ -1,6 +1,7 @@
 """Reading a cluster's connection file (docs/protocol.md, "The connection
 file") and securing sockets with what it says."""
 
+import errno
 import json
 import os
 import stat
@@ -35,6 +36,43 @@ class ConnectionInfo:
             socket.curve_secretkey = self.curve["client_secret"].encode()
 
 
+class _NotOwn(Exception):
+    """The connection file is not a regular file of this user's own."""
+
+
+# A connection file is a few hundred bytes.
+_MAX_BYTES = 1 << 20
+
+
+def _read_own_file(path):
+    """The text and mode of `path`, opened without following a symbolic link
+    (one placed in the profile would hand the key, and where this client
+    connects, to the link's owner) and refused unless this user owns it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise _NotOwn(
+                "connection file %s is a symbolic link; it is read only as a regular file "
+                "of your own (remove the link)" % path
+            ) from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise _NotOwn("connection file %s is not a regular file" % path)
+        if st.st_uid != os.geteuid():
+            raise _NotOwn(
+                "connection file %s belongs to user id %d, not to you (%d); whoever owns it "
+                "holds the cluster's key and chooses where you connect"
+                % (path, st.st_uid, os.geteuid())
+            )
+        data = f.read(_MAX_BYTES + 1)
+    if len(data) > _MAX_BYTES:
+        raise _NotOwn("connection file %s is larger than a connection file can be" % path)
+    return data.decode("utf-8"), st.st_mode
+
+
 def read(profile_dir=None):
     """The cluster of `profile_dir` (or of a connection file's path).
     Raises ClusterError saying what to do when there is none to use."""
@@ -42,14 +80,14 @@ def read(profile_dir=None):
     where = os.fspath(where)
     path = where if os.path.isfile(where) else os.path.join(where, FILE_NAME)
     try:
-        mode = os.stat(path).st_mode
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text, mode = _read_own_file(path)
     except FileNotFoundError:
         raise ClusterError(
             "no cluster is running with profile %s: start one with: taskcluster start "
             "--profile-dir %s" % (where, where)
         ) from None
+    except _NotOwn as e:
+        raise ClusterError(str(e)) from None
     except OSError as e:
         raise ClusterError("cannot read %s: %s" % (path, e.strerror)) from None
     if mode & (stat.S_IRWXG | stat.S_IRWXO):

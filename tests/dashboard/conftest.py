@@ -58,8 +58,14 @@ class Cluster:
         out = self.taskctl("result", *ids, check=False).stdout  # 1 when some failed
         return [json.loads(l) for l in out.splitlines() if l.strip()]
 
-    def get(self, path, headers=None):
-        """(status, body text) of a GET to the dashboard."""
+    def token(self):
+        return self.url.split("token=", 1)[1]
+
+    def get(self, path, headers=None, token=True):
+        """(status, body text) of a GET to the dashboard; with the token in
+        an Authorization header when `token` and no `headers` are given."""
+        if headers is None and token:
+            headers = {"Authorization": "Bearer " + self.token()}
         request = urllib.request.Request(self.base + path.lstrip("/"), headers=headers or {})
         try:
             with urllib.request.urlopen(request, timeout=30) as r:

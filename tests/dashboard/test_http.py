@@ -6,11 +6,14 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import time
+import urllib.error
+import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import graph_file, wait_until
+from conftest import graph_file, program, wait_until
 
 
 def metrics(cluster):
@@ -178,17 +181,19 @@ def test_hostile_clients_do_not_stop_it_serving(make_cluster):
     raw(cluster, b"GET /api/task?id=" + b"%ff" * 1000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
     # Readers of the event stream that stop reading after the status line, and requests
     # never finished.
-    idle = [raw(cluster, b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n", read="status") for _ in range(16)]
+    events = (b"GET /events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+              cluster.token().encode() + b"\r\n\r\n")
+    idle = [raw(cluster, events, read="status") for _ in range(16)]
     idle += [raw(cluster, b"GET /metr", read=False) for _ in range(4)]
     start = time.monotonic()
     status, _ = cluster.get("/metrics")
     assert status == 200 and time.monotonic() - start < 5
     # Past the streams it serves at once, a clear refusal.
-    reply = raw(cluster, b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+    reply = raw(cluster, events)
     assert reply.startswith(b"HTTP/1.1 503"), reply[:80]
     for s in idle:
         s.close()
-    wait_until(lambda: raw(cluster, b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n").startswith(b"HTTP/1.1 200"),
+    wait_until(lambda: raw(cluster, events).startswith(b"HTTP/1.1 200"),
                30, "the event stream served again once the idle readers left")
     assert value(metrics(cluster), "ztask_up") == 1
 
@@ -198,12 +203,54 @@ def test_beyond_loopback_every_request_needs_the_token(make_cluster):
     token = cluster.url.split("token=", 1)[1]
     assert len(token) >= 32
     for path in ("/", "/metrics", "/api/overview", "/events", "/api/task?id=" + "0" * 32):
-        assert cluster.get(path)[0] == 403, path
-        assert cluster.get(path + ("&" if "?" in path else "?") + "token=" + "0" * len(token))[0] == 403
+        assert cluster.get(path, token=False)[0] == 403, path
+        assert cluster.get(path + ("&" if "?" in path else "?") + "token=" + "0" * len(token),
+                           token=False)[0] == 403
     assert cluster.get("/metrics", {"Authorization": "Bearer " + token})[0] == 200
     assert cluster.get("/metrics", {"Cookie": "ztask_token=" + token})[0] == 200
     status, body = cluster.get("/?token=" + token)
     assert status == 200 and "<title>ztask dashboard</title>" in body
+
+
+def test_on_loopback_too_every_request_needs_the_token(make_cluster):
+    # Another account of this host can reach a loopback port: the task
+    # details (a task's output, a Python task's result) are for the owner.
+    cluster = make_cluster(engines=1)
+    assert cluster.base.startswith("http://127.0.0.1:")
+    token = cluster.token()
+    assert len(token) >= 32
+    for path in ("/", "/metrics", "/api/overview", "/api/tasks", "/events",
+                 "/api/task?id=" + "0" * 32):
+        assert cluster.get(path, token=False)[0] == 403, path
+    status, body = cluster.get("/?token=" + token, token=False)
+    assert status == 200 and "<title>ztask dashboard</title>" in body
+
+
+def test_metrics_go_without_the_token_only_when_asked(make_cluster):
+    cluster = make_cluster(engines=1)
+    out = subprocess.Popen(
+        [program("taskdash"), "--profile-dir", cluster.profile, "--port", "0",
+         "--metrics-without-token"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = out.stdout.readline()
+        assert line.startswith("taskdash: serving http://127.0.0.1:"), line
+        url = line.split()[-1]
+        assert "token=" in url
+        base = url.split("?", 1)[0]
+
+        def status(path):
+            try:
+                with urllib.request.urlopen(base + path, timeout=30) as r:
+                    return r.status
+            except urllib.error.HTTPError as e:
+                return e.code
+
+        assert status("metrics") == 200
+        assert status("api/overview") == 403
+        assert status("") == 403
+    finally:
+        out.terminate()
+        out.wait(30)
 
 
 def test_a_killed_dashboard_comes_back_at_its_url(make_cluster):

@@ -2,6 +2,7 @@
 // the limits on what a client or an engine may send.
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -42,6 +43,38 @@ TEST_F(ClusterTest, EveryClusterGetsAFreshKeyInAPrivateFile) {
   EXPECT_EQ(readable.code, 2);
   EXPECT_NE(readable.err.find("can be read by others"), std::string::npos) << readable.err;
   ::chmod(path.c_str(), 0600);
+}
+
+// A connection file others can read, or that is a symbolic link, is refused
+// by every command with why: `taskcluster scale` once said "no cluster is
+// running" instead.
+TEST_F(ClusterTest, EveryCommandSaysWhyItRefusesTheConnectionFile) {
+  StartCluster(1);
+  client_.reset();
+  const auto path = protocol::ConnectionFilePath(profile());
+  const std::vector<std::vector<std::string>> commands = {
+      {kBin + "/taskctl", "--profile-dir", profile(), "engines"},
+      {kBin + "/taskctl", "--profile-dir", profile(), "submit", "--", "true"},
+      {kBin + "/taskcluster", "scale", "2", "--profile-dir", profile()},
+      {kBin + "/taskcluster", "engines", "start", "-n", "1", "--profile-dir", profile()}};
+  ::chmod(path.c_str(), 0644);
+  for (const auto& argv : commands) {
+    Ran r = RunProgram(argv, dir_, 30);
+    EXPECT_EQ(r.code, 2) << argv[1] << " " << argv[2] << ": " << r.err;
+    EXPECT_NE(r.err.find("mode 0644"), std::string::npos) << argv[1] << ": " << r.err;
+  }
+  ::chmod(path.c_str(), 0600);
+  // A link in the profile to a file of the right mode is not followed.
+  const auto moved = dir_.path() / "elsewhere.json";
+  std::filesystem::rename(path, moved);
+  std::filesystem::create_symlink(moved, path);
+  for (const auto& argv : commands) {
+    Ran r = RunProgram(argv, dir_, 30);
+    EXPECT_EQ(r.code, 2) << argv[1] << " " << argv[2] << ": " << r.err;
+    EXPECT_NE(r.err.find("symbolic link"), std::string::npos) << argv[1] << ": " << r.err;
+  }
+  std::filesystem::remove(path);
+  std::filesystem::rename(moved, path);
 }
 
 TEST_F(ClusterTest, RunningWithoutAKeyNeedsInsecureAndWarns) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <fstream>
 
@@ -61,6 +64,32 @@ TEST(ConnectionFile, ReadableByOthersIsRefused) {
   auto read = ReadConnectionFile(path);
   EXPECT_EQ(read.status().code(), Status::Code::kPermissionDenied);
   EXPECT_NE(read.status().message().find("chmod 600"), std::string::npos);
+}
+
+TEST(ConnectionFile, ASymbolicLinkIsNotFollowed) {
+  testing::TempDir dir;
+  const auto elsewhere = dir.path() / "someone-elses.json";
+  ASSERT_TRUE(WriteConnectionFile(elsewhere, Sample()).ok());
+  const auto path = ConnectionFilePath(dir.path() / "profile");
+  std::filesystem::create_directories(path.parent_path());
+  std::filesystem::create_symlink(elsewhere, path);
+  auto read = ReadConnectionFile(path);
+  EXPECT_EQ(read.status().code(), Status::Code::kPermissionDenied);
+  EXPECT_NE(read.status().message().find("symbolic link"), std::string::npos)
+      << read.status().message();
+}
+
+// Needs root (a file owned by another user); skipped otherwise.
+TEST(ConnectionFile, AFileAnotherUserOwnsIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a file to another user";
+  testing::TempDir dir;
+  const auto path = ConnectionFilePath(dir.path());
+  ASSERT_TRUE(WriteConnectionFile(path, Sample()).ok());
+  ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+  auto read = ReadConnectionFile(path);
+  EXPECT_EQ(read.status().code(), Status::Code::kPermissionDenied);
+  EXPECT_NE(read.status().message().find("not to you"), std::string::npos)
+      << read.status().message();
 }
 
 TEST(ConnectionFile, BadJsonIsRefused) {

@@ -14,12 +14,16 @@ Only the engine talks to it; its own stdin is /dev/null, and what is
 written to its stdout or stderr outside a task goes to the engine's log.
 """
 
+import ast
+import builtins
 import importlib
 import io
+import itertools
 import os
 import struct
 import sys
 import traceback
+import types
 
 
 def _write(fd, msgpack, message):
@@ -47,6 +51,12 @@ def _check_requirements(fn):
         globs = getattr(fn, "__globals__", None)
         if isinstance(globs, dict):
             globs.setdefault(top, sys.modules.get(top, module))
+    pushed = getattr(fn, "__ztask_push__", None)
+    if pushed:
+        globs = getattr(fn, "__globals__", None)
+        if isinstance(globs, dict):
+            for name, value in pushed.items():
+                globs[name] = _bound(value, "pickle") if globs is namespace else value
     for check, args, kwargs in getattr(fn, "__ztask_depend__", ()):
         if not check(*args, **kwargs):
             raise _Unmet("%s(...) is false on this engine" % getattr(check, "__name__", "a check"))
@@ -83,6 +93,196 @@ def _run(cloudpickle, task):
 
 def _is_unmet(exc):
     return type(exc).__name__ == "UnmetDependency"
+
+
+# ---- The engine's namespace -------------------------------------------------
+#
+# IPython Parallel's API (ztask.compat) gives each engine a namespace that
+# lives as long as its worker: push, pull, execute, scatter and gather work
+# on it, and a function defined interactively (its module is __main__) runs
+# with it as its globals. It is this process's __main__, so that what
+# `execute` defines pickles as it would in a script. The functions below are
+# what ztask.compat sends as tasks (by reference); ztask's own API never uses
+# them. A worker that dies loses its namespace: `started` tells a client so.
+
+namespace = sys.modules["__main__"].__dict__
+started = "%d-%d" % (os.getpid(), int(__import__("time").time() * 1e6))
+_BUILTIN_NAMES = frozenset(namespace) | {"__builtins__", "__name__", "__doc__"}
+_execution_count = itertools.count(1)
+
+
+class Reference:
+    """A name (or expression) to look up in the engine's namespace when a
+    task that carries it as an argument, or as its function, runs there."""
+
+    def __init__(self, name):
+        if not isinstance(name, str):
+            raise TypeError("a Reference takes a name (a string), not %r" % (name,))
+        self.name = name
+
+    def resolve(self, ns=None):
+        return eval(self.name, namespace if ns is None else ns)
+
+    def __repr__(self):
+        return "<Reference: %r>" % self.name
+
+
+def _bound(value, mode):
+    """`value` as it lives in the namespace: an interactively defined
+    function gets the namespace as its globals (unless the client asked for
+    cloudpickle's semantics, where it keeps the globals it came with)."""
+    if (mode == "cloudpickle" or not isinstance(value, types.FunctionType)
+            or value.__module__ != "__main__" or value.__globals__ is namespace):
+        return value
+    for name, captured in value.__globals__.items():
+        if isinstance(captured, types.ModuleType):  # its imports come along
+            namespace.setdefault(name, captured)
+    defaults = value.__defaults__
+    if defaults:
+        defaults = tuple(_bound(d, mode) for d in defaults)
+    f = types.FunctionType(value.__code__, namespace, value.__name__, defaults, value.__closure__)
+    f.__kwdefaults__ = value.__kwdefaults__
+    f.__qualname__ = value.__qualname__
+    f.__doc__ = value.__doc__
+    f.__dict__.update(value.__dict__)
+    return f
+
+
+def _resolved(value, mode, depth=0):
+    """Arguments with their References looked up (also inside lists, tuples
+    and dicts) and interactive functions bound to the namespace."""
+    if isinstance(value, Reference):
+        return value.resolve()
+    if depth < 4:
+        if type(value) in (list, tuple):
+            return type(value)(_resolved(v, mode, depth + 1) for v in value)
+        if type(value) is dict:
+            return {k: _resolved(v, mode, depth + 1) for k, v in value.items()}
+    return _bound(value, mode)
+
+
+def _prepared(fn, mode):
+    fn = _resolved(fn, mode)
+    _check_requirements(fn)
+    return fn
+
+
+def ns_apply(mode, fn, args, kwargs):
+    """fn(*args, **kwargs) in the namespace."""
+    fn = _prepared(fn, mode)
+    return fn(*_resolved(list(args), mode), **_resolved(dict(kwargs), mode))
+
+
+def ns_map(mode, fn, sequences):
+    """[fn(*call) for each call of the sequences], in the namespace."""
+    fn = _prepared(fn, mode)
+    return [fn(*call) for call in zip(*_resolved(list(sequences), mode))]
+
+
+def _set(name, value):
+    if "." in name:  # view["a.b"] = value: an attribute of an object there
+        owner, attribute = name.rsplit(".", 1)
+        setattr(eval(owner, namespace), attribute, value)
+    else:
+        namespace[name] = value
+
+
+def ns_push(values, mode="pickle"):
+    for name, value in values.items():
+        _set(name, _bound(value, mode))
+
+
+def ns_pull(names):
+    """The value of a name (an expression: "a.b", "g[0]"), or a tuple of
+    them for a list of names."""
+    if isinstance(names, str):
+        return eval(names, namespace)
+    return [eval(name, namespace) for name in names]
+
+
+def ns_import(name, fromlist, level):
+    """An import statement run on the client (sync_imports), run here too:
+    what it binds goes into the namespace."""
+    module = __import__(name, namespace, namespace, fromlist or (), level)
+    if fromlist:
+        for item in fromlist:
+            if item != "*":
+                namespace[item] = getattr(module, item)
+    else:
+        namespace[name.split(".")[0]] = module
+
+
+def ns_scatter(name, part, flatten):
+    namespace[name] = part[0] if flatten and len(part) == 1 else part
+
+
+def ns_clear():
+    """Forgets every name the engine's users defined."""
+    for name in [n for n in namespace if n not in _BUILTIN_NAMES]:
+        del namespace[name]
+
+
+def ns_started():
+    """When this worker (and its namespace) started: it changes when the
+    worker is started again."""
+    return started
+
+
+class ExecuteOutcome(dict):
+    """What ns_execute returns (execution_count, execute_result): a dict
+    whose type says it is an execute's, wherever its record is read."""
+
+
+def ns_execute(code, silent=True):
+    """Runs code in the namespace. With silent=False, the value of a last
+    expression is its result ({"data": {"text/plain": repr}}), as a notebook
+    shows it. Returns the reply's content."""
+    count = next(_execution_count)
+    tree = ast.parse(code, "<execute-%d>" % count, "exec")
+    last = None
+    if not silent and tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    exec(compile(tree, "<execute-%d>" % count, "exec"), namespace)
+    result = None
+    if last is not None:
+        value = eval(compile(last, "<execute-%d>" % count, "eval"), namespace)
+        if value is not None:
+            namespace["_"] = value
+            result = dict(_mime_bundle(value), execution_count=count)
+    return ExecuteOutcome(execution_count=count, execute_result=result)
+
+
+def _mime_bundle(value):
+    """{"data": {mime: value}, "metadata": {mime: ...}} of a displayed
+    value, from its _repr_*_ methods."""
+    data, metadata = {"text/plain": repr(value)}, {}
+    for mime, method in (("text/html", "_repr_html_"), ("image/png", "_repr_png_"),
+                         ("text/markdown", "_repr_markdown_"), ("text/latex", "_repr_latex_")):
+        shown = getattr(value, method, None)
+        if callable(shown):
+            try:
+                out = shown()
+            except Exception:
+                continue
+            if isinstance(out, tuple):
+                out, metadata[mime] = out[0], out[1]
+            if out is not None:
+                data[mime] = out
+    return {"data": data, "metadata": metadata}
+
+
+def ns_run(code, filename):
+    """A file's code, read on the client, run in the namespace."""
+    exec(compile(code + "\n", filename, "exec"), namespace)
+
+
+def _user_traceback(exc):
+    """The traceback from the task's own code on (this module's frames,
+    which ran it, left out)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
 def _serve(fd_in, fd_out, cloudpickle, msgpack):
@@ -123,7 +323,7 @@ def _serve(fd_in, fd_out, cloudpickle, msgpack):
                 outcome = {"status": "unmet", "evalue": str(e) or "UnmetDependency"}
             else:
                 outcome = {"status": "error", "ename": type(e).__name__, "evalue": str(e),
-                           "traceback": traceback.format_exc()}
+                           "traceback": _user_traceback(e)}
         finally:
             sys.stdout, sys.stderr = real_stdout, real_stderr
         outcome["stdout"] = out.getvalue()

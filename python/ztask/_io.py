@@ -28,6 +28,13 @@ RESYNC_EVERY_S = 1.0
 log = logging.getLogger("ztask")
 
 
+def _outputs_of(body):
+    """(started, completed, stdout, stderr) of a reply or a record, kept on
+    its future for ztask.compat's metadata (no hub query for them)."""
+    get = body.get
+    return (get("started"), get("completed"), get("stdout") or "", get("stderr") or "")
+
+
 class _Io:
     """The thread that owns the client's sockets (see the module's text)."""
 
@@ -291,6 +298,7 @@ class _Io:
         future = entry[0]
         meta = reply.meta
         future.engine_id = meta.get("engine_id")
+        future._outputs = _outputs_of(reply.content)
         value, exc = outcome_of(future._kind, bool(meta.get("ok")), meta.get("error_type"), reply.content, task_id,
                                 future.engine_id)
         _settle(future, value, exc)
@@ -323,6 +331,7 @@ class _Io:
             if future is None:
                 continue
             future.engine_id = record.get("engine_id")
+            future._outputs = _outputs_of(record)
             value, exc = outcome_of(kind, record["state"] == "ok", record.get("error_type"), record, task_id,
                                     future.engine_id)
             _settle(future, value, exc)

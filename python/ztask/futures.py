@@ -33,6 +33,7 @@ class Future(concurrent.futures.Future):
         self._kind = kind
         self._cancelling = False
         self.engine_id = None
+        self._outputs = None  # (started, completed, stdout, stderr) once settled
 
     @property
     def id(self):
@@ -136,6 +137,7 @@ def _spread(parts):
         values = None if exc is not None else whole.result()
         for i, p in enumerate(parts):
             p.engine_id = getattr(whole, "engine_id", None)
+            p._outputs = whole._outputs
             _settle(p, None if values is None else values[i], exc)
 
     return done

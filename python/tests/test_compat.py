@@ -247,16 +247,6 @@ def test_remote_and_parallel_decorators_run_on_the_view(view):
     assert triple(range(3)) == [0, 3, 6]
 
 
-def test_namespace_operations_say_plainly_they_are_not_supported(rc):
-    dview = rc[:]
-    for call in (lambda: dview.push({"a": 1}), lambda: dview.pull("a"), lambda: dview.execute("a = 1"),
-                 lambda: dview.scatter("a", [1, 2])):
-        with pytest.raises(NotImplementedError, match="no state between tasks"):
-            call()
-    with pytest.raises(NotImplementedError):
-        dview["a"] = 5
-
-
 def test_stdout_of_an_async_result(view):
     ar = view.apply_async(print, "hello")
     ar.get(30)

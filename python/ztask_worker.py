@@ -234,9 +234,25 @@ class ExecuteOutcome(dict):
 
 
 def ns_execute(code, silent=True):
-    """Runs code in the namespace. With silent=False, the value of a last
-    expression is its result ({"data": {"text/plain": repr}}), as a notebook
-    shows it. Returns the reply's content."""
+    """Runs code in the namespace, with IPython's shell when this Python
+    has IPython (magics, display(), rich results), else as plain Python.
+    With silent=False, the value of a last expression is its result, as a
+    notebook shows it. Returns the reply's content: execution_count,
+    execute_result, outputs (what display() showed), data (publish_data)."""
+    current.update(outputs=[], data={}, result=None)
+    shell = _shell()
+    if shell is not None:
+        result = shell.run_cell(code, silent=silent, store_history=not silent)
+        if result.error_before_exec is not None:
+            raise result.error_before_exec
+        if result.error_in_exec is not None:
+            error, tb = result.error_in_exec, result.error_in_exec.__traceback__
+            while tb is not None and tb.tb_next is not None and "IPython" in tb.tb_frame.f_code.co_filename:
+                tb = tb.tb_next  # the shell's own frames: the cell's are what its user wants
+            raise error.with_traceback(tb)
+        count = shell.execution_count - (0 if silent else 1)
+        return ExecuteOutcome(execution_count=count, execute_result=None if silent else current.get("result"),
+                              outputs=current["outputs"], data=current["data"])
     count = next(_execution_count)
     tree = ast.parse(code, "<execute-%d>" % count, "exec")
     last = None
@@ -249,7 +265,49 @@ def ns_execute(code, silent=True):
         if value is not None:
             namespace["_"] = value
             result = dict(_mime_bundle(value), execution_count=count)
-    return ExecuteOutcome(execution_count=count, execute_result=result)
+    return ExecuteOutcome(execution_count=count, execute_result=result, outputs=[], data=current["data"])
+
+
+# What the running execute showed: display() outputs, its result, published
+# data (ztask.compat.datapub).
+current = {"outputs": [], "data": {}}
+_the_shell = None
+
+
+def _shell():
+    """IPython's shell over the namespace, made on the first execute (None
+    without IPython): what it displays is kept in `current`."""
+    global _the_shell, _BUILTIN_NAMES
+    if _the_shell is not None:
+        return _the_shell or None
+    try:
+        from IPython.core.displayhook import DisplayHook
+        from IPython.core.displaypub import DisplayPublisher
+        from IPython.core.interactiveshell import InteractiveShell
+    except ImportError:
+        _the_shell = False
+        return None
+
+    class Publisher(DisplayPublisher):
+        def publish(self, data, metadata=None, source=None, transient=None, update=False, **kwargs):
+            current["outputs"].append({"data": data, "metadata": metadata or {}})
+
+    class Hook(DisplayHook):
+        def write_output_prompt(self):
+            pass
+
+        def write_format_data(self, format_dict, md_dict=None):
+            current["result"] = {"data": format_dict, "metadata": md_dict or {},
+                                 "execution_count": self.shell.execution_count}
+
+    shell = InteractiveShell.instance(user_module=sys.modules["__main__"], colors="NoColor")
+    shell.display_pub = Publisher(shell=shell)
+    shell.displayhook = Hook(shell=shell)
+    shell.display_trap.hook = shell.displayhook
+    shell._showtraceback = lambda *args, **kwargs: None
+    _BUILTIN_NAMES = _BUILTIN_NAMES | frozenset(namespace)
+    _the_shell = shell
+    return shell
 
 
 def _mime_bundle(value):
@@ -333,6 +391,8 @@ def _serve(fd_in, fd_out, cloudpickle, msgpack):
 
 def main():
     fd_in, fd_out = int(sys.argv[1]), int(sys.argv[2])
+    if namespace.get("main") is main:  # the engine's `from ztask_worker import main`: not a user's name
+        del namespace["main"]
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     try:

@@ -209,7 +209,9 @@ class AsyncResult(concurrent.futures.Future):
 
     @property
     def data(self):
-        return {} if self._single_result else [{} for _ in self._children]
+        """What the tasks published (publish_data), once they are done."""
+        md = self.metadata
+        return md["data"] if self._single_result else [m["data"] for m in md]
 
     @property
     def outputs(self):

@@ -34,7 +34,7 @@ class ExecuteReply:
 
     @property
     def outputs(self):
-        return self.metadata.get("outputs", [])
+        return self._content.get("outputs") or []
 
     def __getitem__(self, key):
         return self.metadata[key]

@@ -3,6 +3,7 @@ ztask future (its reply's times and outputs, kept on it)."""
 
 import time
 
+import ztask_worker
 from ztask import errors as _errors
 
 from .. import error
@@ -65,10 +66,12 @@ def metadata_of(future, client=None):
         else:
             exc = future.exception()
             md["status"] = "ok" if exc is None else "error"
-            if exc is None and compat.get("method") == "execute":
+            if exc is None:
                 reply = future.result()
-                if isinstance(reply, dict):
+                if isinstance(reply, ztask_worker.ExecuteOutcome):
                     md["execute_result"] = reply.get("execute_result")
+                    md["outputs"] = reply.get("outputs") or []
+                    md["data"] = reply.get("data") or {}
             elif exc is not None:
                 md["error"] = result_error(future, compat.get("method", "apply"), client)
         if md["submitted"] is None:

@@ -1,0 +1,44 @@
+#!/bin/sh
+# Runs IPython Parallel's own test suite against ztask.compat.
+#
+# usage: scripts/ipp-suite.sh TESTS [pytest arguments...] [ipyparallel/tests/test_X.py...]
+#
+# TESTS is a copy of ipyparallel/tests from IPython Parallel's repository
+# (tag 9.1.0), or of the repository itself; it is not fetched here. The
+# suite's files run unchanged, except its tests/__init__.py, which starts
+# ipcontroller and ipengine: scripts/ipp-suite/fixtures.py stands in for it
+# and starts a ztask cluster. `import ipyparallel` finds ztask.compat through
+# a one-line stand-in package. The engines see the same path as the tests
+# (cloudpickle sends the tests' module-level functions by reference).
+#
+# Needs the build (ZTASK_BIN_DIR, default build/bin) and Debian's
+# python3-ipython python3-ipykernel python3-jupyter-client python3-traitlets
+# python3-tornado python3-pytest-timeout python3-pytest-asyncio
+# python3-psutil python3-joblib python3-numpy.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+[ $# -ge 1 ] || { sed -n '4,5p' "$0" >&2; exit 2; }
+tests=$1; shift
+[ -d "$tests/ipyparallel/tests" ] && tests=$tests/ipyparallel/tests
+[ -f "$tests/clienttest.py" ] || { echo "no IPython Parallel tests in $tests" >&2; exit 2; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/ztask-ipp-suite.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/ipyparallel"
+echo 'import ztask.compat; ztask.compat.install_as(__name__, __path__)' > "$work/ipyparallel/__init__.py"
+cp -r "$tests" "$work/ipyparallel/tests"
+rm -rf "$work/ipyparallel/tests/__pycache__"
+cp "$here/ipp-suite/fixtures.py" "$work/ipyparallel/tests/__init__.py"
+
+export ZTASK_BIN_DIR="${ZTASK_BIN_DIR:-$root/build/bin}"
+# ZTASK_PYTHON_DIR: another copy of the package to judge (default: python/).
+export PYTHONPATH="$work:${ZTASK_PYTHON_DIR:-$root/python}${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
+cd "$work"
+# Whole suite unless files of it are named (ipyparallel/tests/test_view.py...).
+default="$work/ipyparallel/tests"
+for arg in "$@"; do case $arg in ipyparallel/tests*) default= ;; esac; done
+/usr/bin/python3 -m pytest -p no:cacheprovider --rootdir "$work" -o addopts= -o asyncio_mode=auto \
+    --continue-on-collection-errors \
+    --timeout "${IPP_SUITE_TIMEOUT:-60}" $default "$@"

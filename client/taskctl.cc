@@ -354,11 +354,11 @@ int Run(int argc, char** argv) {
   AddPurge(app, subcommands);
   AddWaitEngines(app, subcommands);
   AddShutdown(app, subcommands);
+  AddStandardFlags(app, "taskctl");
   try {
     app.parse(parsed_argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // help, version, completion
     return Error(std::string(e.what()) + " (see taskctl --help)");
   }
   for (const Subcommand& sub : subcommands) {

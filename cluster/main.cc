@@ -371,11 +371,11 @@ int Run(int argc, char** argv) {
   const Subcommand subcommands[] = {AddStart(app, options), AddStop(app, options),
                                     AddScale(app, options), AddEnginesStart(app, options),
                                     AddStatus(app, options)};
+  ztask::AddStandardFlags(app, "taskcluster");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // help, version, completion
     return Fail(std::string(e.what()) + " (see taskcluster --help)");
   }
   for (const Subcommand& sub : subcommands) {

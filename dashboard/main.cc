@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(50, 60000));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  ztask::AddStandardFlags(app, "taskdash");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

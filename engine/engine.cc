@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -23,6 +24,7 @@
 #include "engine/capacity.h"
 #include "engine/command.h"
 #include "engine/ledger.h"
+#include "engine/python_path.h"
 #include "engine/python_worker.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
@@ -31,6 +33,7 @@
 #include "protocol/resources.h"
 #include "protocol/security.h"
 #include "protocol/signals.h"
+#include "protocol/usage.h"
 #include "protocol/wire.h"
 
 namespace ztask {
@@ -893,12 +896,7 @@ Status Engine::Run(const EngineOptions& options) {
                            : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3"
                                                                          : "python3";
   }
-#ifdef ZTASK_PYTHON_DIR
-  if (with_defaults.python_path.empty() &&
-      std::filesystem::exists(ZTASK_PYTHON_DIR "/ztask_worker.py")) {
-    with_defaults.python_path = ZTASK_PYTHON_DIR;
-  }
-#endif
+  if (with_defaults.python_path.empty()) with_defaults.python_path = engine::BundledPythonPath();
   EngineLoop loop(with_defaults, functions_, *info);
   SetStopTarget(&loop);
   Status started = loop.Start();
@@ -927,7 +925,8 @@ int Engine::Main(int argc, char** argv) {
                  "the Python that runs Python function tasks (default $ZTASK_PYTHON, else "
                  "/usr/bin/python3)");
   app.add_option("--python-path", options.python_path,
-                 "put first on that Python's PYTHONPATH (where the ztask package is)");
+                 "put first on that Python's PYTHONPATH (default: the ztask package installed "
+                 "beside this program, PREFIX/lib/python3/dist-packages)");
   app.add_option("--slots", options.slots,
                  "tasks it runs at once, each holding the slots it asks (taskctl submit --slots)")
       ->capture_default_str();
@@ -937,13 +936,14 @@ int Engine::Main(int argc, char** argv) {
                  "for them); may be repeated");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
+  // An engine binary of the user's own answers --version with its own name.
+  const std::string program =
+      argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "taskengine";
+  AddStandardFlags(app, program);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "taskengine: %s (see taskengine --help)\n", e.what());
-    return 2;
+    return UsageExit(app, e, program.c_str());
   }
   std::string error;
   for (const std::string& r : resources) {

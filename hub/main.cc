@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-encryption", options.no_encryption,
                "no CurveZMQ even when --ip is beyond loopback (warns)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  ztask::AddStandardFlags(app, "taskhub");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,9 @@
-// What a daemon's main does with a command line it cannot parse: one line on
+// What a program's main does with a command line it cannot parse: one line on
 // stderr naming what was wrong, and exit code 2 (help and version as CLI11
-// prints them, with its code); and the number checks every command uses.
+// prints them, with its code); the number checks every command uses; and the
+// flags every program has (--version, and the hidden --bash-completion that
+// prints a completion script made from the program's own definitions, so
+// that the installed completion never drifts from the options).
 #ifndef ZTASK_PROTOCOL_USAGE_H_
 #define ZTASK_PROTOCOL_USAGE_H_
 
@@ -25,6 +28,17 @@ inline CLI::Validator NumberAbove(double least, bool inclusive) {
 }
 inline const CLI::Validator kPositiveNumber = NumberAbove(0, false);
 inline const CLI::Validator kNonNegativeNumber = NumberAbove(0, true);
+
+// "taskctl 0.1.0 (protocol ZTASK1)": what every program's --version prints.
+std::string VersionLine(const std::string& program);
+
+// Adds --version and the hidden --bash-completion to `app`. Call it after
+// every option and subcommand is added: the script lists what is there then.
+// Both end the parse with CLI11's exit code 0 (see UsageExit).
+void AddStandardFlags(CLI::App& app, const std::string& program);
+
+// A bash completion script for `app` and its subcommands, for `program`.
+std::string BashCompletion(const CLI::App& app, const std::string& program);
 
 inline int UsageExit(CLI::App& app, const CLI::ParseError& e, const char* program) {
   if (e.get_exit_code() == 0) return app.exit(e);

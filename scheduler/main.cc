@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", options.seed, "seed of the sampling schemes; 0: random");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
+  ztask::AddStandardFlags(app, "taskscheduler");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,7 +11,7 @@ seconds="${1:-60}"
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(codec core connection_file graph)
-CXX=clang++ cmake -S . -B build-fuzz -DZTASK_FUZZ=ON -DZTASK_BUILD_BENCH=OFF >/dev/null
+CXX=clang++ cmake -S . -B build-fuzz -DZTASK_FUZZ=ON -DZTASK_BUILD_BENCH=OFF -DZTASK_PACKAGE=OFF >/dev/null
 for target in "${targets[@]}"; do
   cmake --build build-fuzz --target "${target}_fuzzer" -j2
 done

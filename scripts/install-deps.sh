@@ -15,6 +15,7 @@ packages=(
   openmpi-bin openssh-client openssh-server slurm-wlm munge
   python3-zmq python3-msgpack python3-cloudpickle python3-pytest python3-tqdm python3-venv
   libcivetweb-dev chromium chromium-driver python3-selenium python3-prometheus-client
+  help2man dpkg-dev file
 )
 case "${1:-}" in
   fuzz) packages+=(clang libclang-rt-14-dev) ;;             # scripts/fuzz.sh

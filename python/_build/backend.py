@@ -8,8 +8,20 @@ import os
 import zipfile
 
 NAME = "ztask"
-VERSION = "0.1.0"
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _version():
+    """The package's one version, ztask/__init__.py's __version__ (which a
+    test holds to the project's, in the top-level CMakeLists.txt)."""
+    with open(os.path.join(HERE, NAME, "__init__.py")) as f:
+        for line in f:
+            if line.startswith("__version__"):
+                return line.split("=", 1)[1].strip().strip("\"'")
+    raise RuntimeError("ztask/__init__.py names no __version__")
+
+
+VERSION = _version()
 METADATA = """Metadata-Version: 2.1
 Name: ztask
 Version: {version}

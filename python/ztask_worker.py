@@ -15,7 +15,6 @@ written to its stdout or stderr outside a task goes to the engine's log.
 """
 
 import ast
-import builtins
 import importlib
 import io
 import itertools
@@ -305,6 +304,7 @@ def _shell():
     shell.displayhook = Hook(shell=shell)
     shell.display_trap.hook = shell.displayhook
     shell._showtraceback = lambda *args, **kwargs: None
+    shell.enable_gui = lambda gui=None: None  # no event loop here: %matplotlib inline needs none
     _BUILTIN_NAMES = _BUILTIN_NAMES | frozenset(namespace)
     _the_shell = shell
     return shell

@@ -133,8 +133,9 @@ class ParallelMagics(Magics):
         except KeyboardInterrupt:
             print("Received Keyboard Interrupt. Sending signal %s to engines..." % signal_on_interrupt,
                   file=sys.stderr)
-            view.client.send_signal(signal_on_interrupt, targets=targets if targets is not None else view.targets)
-            ar.wait(10)
+            sig = int(signal_on_interrupt) if signal_on_interrupt.isdigit() else signal_on_interrupt
+            view.client.send_signal(sig, targets=targets if targets is not None else view.targets)
+            return None
         self._show(ar, groupby)
         failures = [e for e in (ar.get(return_exceptions=True) if not ar._single_result else
                                 [ar.get(return_exceptions=True)]) if isinstance(e, error.RemoteError)]
@@ -148,21 +149,26 @@ class ParallelMagics(Magics):
         return None
 
     def _show(self, ar, groupby):
-        children = ar._children
+        """Prints what the engines printed, displayed and returned, grouped
+        by engine, by order (the i-th output of each engine together) or by
+        type (all stdout, all outputs, all results)."""
         from .client.metadata import metadata_of
 
-        mds = [metadata_of(c, view_client(ar)) for c in children]
-        for md in mds:
-            for stream, target in (("stdout", sys.stdout), ("stderr", sys.stderr)):
-                text = md[stream]
-                if text:
-                    print("[%s:%s]" % (stream, md["engine_id"]), file=target)
-                    print(text.rstrip("\n"), file=target)
-        for md in mds:
-            result = md.get("execute_result")
-            if result:
-                print("Out[%s:%s]: %s" % (md["engine_id"], result.get("execution_count"),
-                                          result["data"].get("text/plain", "")))
+        mds = [metadata_of(c, ar._client) for c in ar._children]
+        if groupby == "engine":
+            for md in mds:
+                _streams([md])
+                _outputs([md])
+                _results([md])
+        elif groupby == "order":
+            _streams(mds)
+            for i in range(max((len(md["outputs"]) for md in mds), default=0)):
+                _outputs([md for md in mds if len(md["outputs"]) > i], only=i)
+            _results(mds)
+        else:
+            _streams(mds)
+            _outputs(mds)
+            _results(mds)
 
     @line_magic
     def autopx(self, line=""):
@@ -207,8 +213,30 @@ class _Displayed(error.AlreadyDisplayedError):
         return ["%d errors" % len(self.failures)]
 
 
-def view_client(ar):
-    return ar._client
+def _streams(mds):
+    for stream, target in (("stdout", sys.stdout), ("stderr", sys.stderr)):
+        for md in mds:
+            text = md[stream].rstrip("\n")
+            if text:
+                print("[%s:%s]" % (stream, md["engine_id"]), file=target)
+                print(text, file=target)
+
+
+def _outputs(mds, only=None):
+    for md in mds:
+        outputs = md["outputs"] if only is None else md["outputs"][only:only + 1]
+        if outputs:
+            print("[output:%s]" % md["engine_id"])
+            for out in outputs:
+                print(out.get("data", {}).get("text/plain", ""))
+
+
+def _results(mds):
+    for md in mds:
+        result = md.get("execute_result")
+        if result:
+            print("Out[%s:%s]: %s" % (md["engine_id"], result.get("execution_count"),
+                                      result["data"].get("text/plain", "")))
 
 
 def _shown(targets):

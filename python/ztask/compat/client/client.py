@@ -11,18 +11,17 @@ updated from the client's I/O thread under a lock.
 import collections
 import concurrent.futures
 import os
-import signal as _signal
 import threading
 import time
-
+import weakref
 
 import ztask
-from ztask import protocol
 
 from .. import error
 from .asyncresult import AsyncHubResult, AsyncResult
 from .hub import HubRecords
 from .metadata import stamp
+from .processes import EngineProcesses
 from .view import BroadcastView, DirectView, LoadBalancedView
 
 import ztask_worker
@@ -69,7 +68,7 @@ class _Session:
         self.digest_history = set()
 
 
-class Client(HubRecords):
+class Client(HubRecords, EngineProcesses):
     """Connects to a ztask cluster: `profile_dir`, a connection file
     (`url_file`), or `profile` NAME; see profile_location."""
 
@@ -96,6 +95,8 @@ class Client(HubRecords):
         # What the latest tasks were asked to run, for resubmit (the hub
         # keeps no Python task's request).
         self._requests = collections.OrderedDict()
+        self._last_execute = {}  # engine id -> the latest execute's future
+        self._futures = weakref.WeakValueDictionary()  # msg_id -> future, while some result holds it
         self.debug = debug
         self._refresh_engines()
         if timeout:
@@ -256,11 +257,26 @@ class Client(HubRecords):
                 stamp(f, **compat)
                 self.history.append(f.id)
                 self._outstanding[f.id] = f
+                self._futures[f.id] = f
                 if uuid is not None:
                     self._outstanding_dict[uuid].add(f.id)
         for f in futures:
             f.add_done_callback(lambda f, uuid=uuid: self._finished(f, uuid))
         return futures
+
+    def _after_executes(self, engine_id, after):
+        """An execute waits for this client's previous execute on its engine
+        while that one is outstanding, and fails if that one fails: code
+        queued behind an error does not run (IPython Parallel's engines
+        abort what was queued after a failed execute)."""
+        previous = self._last_execute.get(engine_id)
+        if previous is None or previous.done():
+            return after
+        if after is None:
+            return ztask.Dependency([previous])
+        return ztask.Dependency(list(after.ids) + [previous._task_id], all=after.all, success=after.success,
+                                failure=after.failure) if after.all and after.success and not after.failure \
+            else after
 
     def _remember(self, future, fn, args, options):
         with self._lock:
@@ -304,7 +320,7 @@ class Client(HubRecords):
 
     def _future_of(self, msg_id):
         with self._lock:
-            future = self._outstanding.get(msg_id)
+            future = self._futures.get(msg_id)
         return future if future is not None else self._ztask.get(msg_id)
 
     def wait(self, jobs=None, timeout=-1):
@@ -359,7 +375,7 @@ class Client(HubRecords):
             else:
                 msg_ids.append(item)
         with self._lock:
-            own = [self._outstanding.get(m) for m in msg_ids]
+            own = [self._futures.get(m) for m in msg_ids]
         futures = [f if f is not None else self._ztask.get(m) for f, m in zip(own, msg_ids)]
         for f in futures:
             if not hasattr(f, "_submitted_at"):
@@ -369,39 +385,6 @@ class Client(HubRecords):
         if block:
             ar.get()
         return ar
-
-    # ---- engines' processes -----------------------------------------------------------
-
-    def send_signal(self, sig, targets=None, block=None):
-        """Sends a signal (a number or a name such as "SIGINT") to what the
-        engines run: their Python workers, on this host. SIGINT interrupts
-        a running task (KeyboardInterrupt)."""
-        if isinstance(sig, str):
-            sig = getattr(_signal, sig)
-        targets = self._build_targets(targets)[1]
-        for engine in self._ztask.engines():
-            if engine["id"] in targets and engine.get("pid"):
-                for pid in _children_of(engine["pid"]):
-                    try:
-                        os.kill(pid, sig)
-                    except OSError:
-                        pass
-
-    def shutdown(self, targets="all", restart=False, hub=False, block=None):
-        """With hub=True, stops the whole cluster. Engines alone: those
-        given leave the cluster (`restart`: their supervisor starts them
-        again)."""
-        if hub:
-            self._ztask._ask_hub(protocol.SHUTDOWN_REQUEST, {})
-            return
-        from ..cluster import stop_engines
-
-        ids = self._build_targets(targets)[1]
-        stop_engines(self, ids, restart)
-        if block:
-            deadline = time.monotonic() + 30
-            while set(ids) & set(self.ids) and time.monotonic() < deadline and not restart:
-                time.sleep(0.05)
 
     def spin(self):
         pass
@@ -429,25 +412,3 @@ def _new_metadata():
     from .metadata import Metadata
 
     return Metadata()
-
-
-def _children_of(pid):
-    """Pids of the processes whose parent is `pid` (this host's /proc)."""
-    out = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return out
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(entry))
-    return out
-
-

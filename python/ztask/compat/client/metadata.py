@@ -114,6 +114,8 @@ def result_error(future, method="apply", client=None):
             exc = error.RemoteError(raw.ename, raw.evalue, raw.traceback, info)
         elif isinstance(raw, _errors.TaskError):
             cls = _BY_TYPE.get(raw.error_type)
+            if cls is error.ImpossibleDependency and method == "execute":
+                cls = error.TaskAborted  # queued behind an execute that failed (view.execute)
             if cls is None:
                 exc = error.RemoteError(type(raw).__name__, str(raw), "", info)
             else:

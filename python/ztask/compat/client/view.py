@@ -77,8 +77,12 @@ class View:
         """One task of `fn(*args)` (a ztask_worker.ns_* function)."""
         pinned = [target] if target is not None else targets
         options = self._options(pinned)
+        if method == "execute" and target is not None:
+            options["after"] = self.client._after_executes(target, options["after"])
         future = self.client._ztask.submit(fn, *args, **options)
         future._target = target
+        if method == "execute" and target is not None:
+            self.client._last_execute[target] = future
         self.client._remember(future, fn, args, options)
         self.client._track([future], engine_id=target, method=method, code=code)
         self.history.append(future.id)

@@ -169,8 +169,10 @@ class EngineLoop final : public Stoppable {
     while (!stop_.load()) {
       const int64_t now = SteadyMicros();
       if (now >= next_heartbeat) {
-        Send(hub_, MsgType::kHeartbeat, std::nullopt, protocol::Empty{},
-             protocol::EngineRef{engine_id_, uuid_});
+        const protocol::Header sent = Send(hub_, MsgType::kHeartbeat, std::nullopt,
+                                           protocol::Empty{}, protocol::EngineRef{engine_id_, uuid_});
+        beats_sent_.emplace_back(sent.date_us, now);
+        if (beats_sent_.size() > kBeatsKept) beats_sent_.pop_front();
         next_heartbeat = now + int64_t{heartbeat_ms_} * 1000;
       }
       // While the worker runs a task with replies not sent yet, they are
@@ -243,6 +245,7 @@ class EngineLoop final : public Stoppable {
     // still be on their way.
     const protocol::Header sent{TaskId::Random(), MsgType::kRegistrationRequest, uuid_,
                                 protocol::NowMicros()};
+    const int64_t sent_us = SteadyMicros();
     protocol::AskOptions options;
     options.timeout = std::chrono::milliseconds(options_.register_timeout_ms);
     options.stop = &stop_;
@@ -255,6 +258,9 @@ class EngineLoop final : public Stoppable {
     engine_id_ = reply->content.engine_id;
     registered_at_us_ = sent.date_us;
     heartbeat_ms_ = reply->content.heartbeat_ms > 0 ? reply->content.heartbeat_ms : 1000;
+    const int32_t misses = std::max(1, reply->content.heartbeat_misses.value_or(3));
+    fence_us_.store(int64_t{heartbeat_ms_} * misses * 1000);
+    HeardFromHub(sent_us);
     spdlog::info("registered as engine {} ({})", engine_id_, options_.name);
     return Status::Ok();
   }
@@ -264,18 +270,70 @@ class EngineLoop final : public Stoppable {
     while (protocol::TryReceive(hub_, frames)) {
       auto views = protocol::Views(frames);
       if (!protocol::CheckFrames(signer_, {}, views).ok()) continue;
+      auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
+      if (header.ok() && header->type == MsgType::kHeartbeat) {
+        OnHeartbeatAnswer(views);
+        continue;
+      }
       auto reply = protocol::DecodeMessage<MsgType::kRegistrationReply>(signer_, {}, views);
       // The hub lost us (it restarted, or we were silent too long): it
       // refuses a heartbeat sent since we last registered.
       if (reply.ok() && !reply->content.ok && reply->parent &&
           reply->parent->type == MsgType::kHeartbeat &&
           reply->parent->date_us > registered_at_us_) {
-        spdlog::warn("the hub no longer knows this engine; registering again");
+        if (Fenced()) {
+          // Silent past the hub's window: it removed this engine, and the
+          // scheduler gave its tasks to others or failed them. What it
+          // holds is dropped, not run (Resume), once it is registered again.
+          spdlog::warn("the hub removed this engine while it was not heard from; registering "
+                       "again, and the tasks it holds go back unstarted");
+          drop_held_.store(true);
+        } else {
+          spdlog::warn("the hub no longer knows this engine; registering again");
+        }
         if (Register().ok()) {
           // The scheduler heard that this engine was gone: it is ready again.
           wake_loop_.send(zmq::str_buffer("ready"), zmq::send_flags::dontwait);
         }
       }
+    }
+  }
+
+  // ---- the fence ------------------------------------------------------------
+  //
+  // The hub removes an engine it has not heard from for heartbeat_misses
+  // heartbeats, and the scheduler then gives its tasks to others (or fails
+  // them). An engine that has had no answer to a heartbeat sent within that
+  // window cannot know it was not removed, so it starts nothing until the
+  // hub answers one again (it was not removed: it carries on) or it has
+  // registered again (it was: what it held is dropped, answered "not run").
+  // The window is counted from when the answered heartbeat left, not when
+  // its answer came: the hub touched the engine after that, so the engine
+  // always fences itself no later than the hub can remove it, and answers
+  // that waited in its socket through a pause (SIGSTOP) do not count as
+  // fresh. A task already running is not stopped (docs/reliability.md).
+
+  // Any thread: whether tasks may start.
+  bool Fenced() const {
+    return drop_held_.load() || SteadyMicros() - hub_heard_us_.load() > fence_us_.load();
+  }
+
+  // The loop thread: the hub answered what this engine sent at `sent_us`.
+  void HeardFromHub(int64_t sent_us) {
+    int64_t heard = hub_heard_us_.load();
+    while (sent_us > heard && !hub_heard_us_.compare_exchange_weak(heard, sent_us)) {
+    }
+  }
+
+  void OnHeartbeatAnswer(const std::vector<std::string_view>& views) {
+    auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
+    if (!parent.ok() || !*parent) return;
+    for (const auto& [date_us, sent_us] : beats_sent_) {
+      if (date_us != (*parent)->date_us) continue;
+      const bool was_fenced = Fenced();
+      HeardFromHub(sent_us);
+      if (was_fenced && !Fenced()) spdlog::info("the hub answers again; starting tasks again");
+      return;
     }
   }
 
@@ -309,7 +367,8 @@ class EngineLoop final : public Stoppable {
     int64_t looked_us = 0;
     while (!stop_.load()) {
       const int64_t now = SteadyMicros();
-      if (!pooled && !queue_.empty() && now - looked_us < kLookEveryUs) {
+      const bool fenced = Fenced();
+      if (!pooled && !queue_.empty() && !fenced && now - looked_us < kLookEveryUs) {
         TakeTasks();
         RunNext(io);
         continue;
@@ -317,8 +376,11 @@ class EngineLoop final : public Stoppable {
       looked_us = now;
       if (pooled) StartWhatFits();
       // Nothing left to run here: what is answered goes before this waits.
-      if (pooled || queue_.empty()) FlushReplies();
-      const auto wait = std::chrono::milliseconds(!pooled && !queue_.empty() ? 0 : -1);
+      if (pooled || queue_.empty() || fenced) FlushReplies();
+      // Fenced with tasks held: looked at again shortly (the loop thread
+      // lifts the fence when the hub answers).
+      const auto wait = std::chrono::milliseconds(
+          queue_.empty() ? -1 : fenced ? kFencedLookMs : pooled ? -1 : 0);
       if (!protocol::Poll(items, pooled ? 4 : 3, wait).ok()) break;
       bool ready_again = false;
       if (items[1].revents & ZMQ_POLLIN) {
@@ -368,7 +430,7 @@ class EngineLoop final : public Stoppable {
   // On the worker thread (pooled): hands the runners each queued task, in
   // order, while the first one's slots and resources are free.
   void StartWhatFits() {
-    while (!queue_.empty() && !stop_.load()) {
+    while (!queue_.empty() && !stop_.load() && !Fenced()) {
       Job& job = queue_.front();
       std::optional<Done> answer;
       if (!ledger_.MayRun(job.dispatch.run_after)) {
@@ -423,7 +485,8 @@ class EngineLoop final : public Stoppable {
         work = std::move(work_.front());
         work_.pop_front();
       }
-      Done done = Execute(work.job, runner, work.grant);
+      // Handed over just before the fence: not started, answered not run.
+      Done done = Fenced() ? NotRun(work.job) : Execute(work.job, runner, work.grant);
       {
         std::lock_guard<std::mutex> lock(pool_mutex_);
         finished_.push_back({std::move(done), std::move(work.grant)});
@@ -435,11 +498,12 @@ class EngineLoop final : public Stoppable {
   }
 
   static constexpr int64_t kLookEveryUs = 1000;
+  static constexpr int kFencedLookMs = 20;
 
   // Runs the first queued task, if any, and queues its reply. `io` is
   // released while the task runs.
   void RunNext(std::unique_lock<std::mutex>& io) {
-    if (queue_.empty() || stop_.load()) return;
+    if (queue_.empty() || stop_.load() || Fenced()) return;
     Job job = std::move(queue_.front());
     queue_.pop_front();
     ledger_.Dequeued(job.header.id);
@@ -588,12 +652,29 @@ class EngineLoop final : public Stoppable {
     TakeTasks();
     const size_t resent = resend_replies ? ledger_.ResendAll(SteadyMicros()) : 0;
     if (Pooled()) CollectFinished();
+    if (drop_held_.load()) DropHeld();
     std::vector<TaskId> held(running_ids_.begin(), running_ids_.end());
     for (const Job& job : queue_) held.push_back(job.header.id);
     FlushReplies();
     spdlog::info("ready again for the scheduler: {} recent replies sent again, holding {} tasks",
                  resent, held.size());
     SendReady(std::move(held));
+  }
+
+  // After the hub removed this engine: every task queued here goes back
+  // unstarted (a scheduler that failed it over takes the answer as late; one
+  // that did not, after a hub restart, runs it again without using a retry).
+  // REQUIRES: io_mutex_, and this engine registered again.
+  void DropHeld() {
+    const size_t dropped = queue_.size();
+    for (const Job& job : queue_) {
+      ledger_.Dequeued(job.header.id);
+      Reply(NotRun(job));
+    }
+    queue_.clear();
+    drop_held_.store(false);
+    spdlog::warn("dropped {} tasks held while the hub had removed this engine (not started)",
+                 dropped);
   }
 
   void Reply(const Done& done) {
@@ -831,6 +912,16 @@ class EngineLoop final : public Stoppable {
   // Written by the loop thread (registration), read by the worker.
   std::atomic<int32_t> engine_id_{-1};
   int64_t registered_at_us_ = 0;     // the date of the latest registration request
+  // The fence (Fenced): when the latest heartbeat or registration the hub
+  // answered left, how long the hub waits before it removes a silent
+  // engine, and whether it did (set by the loop thread, cleared by the
+  // worker once it dropped what it held). The loop thread's: the date and
+  // time each recent heartbeat left.
+  std::atomic<int64_t> hub_heard_us_{0};
+  std::atomic<int64_t> fence_us_{3'000'000};
+  std::atomic<bool> drop_held_{false};
+  static constexpr size_t kBeatsKept = 64;
+  std::deque<std::pair<int64_t, int64_t>> beats_sent_;
   std::optional<int32_t> mpi_rank_;  // from Open MPI's environment
   int heartbeat_ms_ = 1000;
   zmq::context_t context_{1};

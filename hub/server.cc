@@ -148,12 +148,13 @@ void HubServer::Impl::OnEngineMessage(Frames& frames) {
             protocol::RegistrationReply{false, -1,
                                         "the hub has " + std::to_string(registry_.size()) +
                                             " engines, its limit (taskhub --max-engines)",
-                                        0});
+                                        0, std::nullopt});
       }
       auto registered = registry_.Register(*request, SteadyMicros(), protocol::NowMicros());
       if (registered.replaced) EngineGone(*registered.replaced, "restarted");
       Reply(registration_, frames[0], MsgType::kRegistrationReply, *header,
-            protocol::RegistrationReply{true, registered.id, "", options_.heartbeat_ms});
+            protocol::RegistrationReply{true, registered.id, "", options_.heartbeat_ms,
+                                        options_.heartbeat_misses});
       const auto& info = registry_.alive().at(registered.id).info;
       Publish(notifier_, MsgType::kEngineRegistered, info);
       spdlog::info("engine {} registered: {} on {} (pid {})", info.id, info.name, info.host,
@@ -172,7 +173,7 @@ void HubServer::Impl::OnEngineMessage(Frames& frames) {
       }
       // Not (or no longer) registered: tell it to register again.
       return Reply(registration_, frames[0], MsgType::kRegistrationReply, *header,
-                   protocol::RegistrationReply{false, -1, "not registered", 0});
+                   protocol::RegistrationReply{false, -1, "not registered", 0, std::nullopt});
     }
     case MsgType::kUnregistration: {
       auto ref = protocol::DecodeBody<protocol::EngineRef>(content);

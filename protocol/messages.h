@@ -293,12 +293,17 @@ struct RegistrationReply {
   int32_t engine_id = -1;
   std::string error;
   int32_t heartbeat_ms = 0;  // how often to heartbeat the hub
+  // Heartbeats the hub may miss before it removes the engine: an engine
+  // that has not heard from the hub for this many periods stops starting
+  // tasks (its fence). Absent: 3.
+  std::optional<int32_t> heartbeat_misses;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("ok", s.ok);
     v("engine_id", s.engine_id);
     v("error", s.error);
     v("heartbeat_ms", s.heartbeat_ms);
+    v("heartbeat_misses", s.heartbeat_misses);
   }
   friend bool operator==(const RegistrationReply&, const RegistrationReply&) = default;
 };

@@ -49,7 +49,7 @@ template <> inline EngineReady Sample<EngineReady>() {
 template <> inline RegistrationRequest Sample<RegistrationRequest>() {
   return {"uuid-3", "node7-0", "node7", 4242, 5, 2, 16, ResourceMap{{"gpus", 4}}};
 }
-template <> inline RegistrationReply Sample<RegistrationReply>() { return {true, 3, "", 1000}; }
+template <> inline RegistrationReply Sample<RegistrationReply>() { return {true, 3, "", 1000, 3}; }
 template <> inline EngineRef Sample<EngineRef>() { return {3, "uuid-3"}; }
 template <> inline ClusterRequest Sample<ClusterRequest>() {
   return {"add", 4, "ssh", {"node1", "node2:3"}};

@@ -67,11 +67,17 @@ void AddPurge(CLI::App& app, Subcommands& out);
 void AddWaitEngines(CLI::App& app, Subcommands& out);
 void AddShutdown(CLI::App& app, Subcommands& out);
 
+// How long `taskctl wait` rides out a hub that does not answer (a restart
+// takes seconds; a cluster that was stopped never answers again).
+inline constexpr double kUnreachableS = 30;
+
 // Waits for tasks to finish (the job's, or the listed ids), drawing a
 // progress bar on stderr when `progress` and stderr is a terminal, then
-// prints their records (PrintRecords). timeout_s < 0: no limit.
+// prints their records (PrintRecords). timeout_s < 0: no limit. A hub that
+// does not answer is waited for up to `unreachable_s` (said once on
+// stderr), then it is an error naming the profile (exit 2).
 int WaitAndPrint(Client& client, const std::string& job, const std::vector<TaskId>& ids,
-                 double timeout_s, bool progress);
+                 double timeout_s, bool progress, double unreachable_s = kUnreachableS);
 
 }  // namespace ztask::ctl
 

@@ -14,11 +14,15 @@
 #include <unordered_map>
 
 #include "client/taskctl.h"
+#include "protocol/usage.h"
 
 namespace ztask::ctl {
 namespace {
 
 constexpr size_t kAtOnce = 10000;  // ids per request
+// How long the client library waits for the hub's answer before it says
+// the hub does not answer.
+constexpr double kHubSilentS = 6;
 
 double Now() {
   using namespace std::chrono;
@@ -203,16 +207,47 @@ struct Selection {
 }  // namespace
 
 int WaitAndPrint(Client& c, const std::string& job, const std::vector<TaskId>& ids,
-                 double timeout_s, bool progress) {
+                 double timeout_s, bool progress, double unreachable_s) {
   Status waited = Status::Ok();
   {
     ProgressBar bar(progress);
-    if (!job.empty()) {
-      waited = WaitJob(c, job, timeout_s, bar);
-    } else if (progress) {
-      waited = WaitIds(c, ids, timeout_s, bar);
-    } else {
-      waited = c.Wait(ids, timeout_s);
+    const double start = Now();
+    double unreachable_since = -1;
+    bool said = false;
+    while (true) {
+      const double left = timeout_s < 0 ? -1 : std::max(0.0, timeout_s - (Now() - start));
+      const double began = Now();
+      if (!job.empty()) {
+        waited = WaitJob(c, job, left, bar);
+      } else if (progress) {
+        waited = WaitIds(c, ids, left, bar);
+      } else {
+        waited = c.Wait(ids, left);
+      }
+      // Unavailable: the hub did not answer a request (it gives up after
+      // about 6 s). Waited for again, up to the limit, counted from the
+      // first request it left unanswered.
+      if (waited.code() != Status::Code::kUnavailable) break;
+      if (unreachable_since < 0) unreachable_since = std::max(began, Now() - kHubSilentS);
+      const double away = Now() - unreachable_since;
+      if (away >= unreachable_s) {
+        waited = Status::Unavailable(waited.message() + "; gave up after " +
+                                     std::to_string(static_cast<int>(away)) +
+                                     " s without an answer (--unreachable-timeout)");
+        break;
+      }
+      if (timeout_s >= 0 && Now() - start >= timeout_s) {
+        waited = Status::TimedOut("the hub did not answer within --timeout " +
+                                  std::to_string(timeout_s) + " s");
+        break;
+      }
+      if (!said) {
+        said = true;
+        std::fprintf(stderr, "taskctl: %s; waiting for it up to %g s (--unreachable-timeout)\n",
+                     waited.message().c_str(), unreachable_s);
+      }
+      // A refusal that came at once is not asked again at once.
+      if (Now() - began < 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
   if (!waited.ok() && waited.code() != Status::Code::kTimedOut) return Error(waited);
@@ -230,6 +265,7 @@ void AddWait(CLI::App& app, Subcommands& out) {
     Selection which;
     double timeout = -1;
     bool progress = false;
+    double unreachable = kUnreachableS;
   };
   auto f = std::make_shared<Flags>();
   auto* sub = app.add_subcommand(
@@ -238,8 +274,13 @@ void AddWait(CLI::App& app, Subcommands& out) {
   sub->add_option("--job", f->which.job, "every task of this job");
   sub->add_option("--timeout", f->timeout, "give up after this many seconds (exit 3)");
   sub->add_flag("--progress", f->progress, "a progress bar on a terminal (stderr)");
+  sub->add_option("--unreachable-timeout", f->unreachable,
+                  "give up after the hub has not answered for this many seconds (exit 2)")
+      ->capture_default_str()
+      ->check(kPositiveNumber);
   out.push_back({sub, [f] { return f->which.Check("wait"); }, [f](Client& c) {
-                   return WaitAndPrint(c, f->which.job, f->which.ids, f->timeout, f->progress);
+                   return WaitAndPrint(c, f->which.job, f->which.ids, f->timeout, f->progress,
+                                       f->unreachable);
                  }});
 }
 

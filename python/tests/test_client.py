@@ -489,3 +489,33 @@ def test_a_task_holds_the_slots_and_gpus_it_asks_and_sees_which(own_cluster):
                 c.submit(_gpus_seen, resources=bad)
         with pytest.raises(ValueError):
             c.submit(_gpus_seen, slots=0)
+
+
+def test_futures_fail_with_cluster_error_once_the_cluster_is_gone_past_the_limit(own_cluster, caplog):
+    # `taskcluster stop` under a waiting client: the engine goes first (its
+    # task fails with EngineError), then the scheduler with a task still
+    # waiting for an engine. That future fails, naming the profile, once
+    # the scheduler has been unreachable for the limit, and the client said
+    # once, past a few seconds, that it waits.
+    cluster = own_cluster(1)
+    with ztask.Client(cluster.profile, unreachable_timeout=7) as c:
+        c.wait_for_engines(1, 30)
+        running = c.command(["sleep", "60"])
+        waiting = c.command(["true"])  # HWM 1: it waits in the scheduler
+        cluster.stop()
+        stopped = time.monotonic()
+        with caplog.at_level("WARNING", logger="ztask"):
+            with pytest.raises(ztask.ClusterError, match="has not been reachable for 7 s") as e:
+                waiting.result()  # no timeout: it must not block for ever
+            waited = time.monotonic() - stopped
+        assert cluster.profile in str(e.value)
+        assert 7 <= waited < 20, waited
+        said = [r.getMessage() for r in caplog.records if "has not been reachable" in r.getMessage()]
+        assert len(said) == 1, said
+        with pytest.raises((ztask.ClusterError, ztask.EngineError)):
+            running.result(5)
+
+
+def test_the_unreachable_limit_must_be_a_number_of_seconds(cluster):
+    with pytest.raises(ValueError, match="unreachable_timeout"):
+        ztask.Client(cluster.profile, unreachable_timeout=-1)

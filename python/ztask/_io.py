@@ -14,6 +14,7 @@ import threading
 import time
 
 import zmq
+import zmq.utils.monitor
 
 from . import errors, protocol
 from .futures import _settle, outcome_of
@@ -24,6 +25,12 @@ QUERY_TIMEOUT_S = 10.0
 HELD_MS = 30_000
 # After a reconnection, unanswered tasks are looked up this often.
 RESYNC_EVERY_S = 1.0
+# Futures waiting while the scheduler cannot be reached fail after this
+# long (Client(unreachable_timeout=...)): a failover takes a second or two,
+# a cluster that was stopped never comes back. Past the notice, the client
+# says once that it waits.
+UNREACHABLE_TIMEOUT_S = 30.0
+UNREACHABLE_NOTICE_S = 5.0
 
 log = logging.getLogger("ztask")
 
@@ -45,7 +52,7 @@ class _Io:
         self._context = zmq.Context()
         self._scheduler = self._socket(info, info.scheduler["client"])
         self._hub = self._socket(info, info.hub["query"])
-        self._monitor = self._scheduler.get_monitor_socket(zmq.EVENT_CONNECTED)
+        self._monitor = self._scheduler.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -65,6 +72,14 @@ class _Io:
         self._watch_asked = 0.0
         self._connections = 0
         self._resync_at = None
+        # The scheduler's connection: since when it is down (None while up;
+        # down until first made), when it was last made or lost (wall
+        # clock, for the error), and since when futures wait while it is
+        # down, and whether the client said so.
+        self._down_since = time.monotonic()
+        self._last_seen = None
+        self._waiting_since = None
+        self._said_waiting = False
         self._stopping = False
         # Who may touch the sockets and the state above: the I/O thread, or
         # a thread leading while it waits (lead_until).
@@ -350,9 +365,24 @@ class _Io:
     def _read_monitor(self):
         while True:
             try:
-                self._monitor.recv_multipart(zmq.NOBLOCK)
+                frames = self._monitor.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
+            try:
+                event = zmq.utils.monitor.parse_monitor_message(frames)["event"]
+            except Exception:  # not an event libzmq would send
+                continue
+            if event == zmq.EVENT_DISCONNECTED:
+                if self._down_since is None:
+                    self._down_since = time.monotonic()
+                    self._last_seen = ("lost", time.time())
+                continue
+            if self._said_waiting:
+                log.warning("ztask: the scheduler at %s is reachable again", self._client._info.scheduler["client"])
+            self._down_since = None
+            self._waiting_since = None
+            self._said_waiting = False
+            self._last_seen = ("made", time.time())
             self._connections += 1
             if self._connections > 1:
                 # Made again: the scheduler may have restarted and lost what
@@ -361,6 +391,7 @@ class _Io:
 
     def _timers(self):
         now = time.monotonic()
+        self._check_reachable(now)
         for msg_id, (answer, deadline) in list(self._queries.items()):
             if now > deadline:
                 del self._queries[msg_id]
@@ -374,6 +405,46 @@ class _Io:
             else:
                 self._resync_at = now + RESYNC_EVERY_S
                 self._ask_records(list(self._unanswered), wait=False)
+
+    def _check_reachable(self, now):
+        """Futures that wait while the scheduler cannot be reached: said
+        once past UNREACHABLE_NOTICE_S, failed past the client's limit."""
+        if self._down_since is None or not (self._unanswered or self._watched):
+            self._waiting_since = None
+            return
+        if self._waiting_since is None:
+            self._waiting_since = max(self._down_since, now - 1.0)  # this poll's start, at most
+        waited = now - self._waiting_since
+        limit = self._client._unreachable_timeout
+        endpoint = self._client._info.scheduler["client"]
+        profile = os.path.dirname(self._client._info.path)
+        if waited >= UNREACHABLE_NOTICE_S and not self._said_waiting:
+            self._said_waiting = True
+            log.warning("ztask: the scheduler at %s (profile %s) has not been reachable for %d s; %d tasks wait "
+                        "for it%s", endpoint, profile, waited, len(self._unanswered) + len(self._watched),
+                        "" if limit is None else ", for up to %g s (Client(unreachable_timeout=...))" % limit)
+        if limit is None or waited < limit:
+            return
+        if self._last_seen is None:
+            seen = "it was never reached"
+        else:
+            seen = "its connection was %s at %s" % (
+                "made" if self._last_seen[0] == "made" else "lost",
+                time.strftime("%H:%M:%S", time.localtime(self._last_seen[1])))
+        why = ("the scheduler of the cluster in %s (%s) has not been reachable for %g s (%s): is the cluster "
+               "running? (taskcluster status --profile-dir %s). If the task ran, its outcome is in the hub: "
+               "ztask.Client().get(id)" % (profile, endpoint, limit, seen, profile))
+        failed = len(self._unanswered)
+        for future, _ in self._unanswered.values():
+            _settle(future, exception=errors.ClusterError(why))
+        for future in self._watched.values():
+            _settle(future, exception=errors.ClusterError(why))
+        self._unanswered.clear()
+        self._watched.clear()
+        self._waiting_since = None
+        self._said_waiting = False
+        if failed:
+            self._answered(failed)
 
     def _ask_records(self, ids, wait):
         for i in range(0, len(ids), 10_000):

@@ -20,7 +20,7 @@ import time
 import cloudpickle
 
 from . import connection, errors, protocol
-from ._io import QUERY_TIMEOUT_S, _Io
+from ._io import QUERY_TIMEOUT_S, UNREACHABLE_TIMEOUT_S, _Io
 from .dependencies import dependency_of
 from .futures import PICKLE_KEY, Future, _spread
 
@@ -122,11 +122,16 @@ class Client:
     ZTASK_PROFILE_DIR environment variable, else ~/.ztask/profile_default,
     or a connection file's path). Raises ClusterError when there is none."""
 
-    def __init__(self, profile_dir=None, *, max_in_flight=1_000_000):
+    def __init__(self, profile_dir=None, *, max_in_flight=1_000_000, unreachable_timeout=UNREACHABLE_TIMEOUT_S):
+        if unreachable_timeout is not None:
+            _seconds(unreachable_timeout, "unreachable_timeout")
         self._info = connection.read(profile_dir)
         self._signer = protocol.Signer(self._info.key)
         self._session = protocol.random_id().hex()
         self._max_in_flight = max(1, int(max_in_flight))
+        # Futures still waiting fail with ClusterError once the scheduler has
+        # been unreachable this long while they wait (None: never).
+        self._unreachable_timeout = unreachable_timeout
         self._io = _Io(self)
         self._closed = False
 

@@ -152,11 +152,12 @@ class Cluster {
     ZTASK_RETURN_IF_ERROR(
         WaitForFile([](const protocol::ConnectionInfo& i) { return !i.scheduler.client.empty(); }));
     if (o.simulated > 0) {
-      // At most 4,000 connections a process: each costs two descriptors.
-      for (int left = o.simulated, k = 0; left > 0; left -= 4000, ++k) {
+      // At most 2,000 engines a process: each holds two connections, and
+      // each connection costs two descriptors.
+      for (int left = o.simulated, k = 0; left > 0; left -= 2000, ++k) {
         engines_.push_back(std::make_unique<ChildProcess>(
             std::vector<std::string>{bin + "e2e_bench", "--serve-simulated",
-                                     std::to_string(std::min(left, 4000)), "--profile", profile_},
+                                     std::to_string(std::min(left, 2000)), "--profile", profile_},
             dir + "/simulated-" + std::to_string(k) + ".log"));
       }
     } else {

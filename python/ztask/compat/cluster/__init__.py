@@ -53,21 +53,16 @@ def _taskcluster(*args, timeout=120):
 
 
 def _engine_pids(profile):
-    """Pids of the engine processes a cluster's supervisor runs."""
-    try:
-        with open(os.path.join(profile, "cluster.pid")) as f:
-            supervisor = int(f.read())
-    except (OSError, ValueError):
-        return []
-    out = []
-    for pid in _children_of(supervisor):
-        try:
-            with open("/proc/%d/comm" % pid) as f:
-                if f.read().strip() == "taskengine":
-                    out.append(pid)
-        except OSError:
-            pass
-    return out
+    """Pids of a cluster's running engines on this host, as they
+    registered with the hub (whatever launcher started them)."""
+    import socket
+
+    import ztask
+
+    with ztask.Client(profile) as client:
+        engines = client.engines()
+    here = socket.gethostname()
+    return [e["pid"] for e in engines if e.get("state") == "running" and e.get("pid") and e.get("host") in (here, "")]
 
 
 def stop_engines(client, ids, restart):
@@ -193,6 +188,13 @@ class Cluster:
 
     # ---- starting and stopping (sync) ----------------------------------------------
 
+    def _launcher(self):
+        launcher = getattr(self.engine_launcher_class, "ztask_launcher", "local")
+        if launcher is None:
+            raise ValueError("taskcluster has no %s launcher (it has local, mpi, ssh and slurm)"
+                             % self.engine_launcher_class.__name__)
+        return launcher
+
     def _running_engines(self):
         return sum(s.n for s in self.engines.values())
 
@@ -202,7 +204,7 @@ class Cluster:
             raise RuntimeError("this cluster's controller is already running")
         os.makedirs(self._profile, mode=0o700, exist_ok=True)
         _taskcluster("start", "-n", str(max(1, engines)), "--daemonize", "--profile-dir", self._profile,
-                     "--launch-timeout", str(self.engine_timeout))
+                     "--launch-timeout", str(self.engine_timeout), "--launcher", self._launcher())
         with open(os.path.join(self._profile, "cluster.pid")) as f:
             self.controller = _Controller(int(f.read()), self.config)
         self._write_file()
@@ -213,8 +215,11 @@ class Cluster:
             self.start_controller_sync()
         n = self.n if n is None else n
         engine_set_id = engine_set_id or "%d-%s" % (time.time(), secrets.token_hex(2))
-        total = self._running_engines() + n
-        _taskcluster("scale", str(max(1, total)), "--profile-dir", self._profile)
+        if self._launcher() == "local":
+            _taskcluster("scale", str(max(1, self._running_engines() + n)), "--profile-dir", self._profile)
+        else:  # a job of engines cannot grow: another job joins
+            _taskcluster("engines", "start", "--launcher", self._launcher(), "-n", str(n), "--profile-dir",
+                         self._profile)
         self.engines[engine_set_id] = _EngineSet(self, n)
         self._write_file()
         return engine_set_id
@@ -233,7 +238,7 @@ class Cluster:
                 self.stop_engines_sync(key)
             return
         engine_set = self.engines.pop(engine_set_id)
-        if self.controller is not None:
+        if self.controller is not None and self._launcher() == "local":  # a job of engines stays until stop
             _taskcluster("scale", str(max(1, self._running_engines())), "--profile-dir", self._profile)
         del engine_set
         self._write_file()
@@ -346,12 +351,14 @@ class Cluster:
 
     def to_dict(self):
         return {"cluster": {"cluster_id": self.cluster_id, "profile_dir": self.profile_dir, "n": self.n,
-                            "controller_pid": self.controller.pid if self.controller else None},
+                            "controller_pid": self.controller.pid if self.controller else None,
+                            "engines": self.engine_launcher_class.__name__},
                 "engines": {key: s.n for key, s in self.engines.items()}}
 
     @classmethod
     def from_dict(cls, d, **kwargs):
         info = d["cluster"]
+        kwargs.setdefault("engines", info.get("engines", "local"))
         c = cls(n=info["n"], profile_dir=info["profile_dir"], cluster_id=info["cluster_id"], shutdown_atexit=False,
                 **kwargs)
         if info.get("controller_pid"):

@@ -3,7 +3,7 @@ each stands for one of taskcluster's (--launcher local, mpi, ssh, slurm).
 ztask starts its processes itself; these classes only say which launcher."""
 
 __all__ = ["find_launcher_class", "LocalProcessLauncher", "LocalControllerLauncher", "LocalEngineSetLauncher",
-           "MPIEngineSetLauncher", "SSHEngineSetLauncher", "SlurmEngineSetLauncher", "SGEEngineSetLauncher",
+           "MPIEngineSetLauncher", "MPIControllerLauncher", "SlurmControllerLauncher", "SSHControllerLauncher", "SSHEngineSetLauncher", "SlurmEngineSetLauncher", "SGEEngineSetLauncher",
            "ProcessStateError"]
 
 
@@ -36,12 +36,24 @@ class MPIEngineSetLauncher(BaseLauncher):
     ztask_launcher = "mpi"
 
 
+class MPIControllerLauncher(LocalControllerLauncher):
+    """The hub and the scheduler run here: taskcluster starts them itself."""
+
+
 class SSHEngineSetLauncher(BaseLauncher):
     ztask_launcher = "ssh"
 
 
 class SlurmEngineSetLauncher(BaseLauncher):
     ztask_launcher = "slurm"
+
+
+class SlurmControllerLauncher(LocalControllerLauncher):
+    pass
+
+
+class SSHControllerLauncher(LocalControllerLauncher):
+    pass
 
 
 class SGEEngineSetLauncher(BaseLauncher):

@@ -19,6 +19,7 @@ import importlib
 import io
 import itertools
 import os
+import signal
 import struct
 import sys
 import traceback
@@ -343,7 +344,18 @@ def _user_traceback(exc):
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
+_running = False
+
+
+def _interrupt(signum, frame):
+    """SIGINT (Client.send_signal, %%px's Ctrl-C) interrupts the running
+    task, as KeyboardInterrupt; between tasks the worker ignores it."""
+    if _running:
+        raise KeyboardInterrupt()
+
+
 def _serve(fd_in, fd_out, cloudpickle, msgpack):
+    global _running
     real_stdout, real_stderr = sys.stdout, sys.stderr
     tasks = os.fdopen(fd_in, "rb", buffering=1 << 16)  # one read a task, most often
     given = {}  # the environment the latest task was given (its slots, its GPUs)
@@ -366,7 +378,11 @@ def _serve(fd_in, fd_out, cloudpickle, msgpack):
         out, err = io.StringIO(), io.StringIO()
         sys.stdout, sys.stderr = out, err
         try:
-            value = _run(cloudpickle, task)
+            _running = True
+            try:
+                value = _run(cloudpickle, task)
+            finally:
+                _running = False
             outcome = {"status": "ok"}
             try:
                 outcome["result"] = cloudpickle.dumps(value)
@@ -393,6 +409,7 @@ def main():
     fd_in, fd_out = int(sys.argv[1]), int(sys.argv[2])
     if namespace.get("main") is main:  # the engine's `from ztask_worker import main`: not a user's name
         del namespace["main"]
+    signal.signal(signal.SIGINT, _interrupt)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     try:

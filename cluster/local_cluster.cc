@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/statvfs.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -296,34 +298,76 @@ void LocalCluster::Supervise(double now) {
   }
 }
 
+namespace {
+
+// Why a role may not start, when its disk is the reason: "" otherwise.
+std::string FullDiskNote(const fs::path& profile) {
+  struct statvfs st {};
+  if (::statvfs(profile.c_str(), &st) != 0) return "";
+  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  if (free_bytes >= (uint64_t{1} << 20)) return "";
+  return "; the disk of " + profile.string() + " is full (" + std::to_string(free_bytes) +
+         " bytes free)";
+}
+
+// Said where an operator looks: the supervisor's stderr (its terminal, or
+// logs/cluster.log when daemonized, which a full disk may not take) and
+// the system log.
+void Alert(const std::string& text) {
+  std::fprintf(stderr, "taskcluster: %s\n", text.c_str());
+  ::syslog(LOG_ERR, "%s", text.c_str());
+}
+
+}  // namespace
+
 bool LocalCluster::KeepServersUp(double now) {
   for (auto [process, argv, name] :
        {std::tuple{&hub_, &hub_argv_, "hub"},
         {&scheduler_, &scheduler_argv_, "scheduler"},
         {&dashboard_, &dashboard_argv_, "dashboard"}}) {
     if (!*process) continue;
+    auto pending = server_restart_at_.find(name);
+    if (pending != server_restart_at_.end()) {
+      if (now < pending->second) continue;
+      server_restart_at_.erase(pending);
+      *process = std::make_unique<ChildProcess>(*argv, logs() / (std::string(name) + ".log"));
+      continue;
+    }
     const auto code = (*process)->Poll();
     if (!code) continue;
     // The hub ends with 0 when asked to (taskctl shutdown): so does the cluster.
     if (*code == 0 && process == &hub_) return false;
     std::erase_if(server_restarts_, [&](double t) { return now - t > options_.restart_window_s; });
-    if (static_cast<int>(server_restarts_.size()) >= options_.max_restarts &&
-        process == &dashboard_) {
+    const bool again = static_cast<int>(server_restarts_.size()) >= options_.max_restarts;
+    if (again && process == &dashboard_) {
       // The cluster does not need its dashboard to work.
       std::fprintf(stderr, "taskcluster: the dashboard exited with code %d again; giving it up (see %s)\n",
                    *code, (logs() / "dashboard.log").c_str());
       dashboard_.reset();
       continue;
     }
-    if (static_cast<int>(server_restarts_.size()) >= options_.max_restarts) {
-      std::fprintf(stderr,
-                   "taskcluster: the %s exited with code %d, after %zu restarts within %g s; "
-                   "stopping the cluster (see %s)\n",
-                   name, *code, server_restarts_.size(), options_.restart_window_s,
-                   (logs() / (std::string(name) + ".log")).c_str());
-      return false;
-    }
     server_restarts_.push_back(now);
+    if (again) {
+      // The hub and the scheduler hold what is not written yet (the
+      // scheduler's unacknowledged records, the hub's unwritten ones):
+      // stopping the cluster would lose it. They are started again, less
+      // often, until they stay up.
+      const size_t beyond = server_restarts_.size() - static_cast<size_t>(options_.max_restarts);
+      const double backoff =
+          std::min(30.0, std::max(0.1, options_.restart_backoff_s) *
+                             static_cast<double>(uint64_t{1} << std::min<size_t>(beyond, 8)));
+      server_restart_at_[name] = now + backoff;
+      char text[512];
+      std::snprintf(text, sizeof text,
+                    "the %s of %s exited with code %d again (%zu times within %g s)%s; starting it "
+                    "again in %g s, and the cluster is kept, for what it has not written yet "
+                    "(see %s)",
+                    name, profile_.c_str(), *code, server_restarts_.size(),
+                    options_.restart_window_s, FullDiskNote(profile_).c_str(), backoff,
+                    (logs() / (std::string(name) + ".log")).c_str());
+      Alert(text);
+      continue;
+    }
     std::fprintf(stderr, "taskcluster: the %s exited with code %d; restarting it\n", name, *code);
     // Same ports (it binds where the connection file says it was), same
     // database: its peers reconnect and the work goes on.

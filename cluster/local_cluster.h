@@ -11,6 +11,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -184,6 +185,9 @@ class LocalCluster final : public Stoppable {
   // Starts taskdash and waits for the URL it writes.
   Status StartDashboard();
   std::vector<double> server_restarts_;  // steady seconds, within the window
+  // The hub or the scheduler that exited past max_restarts: when it is
+  // started again (steady seconds), by name.
+  std::map<std::string, double> server_restart_at_;
   std::vector<Supervised> engines_;
   std::unique_ptr<Client> client_;  // to tell the hub of engine states
   struct Control;

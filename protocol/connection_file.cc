@@ -337,12 +337,17 @@ Status UpdateConnectionFile(const fs::path& path, const ConnectionInfo& initial,
   FileLock lock(path);
   if (!lock.ok()) return Errno("cannot lock", path);
   ConnectionInfo info = initial;
+  std::optional<ConnectionInfo> before;
   if (fs::exists(path, ec)) {
     auto current = ReadConnectionFile(path);
     if (!current.ok()) return current.status();
+    before = *current;
     info = std::move(*current);
   }
   change(info);
+  // A restarted hub or scheduler binds where the file already says: it is
+  // left as it is, so that a role starts again on a full disk.
+  if (before && *before == info) return Status::Ok();
   return WriteConnectionFile(path, info);
 }
 

@@ -101,7 +101,9 @@ Status WritePrivateFile(const std::filesystem::path& path, const std::string& te
 Status WriteConnectionFile(const std::filesystem::path& path, const ConnectionInfo& info);
 
 // Under an exclusive lock: reads the file (or starts from `initial` when it
-// does not exist), applies `change`, writes it back.
+// does not exist), applies `change`, writes it back when that changed what
+// it says (a role restarted on its ports writes nothing: it needs no free
+// disk).
 Status UpdateConnectionFile(const std::filesystem::path& path, const ConnectionInfo& initial,
                             const std::function<void(ConnectionInfo&)>& change);
 

@@ -92,6 +92,27 @@ TEST(ConnectionFile, AFileAnotherUserOwnsIsRefused) {
       << read.status().message();
 }
 
+// A hub or scheduler restarted on its ports needs no free disk: an update
+// that changes nothing leaves the file as it is.
+TEST(ConnectionFile, AnUpdateThatChangesNothingWritesNothing) {
+  testing::TempDir dir;
+  const auto path = ConnectionFilePath(dir.path());
+  ASSERT_TRUE(WriteConnectionFile(path, Sample()).ok());
+  struct stat before {};
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  ASSERT_TRUE(
+      UpdateConnectionFile(path, Sample(), [](ConnectionInfo& c) { c.hub = Sample().hub; }).ok());
+  struct stat after {};
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino) << "the file was replaced";
+  ASSERT_TRUE(UpdateConnectionFile(path, Sample(), [](ConnectionInfo& c) {
+                c.hub.query = "tcp://127.0.0.1:9";
+              }).ok());
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  EXPECT_NE(after.st_ino, before.st_ino) << "a change is written";
+  EXPECT_EQ(ReadConnectionFile(path)->hub.query, "tcp://127.0.0.1:9");
+}
+
 TEST(ConnectionFile, BadJsonIsRefused) {
   testing::TempDir dir;
   WriteRaw(dir.path() / "c.json", "{\"version\": 1,");

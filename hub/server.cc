@@ -31,6 +31,27 @@ constexpr int kSubscriberHwm = 2000;
 
 }  // namespace
 
+// Where a socket that publishes to whoever connects (the notifier, the
+// event stream) binds. Signing proves who sent a message, not who may read
+// it: on loopback, where any account of the host could connect to a TCP
+// port, it is a Unix socket inside the profile directory (mode 0700), which
+// no other account can reach (docs/security.md). Beyond loopback, `any`
+// (CurveZMQ, on there by default, lets in only the cluster's key).
+std::string HubServer::Impl::PublishedAt(const std::filesystem::path& profile, const char* name,
+                                         const std::string& any) const {
+  if (!protocol::IsLoopback(options_.ip)) return any;
+  const std::string path = (std::filesystem::absolute(profile) / name).lexically_normal().string();
+  // A Unix socket's path has at most 107 bytes (sun_path).
+  if (path.size() > 100) {
+    spdlog::warn(
+        "the profile's path is too long for a Unix socket: the {} stream is on TCP loopback, "
+        "where other accounts of this host can read it (use a shorter --profile-dir, or --curve)",
+        name);
+    return any;
+  }
+  return "ipc://" + path;
+}
+
 Result<protocol::HubEndpoints> HubServer::Impl::Start(const std::filesystem::path& profile) {
   if (::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) return Status::IoError("cannot make a pipe");
   auto security = protocol::ServerSecurity::Create(context_, info_, profile, "taskhub");
@@ -59,13 +80,16 @@ Result<protocol::HubEndpoints> HubServer::Impl::Start(const std::filesystem::pat
   // A hub that restarts binds where it was: engines, the scheduler and
   // clients reconnect on their own.
   const protocol::HubEndpoints& before = info_.hub;
-  for (auto [socket, out, previous] :
-       {std::tuple{&registration_, &endpoints.registration, &before.registration},
-        {&query_, &endpoints.query, &before.query},
-        {&monitor_, &endpoints.monitor, &before.monitor},
-        {&notifier_, &endpoints.notifier, &before.notifier},
-        {&events_, &endpoints.events, &before.events}}) {
-    auto bound = protocol::BindPreferring(*socket, any, *previous);
+  const std::string notifier = PublishedAt(profile, "hub-notifier.ipc", any);
+  const std::string events = PublishedAt(profile, "hub-events.ipc", any);
+  if (notifier != any || events != any) ZTASK_RETURN_IF_ERROR(protocol::MakePrivateDirectory(profile));
+  for (auto [socket, out, previous, where] :
+       {std::tuple{&registration_, &endpoints.registration, &before.registration, &any},
+        {&query_, &endpoints.query, &before.query, &any},
+        {&monitor_, &endpoints.monitor, &before.monitor, &any},
+        {&notifier_, &endpoints.notifier, &before.notifier, &notifier},
+        {&events_, &endpoints.events, &before.events, &events}}) {
+    auto bound = protocol::BindPreferring(*socket, *where, *previous);
     if (!bound.ok()) return bound.status();
     *out = *bound;
   }

@@ -636,9 +636,14 @@ TEST_F(ClusterTest, LocationIsWhatTheConnectionFileTellsOthersToDial) {
   StartCluster(1, {"--location", "localhost"});
   auto info = protocol::ReadConnectionFile(std::filesystem::path(profile()) / "ztask-cluster.json");
   ASSERT_TRUE(info.ok());
-  for (const std::string& e : {info->hub.registration, info->hub.query, info->hub.events,
-                               info->scheduler.client, info->scheduler.engine}) {
+  for (const std::string& e : {info->hub.registration, info->hub.query, info->scheduler.client,
+                               info->scheduler.engine}) {
     EXPECT_EQ(e.rfind("tcp://localhost:", 0), 0u) << e;
+  }
+  // What the hub publishes to whoever connects is, on loopback, a Unix
+  // socket in the profile, which no other account reaches (docs/security.md).
+  for (const std::string& e : {info->hub.events, info->hub.notifier}) {
+    EXPECT_EQ(e.rfind("ipc://" + std::filesystem::absolute(profile()).string() + "/", 0), 0u) << e;
   }
   auto r = Wait({Submit({"--fn", "echo", "--args", "\"dialled by name\""})});
   EXPECT_EQ(r[0]["result"], "dialled by name");

@@ -77,6 +77,58 @@ TEST_F(ClusterTest, EveryCommandSaysWhyItRefusesTheConnectionFile) {
   std::filesystem::rename(moved, path);
 }
 
+// What the hub publishes to whoever connects (engines coming and going, the
+// event stream) is out of reach of another account of the same host: on
+// loopback both are Unix sockets inside the 0700 profile. The other
+// account (nobody) subscribes to both while tasks run and gets nothing;
+// the owner's subscriber gets events.
+// Needs root (to run a subscriber as nobody); skipped otherwise.
+TEST_F(ClusterTest, AnotherAccountOfTheHostReadsNothingTheHubPublishes) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a subscriber as another account";
+  ASSERT_NO_FATAL_FAILURE(StartCluster(1));
+  auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile()));
+  ASSERT_TRUE(info.ok());
+  // Counts what both subscriptions receive in 4 s.
+  const std::string count =
+      "import sys, time, zmq\n"
+      "c = zmq.Context()\n"
+      "subs = []\n"
+      "for e in sys.argv[1:]:\n"
+      "    s = c.socket(zmq.SUB); s.setsockopt(zmq.SUBSCRIBE, b''); s.connect(e); subs.append(s)\n"
+      "p = zmq.Poller()\n"
+      "for s in subs: p.register(s, zmq.POLLIN)\n"
+      "n, end = 0, time.monotonic() + 4\n"
+      "while time.monotonic() < end:\n"
+      "    for s, _ in p.poll(100):\n"
+      "        s.recv_multipart(); n += 1\n"
+      "print(n)\n";
+  // Both listen at once (RunProgram is for one program at a time).
+  auto listen = [&](std::vector<std::string> argv, const std::string& out) {
+    argv.insert(argv.begin(), {"/bin/sh", "-c", "exec \"$0\" \"$@\" > " + out + " 2>&1"});
+    return std::make_unique<ChildProcess>(argv, dir_.path() / "listeners.log");
+  };
+  const std::string other_out = (dir_.path() / "other.out").string();
+  const std::string owner_out = (dir_.path() / "owner.out").string();
+  auto other_listener =
+      listen({"/usr/sbin/runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", count,
+              info->hub.notifier, info->hub.events},
+             other_out);
+  auto owner_listener = listen({"/usr/bin/python3", "-c", count, info->hub.events}, owner_out);
+  // Activity for the event stream while both listen.
+  for (int i = 0; i < 10; ++i) Submit({"--fn", "noop"});
+  Ran other, owner;
+  other.code = other_listener->Wait(std::chrono::seconds(30)).value_or(-1);
+  owner.code = owner_listener->Wait(std::chrono::seconds(30)).value_or(-1);
+  other.out = ReadFile(other_out);
+  owner.out = ReadFile(owner_out);
+  ASSERT_EQ(other.code, 0) << other.out;
+  EXPECT_EQ(other.out, "0\n") << "messages another account read: " << other.out
+                              << "(notifier " << info->hub.notifier << ", events "
+                              << info->hub.events << ")";
+  ASSERT_EQ(owner.code, 0) << owner.out;
+  EXPECT_NE(owner.out, "0\n") << "the owner reads the event stream";
+}
+
 TEST_F(ClusterTest, RunningWithoutAKeyNeedsInsecureAndWarns) {
   // A keyless connection file: the hub refuses it unless told --insecure.
   const auto other = dir_.path() / "keyless";

@@ -827,7 +827,7 @@ class EngineLoop final : public Stoppable {
     engine::PythonTask task{std::move(*payload),     job.header.id.ToHex(),
                             engine_id_,              job.dispatch.attempt,
                             job.meta.time_limit_s,   options_.max_output_bytes,
-                            grant.Environment()};
+                            options_.max_result_bytes, grant.Environment()};
     engine::PythonOutcome outcome = runner.python->Run(task);
     done->result.stdout_text = std::move(outcome.stdout_text);
     done->result.stderr_text = std::move(outcome.stderr_text);
@@ -858,6 +858,9 @@ class EngineLoop final : public Stoppable {
       case Kind::kWorkerLost:
         return fail(ErrorType::kEngineError, "engine " + std::to_string(engine_id_) + ": " +
                                                  outcome.evalue);
+      case Kind::kTooLarge:
+        // The task's own doing, not the engine's: failed, not retried.
+        return fail(ErrorType::kTaskFailed, outcome.evalue);
     }
   }
 

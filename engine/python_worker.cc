@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -22,9 +23,9 @@ namespace ztask::engine {
 namespace {
 
 constexpr int64_t kStartTimeoutUs = 30'000'000;
-// Messages from the worker larger than this are refused (a result is at
-// most 64 MiB, plus its output).
-constexpr uint32_t kMaxMessageBytes = 80u << 20;
+// An answer holds the result and what the task printed, each within its
+// limit, and a little more (the exception's text, the map's keys).
+constexpr size_t kAnswerSlackBytes = size_t{1} << 20;
 
 std::string Field(const msgpack::object& map, std::string_view key) {
   if (map.type != msgpack::type::MAP) return "";
@@ -181,7 +182,8 @@ PythonWorker::IoStatus PythonWorker::WriteMessage(std::string_view data, int64_t
   return IoStatus::kOk;
 }
 
-PythonWorker::IoStatus PythonWorker::ReadMessage(std::string* out, int64_t deadline_us) {
+PythonWorker::IoStatus PythonWorker::ReadMessage(std::string* out, int64_t deadline_us,
+                                                 size_t max_bytes, size_t* dropped) {
   // Whatever the pipe has is taken at once: a message most often in one read.
   auto have = [&](size_t n) { return inbox_.size() - inbox_at_ >= n; };
   auto fill = [&]() -> IoStatus {
@@ -211,7 +213,21 @@ PythonWorker::IoStatus PythonWorker::ReadMessage(std::string* out, int64_t deadl
   }
   const auto* p = reinterpret_cast<const unsigned char*>(inbox_.data() + inbox_at_);
   const uint32_t size = p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24;
-  if (size > kMaxMessageBytes) return IoStatus::kClosed;
+  if (size > max_bytes) {
+    // Dropped as it comes, a buffer at a time: what follows is the next
+    // message, so the worker goes on.
+    inbox_at_ += 4;
+    size_t left = size;
+    while (left > 0) {
+      const size_t take = std::min(left, inbox_.size() - inbox_at_);
+      inbox_at_ += take;
+      left -= take;
+      if (left == 0) break;
+      if (IoStatus s = fill(); s != IoStatus::kOk) return s;
+    }
+    if (dropped) *dropped = size;
+    return IoStatus::kTooLarge;
+  }
   while (!have(4 + size)) {
     if (IoStatus s = fill(); s != IoStatus::kOk) return s;
   }
@@ -231,7 +247,7 @@ PythonOutcome PythonWorker::Run(const PythonTask& task) {
   msgpack::sbuffer body;
   body.write("\0\0\0\0", 4);  // its length, once known: one write a task
   msgpack::packer<msgpack::sbuffer> packer(body);
-  packer.pack_map(5);
+  packer.pack_map(7);
   packer.pack(std::string_view("payload"));
   packer.pack_bin(static_cast<uint32_t>(task.payload.size()));
   packer.pack_bin_body(task.payload.data(), static_cast<uint32_t>(task.payload.size()));
@@ -243,6 +259,10 @@ PythonOutcome PythonWorker::Run(const PythonTask& task) {
   packer.pack(task.attempt);
   packer.pack(std::string_view("env"));
   packer.pack(task.env);
+  packer.pack(std::string_view("max_result_bytes"));
+  packer.pack(static_cast<uint64_t>(task.max_result_bytes));
+  packer.pack(std::string_view("max_output_bytes"));
+  packer.pack(static_cast<uint64_t>(task.max_output_bytes));
   const uint32_t n = static_cast<uint32_t>(body.size() - 4);
   const char size[4] = {static_cast<char>(n), static_cast<char>(n >> 8), static_cast<char>(n >> 16),
                         static_cast<char>(n >> 24)};
@@ -252,8 +272,23 @@ PythonOutcome PythonWorker::Run(const PythonTask& task) {
           ? protocol::SteadyMicros() + static_cast<int64_t>(task.time_limit_s * 1e6)
           : 0;
   std::string reply;
+  size_t dropped = 0;
   IoStatus read = WriteMessage(std::string_view(body.data(), body.size()), deadline);
-  if (read == IoStatus::kOk) read = ReadMessage(&reply, deadline);
+  if (read == IoStatus::kOk) {
+    read = ReadMessage(&reply, deadline,
+                       task.max_result_bytes + 2 * task.max_output_bytes + kAnswerSlackBytes,
+                       &dropped);
+  }
+  if (read == IoStatus::kTooLarge) {
+    outcome.kind = PythonOutcome::Kind::kTooLarge;
+    outcome.evalue = "its result and what it printed came to " + std::to_string(dropped) +
+                     " bytes, over the engine's limits of " +
+                     std::to_string(task.max_result_bytes) +
+                     " bytes for a result (taskengine --max-result-bytes) and " +
+                     std::to_string(task.max_output_bytes) +
+                     " for each of its stdout and stderr (--max-output-bytes)";
+    return outcome;
+  }
   if (read != IoStatus::kOk) {
     std::string exit_text;
     Reap(&exit_text);

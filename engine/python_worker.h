@@ -7,7 +7,8 @@
 //
 // The engine and its worker speak over two pipes: each message a msgpack
 // map after its length (4 bytes, little-endian). To the worker: the task's
-// pickled function and arguments, its id, the engine's id, the attempt.
+// pickled function and arguments, its id, the engine's id, the attempt, the
+// limits on its result and on what it prints.
 // From it: first a hello, then for each task `status` ("ok", "error",
 // "unmet"), the pickled result, or the exception's name, text and traceback,
 // and what the task printed. The worker's own stdout and stderr are the
@@ -35,6 +36,7 @@ struct PythonTask {
   int32_t attempt = 1;
   double time_limit_s = 0;  // 0: none
   size_t max_output_bytes = size_t{1} << 20;
+  size_t max_result_bytes = size_t{16} << 20;
   // Set in os.environ while it runs (ZTASK_SLOTS, ZTASK_RESOURCE_GPUS...).
   std::map<std::string, std::string> env;
 };
@@ -46,6 +48,8 @@ struct PythonOutcome {
     kUnmet,       // its require/depend check failed here: evalue says why
     kTimedOut,    // killed at its time limit
     kWorkerLost,  // the worker could not start, or died: evalue says why
+    kTooLarge,    // its answer (result and output) was over the bound: skipped
+                  // unread, the worker kept; evalue says how large
   };
   Kind kind = Kind::kWorkerLost;
   std::string result;
@@ -73,9 +77,13 @@ class PythonWorker {
   void Reap(std::string* why);
   // One message to or from the worker before `deadline_us` (steady µs; 0:
   // none).
-  enum class IoStatus { kOk, kTimedOut, kClosed };
+  // A message over `max_bytes` is read and dropped (kTooLarge, its size in
+  // *dropped): the engine's memory stays bounded and the worker is kept.
+  enum class IoStatus { kOk, kTimedOut, kClosed, kTooLarge };
   IoStatus WriteMessage(std::string_view data, int64_t deadline_us);
-  IoStatus ReadMessage(std::string* out, int64_t deadline_us);
+  IoStatus ReadMessage(std::string* out, int64_t deadline_us, size_t max_bytes = kMaxHelloBytes,
+                       size_t* dropped = nullptr);
+  static constexpr size_t kMaxHelloBytes = size_t{1} << 20;
 
   std::string interpreter_;
   std::string python_path_;

@@ -519,3 +519,20 @@ def test_futures_fail_with_cluster_error_once_the_cluster_is_gone_past_the_limit
 def test_the_unreachable_limit_must_be_a_number_of_seconds(cluster):
     with pytest.raises(ValueError, match="unreachable_timeout"):
         ztask.Client(cluster.profile, unreachable_timeout=-1)
+
+
+def test_a_result_far_over_the_limit_fails_naming_it_and_the_worker_is_kept(own_cluster):
+    # Past what the engine reads from its worker, the answer is dropped as
+    # it comes: TaskFailed naming the limits, not an engine fault (which is
+    # retried), and the same worker runs the next task.
+    def huge():
+        return b"x" * 100_000_000
+
+    cluster = own_cluster(1)
+    with ztask.Client(cluster.profile) as c:
+        c.wait_for_engines(1, 30)
+        before = c.submit(os.getpid).result(60)
+        with pytest.raises(ztask.TaskFailed, match="--max-result-bytes") as e:
+            c.submit(huge).result(120)
+        assert "--max-output-bytes" in str(e.value)
+        assert c.submit(os.getpid).result(60) == before, "the worker was kept"

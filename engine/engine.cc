@@ -859,7 +859,8 @@ class EngineLoop final : public Stoppable {
         return fail(ErrorType::kEngineError, "engine " + std::to_string(engine_id_) + ": " +
                                                  outcome.evalue);
       case Kind::kTooLarge:
-        // The task's own doing, not the engine's: failed, not retried.
+        // What the task returned or printed, not a fault of the engine: a
+        // task failure (retried only as any other, when it asks for retries).
         return fail(ErrorType::kTaskFailed, outcome.evalue);
     }
   }

@@ -254,36 +254,16 @@ void SchedulerCore::Settle(Task& task, const Cause& cause) {
 
 void SchedulerCore::MakeReady(Task& task) {
   task.state = State::kReady;
-  ++ready_count_;
-  ready_grew_ = true;
   for (EngineSlot slot : task.location) located_on_[slot].push_back(task.id);
-  const ReadyKey key = KeyOf(task);
   task.grouped = Wide(task) && !Constrained(task);
-  if (!task.grouped) {
-    ready_.insert(key);
-    return;
-  }
-  // Only the first of a group need be in ready_. A task that comes before
-  // the first joins ready_ beside it: nothing leaves ready_ here, so a
-  // Pump walking it is never left holding an erased element.
-  std::set<ReadyKey>& group = wide_groups_[{task.slots, task.needs}];
-  if (group.empty() || key < *group.begin()) ready_.insert(key);
-  group.insert(key);
+  const ReadyQueue::Group group{task.slots, task.needs};
+  ready_.Add(KeyOf(task), task.grouped ? &group : nullptr);
 }
 
 void SchedulerCore::LeaveReady(Task& task) {
-  --ready_count_;
-  const ReadyKey key = KeyOf(task);
-  ready_.erase(key);
-  if (!task.grouped) return;
+  const ReadyQueue::Group group{task.slots, task.needs};
+  ready_.Remove(KeyOf(task), task.grouped ? &group : nullptr);
   task.grouped = false;
-  auto g = wide_groups_.find({task.slots, task.needs});
-  g->second.erase(key);
-  if (g->second.empty()) {
-    wide_groups_.erase(g);
-  } else {
-    ready_.insert(*g->second.begin());  // the next of the group, if not there yet
-  }
 }
 
 void SchedulerCore::Unready(Task& task) {

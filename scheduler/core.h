@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "scheduler/dependencies.h"
+#include "scheduler/ready_queue.h"
 #include "protocol/flat_id_map.h"
 #include "protocol/recent_id_map.h"
 #include "scheduler/scheme.h"
@@ -229,7 +230,7 @@ class SchedulerCore {
   size_t live_tasks() const { return tasks_.size(); }
   size_t unassigned_tasks() const { return tasks_.size() - running_; }
   // Tasks whose dependencies are met, waiting for an engine.
-  size_t ready_tasks() const { return ready_count_; }
+  size_t ready_tasks() const { return ready_.size(); }
   size_t finished_tasks() const { return finished_.size(); }
   // Slots booked on the engine by the tasks it holds.
   uint32_t LoadOf(EngineSlot slot) const;
@@ -264,7 +265,7 @@ class SchedulerCore {
     // Some engine it may use could hold it (not Unsatisfiable): once found,
     // it waits for one to have room, even through engines leaving.
     bool judged = false;
-    bool grouped = false;  // ready, in wide_groups_
+    bool grouped = false;  // ready, in a group of ready_
   };
 
   struct Engine {
@@ -297,14 +298,7 @@ class SchedulerCore {
     uint32_t bits_ = 0;
   };
 
-  struct ReadyKey {
-    int64_t neg_priority;
-    uint64_t seq;
-    TaskId id;
-    bool operator<(const ReadyKey& o) const {
-      return neg_priority != o.neg_priority ? neg_priority < o.neg_priority : seq < o.seq;
-    }
-  };
+  using ReadyKey = ReadyQueue::Key;
 
   struct Waiter {
     TaskId task;
@@ -426,15 +420,8 @@ class SchedulerCore {
   std::vector<TaskId> lookups_;
   std::unordered_set<TaskId, TaskIdHash> looking_up_;
   std::unordered_map<TaskId, std::vector<Waiter>, TaskIdHash> waiters_;
-  std::set<ReadyKey> ready_;
-  // A wide task that may go to any engine waits in the group of those
-  // asking the same slots and units; only the first of each group need be
-  // in ready_ (where it cannot go, none of the others can), so thousands
-  // waiting for GPUs cost a placement round nothing.
-  using Needs = std::pair<uint32_t, std::vector<std::pair<uint16_t, int64_t>>>;
-  std::map<Needs, std::set<ReadyKey>> wide_groups_;
-  size_t ready_count_ = 0;
-  bool ready_grew_ = false;
+  // Tasks ready to be placed; wide ones that may go anywhere in groups.
+  ReadyQueue ready_;
   size_t running_ = 0;
   uint64_t next_seq_ = 0;
 

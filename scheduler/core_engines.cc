@@ -255,17 +255,14 @@ void SchedulerCore::Pump() {
   Unreserve();  // looked at again: the oldest wide task may fit now
   // Takes the task at `at` out of ready_; where to go on (the next of its
   // group may have come in just after it).
-  auto take = [&](std::set<ReadyKey>::iterator at, Task& task) {
-    if (!task.grouped) {  // the common task: no lookup by key
-      --ready_count_;
-      return ready_.erase(at);
-    }
-    const ReadyKey key = *at;
-    LeaveReady(task);
-    return ready_.lower_bound(key);
+  auto take = [&](ReadyQueue::Iterator at, Task& task) {
+    const ReadyQueue::Group group{task.slots, task.needs};
+    const ReadyQueue::Iterator next = ready_.Take(at, task.grouped ? &group : nullptr);
+    task.grouped = false;
+    return next;
   };
   do {
-    ready_grew_ = false;
+    ready_.ClearGrew();
     for (auto it = ready_.begin(); it != ready_.end() && !scheme_->Empty();) {
       Task& task = tasks_.at(it->id);
       if (!Constrained(task) && !Wide(task)) {
@@ -290,7 +287,7 @@ void SchedulerCore::Pump() {
       it = take(it, task);
       Assign(task, slot);
     }
-  } while (ready_grew_ && !scheme_->Empty());
+  } while (ready_.grew() && !scheme_->Empty());
   // What room is left after the ready tasks may take tasks sent ahead.
   if (options_.send_ahead) SendAhead();
 }

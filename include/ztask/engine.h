@@ -12,8 +12,11 @@
 //     return engine.Main(argc, argv);
 //   }
 //
-// Thread safety: Register before Main. A function runs on the engine's
-// worker thread, one task at a time.
+// Thread safety: Register before Run or Main. With one slot (the default) a
+// function runs on the engine's worker thread, one task at a time; with
+// --slots N up to N tasks run at once, each on a runner thread of its own,
+// so a function registered for such an engine must be safe to call from
+// several threads at once.
 #ifndef ZTASK_ENGINE_H_
 #define ZTASK_ENGINE_H_
 
@@ -115,7 +118,12 @@ class Engine {
   // Registers with the cluster and serves tasks until SIGINT/SIGTERM or the
   // cluster goes away. Returns an error when it cannot start.
   Status Run(const EngineOptions& options);
-  // Parses --profile-dir, --name, --log-level, then Run(). Returns the exit code.
+  // Parses the command line into EngineOptions (every option `taskengine
+  // --help` lists: --profile-dir, --name, --name-prefix, --slots,
+  // --resource, the output and result limits, the Python interpreter and
+  // path, --log-level; --version and --help print and return 0), then
+  // Run(). Returns the exit code: 0, or 2 with one line on stderr for a
+  // command line it cannot use or a cluster it cannot join.
   int Main(int argc, char** argv);
 
  private:

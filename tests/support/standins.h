@@ -1,8 +1,11 @@
 // Stand-ins for the processes around the scheduler, speaking the real wire
 // protocol over real sockets: a hub (its notifier and monitor sockets and the
 // connection file), engines that receive tasks and answer them, and a client
-// that submits raw task requests. Used by the scheduler's integration tests
-// and by the example run until the real hub, engine and client exist.
+// that submits raw task requests. Used by the scheduler's process tests
+// (tests/integration/scheduler_process_test.cc), which drive the real
+// taskscheduler and watch every message it sends: what it tells the hub,
+// what each engine holds, and what a peer sending garbage or another
+// session's tasks gets.
 //
 // Thread safety: each object is owned by one thread.
 #ifndef ZTASK_TESTS_SUPPORT_STANDINS_H_

@@ -167,10 +167,23 @@ def _prepared(fn, mode):
     return fn
 
 
+class Displayed:
+    """A function's value with what it showed with display() (IPython's
+    shell, once an execute made it): ns_apply's answer when there is any."""
+
+    def __init__(self, value, outputs):
+        self.value = value
+        self.outputs = outputs
+
+
 def ns_apply(mode, fn, args, kwargs):
     """fn(*args, **kwargs) in the namespace."""
     fn = _prepared(fn, mode)
-    return fn(*_resolved(list(args), mode), **_resolved(dict(kwargs), mode))
+    if not _the_shell:
+        return fn(*_resolved(list(args), mode), **_resolved(dict(kwargs), mode))
+    current["outputs"] = []
+    value = fn(*_resolved(list(args), mode), **_resolved(dict(kwargs), mode))
+    return Displayed(value, current["outputs"]) if current["outputs"] else value
 
 
 def ns_map(mode, fn, sequences):

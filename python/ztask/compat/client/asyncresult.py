@@ -22,6 +22,8 @@ __all__ = ["AsyncResult", "AsyncMapResult", "AsyncHubResult"]
 
 def _value(child, transform):
     value = child.result()
+    if isinstance(value, ztask_worker.Displayed):
+        value = value.value
     if transform is not None:
         return transform(value, child)
     if isinstance(value, ztask_worker.ExecuteOutcome):

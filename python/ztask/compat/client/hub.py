@@ -147,7 +147,9 @@ class HubRecords:
             if future.done():
                 out["completed"].append(msg_id)
                 if not status_only:
-                    out[msg_id] = future.result() if future.exception() is None else future.exception()
+                    from .asyncresult import _value
+
+                    out[msg_id] = _value(future, None) if future.exception() is None else future.exception()
             else:
                 out["pending"].append(msg_id)
         return out
@@ -193,6 +195,12 @@ class HubRecords:
     def purge_hub_results(self, jobs=(), targets=()):
         """Deletes the hub's records of these tasks ("all": of every one)."""
         if jobs == "all" or targets == "all":
+            # This client's finished tasks may not be final in the hub yet
+            # (it records a moment after the reply): they go too.
+            done = [protocol.id_from(m) for m in self.history[-1000:] if m not in self.outstanding]
+            if done:
+                self._ztask._ask_hub(protocol.RESULT_REQUEST, {"task_ids": done, "wait": "final", "wait_ms": 2000},
+                                     timeout=5)
             self._ztask._ask_hub(protocol.PURGE_REQUEST, {"task_ids": [], "all": True})
             return
         if isinstance(jobs, str):

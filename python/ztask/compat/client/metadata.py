@@ -68,7 +68,9 @@ def metadata_of(future, client=None):
             md["status"] = "ok" if exc is None else "error"
             if exc is None:
                 reply = future.result()
-                if isinstance(reply, ztask_worker.ExecuteOutcome):
+                if isinstance(reply, ztask_worker.Displayed):
+                    md["outputs"] = reply.outputs
+                elif isinstance(reply, ztask_worker.ExecuteOutcome):
                     md["execute_result"] = reply.get("execute_result")
                     md["outputs"] = reply.get("outputs") or []
                     md["data"] = reply.get("data") or {}

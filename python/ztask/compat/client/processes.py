@@ -39,9 +39,9 @@ class EngineProcesses:
 
         ids = self._build_targets(targets)[1]
         stop_engines(self, ids, restart)
-        if block:
+        if block and not restart:
             deadline = time.monotonic() + 30
-            while set(ids) & set(self.ids) and time.monotonic() < deadline and not restart:
+            while set(ids) & set(self.ids) and time.monotonic() < deadline:
                 time.sleep(0.05)
 
 

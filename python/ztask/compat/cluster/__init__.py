@@ -11,14 +11,17 @@ ClusterManager).
 """
 
 import asyncio
+import atexit
 import json
 import os
+import re
 import secrets
 import shutil
 import signal as _signal
 import subprocess
 import sys
 import time
+import weakref
 
 from ..client.client import Client
 from ..client.processes import _children_of
@@ -76,14 +79,50 @@ def stop_engines(client, ids, restart):
             if pids.get(engine_id):
                 os.kill(pids[engine_id], _signal.SIGTERM)
         return
-    running = client.ids
-    if sorted(ids) != running[len(running) - len(ids):]:
-        raise ValueError("a supervised pool sheds its newest engines first: stop %s, not %s"
-                         % (running[len(running) - len(ids):], sorted(ids)))
+    running = _newest_last(client._ztask.engines())
+    newest = running[len(running) - len(ids):]
+    if sorted(ids) != sorted(newest):
+        raise ValueError("a supervised pool sheds its newest engines first (taskcluster scale): it can stop "
+                         "engines %s, not %s" % (sorted(newest), sorted(ids)))
     if len(ids) >= len(running):
         _taskcluster("stop", "--profile-dir", profile)
     else:
         _taskcluster("scale", str(len(running) - len(ids)), "--profile-dir", profile)
+
+
+def _terminate(process):
+    """SIGTERM to a cluster's supervisor, which stops what it runs."""
+    try:
+        if process.is_running() and process.status() != "zombie":
+            process.terminate()
+            process.wait(30)
+    except Exception:  # gone meanwhile
+        pass
+
+
+# Clusters started here with shutdown_atexit stop when Python exits.
+_at_exit = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_at_exit():
+    for cluster in list(_at_exit):
+        if cluster.controller is not None:
+            try:
+                cluster.stop_cluster_sync()
+            except Exception:
+                _terminate(cluster.controller.process)
+
+
+def _newest_last(engines):
+    """Running engine ids in the order their supervisor started them (their
+    names, engine-0, engine-1...; ids follow registration, which engines
+    started together may reach in any order)."""
+    def started(e):
+        digits = re.search(r"(\d+)$", e.get("name") or "")
+        return (int(digits.group(1)) if digits else e["id"], e["id"])
+
+    return [e["id"] for e in sorted((e for e in engines if e.get("state") == "running"), key=started)]
 
 
 class _Controller(launcher.LocalControllerLauncher):
@@ -207,6 +246,8 @@ class Cluster:
                      "--launch-timeout", str(self.engine_timeout), "--launcher", self._launcher())
         with open(os.path.join(self._profile, "cluster.pid")) as f:
             self.controller = _Controller(int(f.read()), self.config)
+        if self.shutdown_atexit:
+            _at_exit.add(self)
         self._write_file()
 
     def start_engines_sync(self, n=None, engine_set_id=None):
@@ -249,11 +290,15 @@ class Cluster:
         for client in self._clients:
             client.close()
         self._clients = []
+        supervisor = self.controller.process
         try:
             _taskcluster("stop", "--profile-dir", self._profile)
         except RuntimeError as e:
-            if "no cluster is running" not in str(e):  # stopped already (by another handle on it)
+            if "no cluster is running" not in str(e):
                 raise
+            # Stopped already (by another handle on it), or its profile
+            # directory is gone: then its supervisor is told directly.
+            _terminate(supervisor)
         finally:
             self.controller = None
             self.engines = {}

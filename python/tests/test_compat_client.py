@@ -193,3 +193,12 @@ def test_dependency_checks_as_ipython_parallel_does():
     dep.all = False
     assert dep.check(done, failed) and not dep.unreachable(done, failed)
     assert ipp.Dependency(["c"], success=False, failure=True).check(done, failed)
+
+
+def test_joblib_runs_its_calls_on_a_view(rc):
+    joblib = pytest.importorskip("joblib")
+    view = rc.load_balanced_view()
+    view.register_joblib_backend("ztask-test")
+    result = joblib.Parallel(backend="ztask-test")(joblib.delayed(abs)(-i) for i in range(10))
+    assert result == list(range(10))
+    assert len(view.history) >= 1

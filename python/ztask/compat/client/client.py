@@ -28,8 +28,6 @@ import ztask_worker
 
 __all__ = ["Client", "is_local_ip"]
 
-# How many of its latest tasks a client can resubmit by itself.
-REMEMBERED = 10_000
 
 from ..util import is_local_ip  # noqa: E402  (a name programs patch here)
 
@@ -97,9 +95,6 @@ class Client(HubRecords, EngineProcesses):
         self._outstanding_dict = collections.defaultdict(set)  # engine uuid -> msg_ids
         self._engines = {}
         self._mode = "pickle"
-        # What the latest tasks were asked to run, for resubmit (the hub
-        # keeps no Python task's request).
-        self._requests = collections.OrderedDict()
         self._last_execute = {}  # engine id -> the latest execute's future
         self._futures = weakref.WeakValueDictionary()  # msg_id -> future, while some result holds it
         self.debug = debug
@@ -283,11 +278,12 @@ class Client(HubRecords, EngineProcesses):
                                 failure=after.failure) if after.all and after.success and not after.failure \
             else after
 
-    def _remember(self, future, fn, args, options):
-        with self._lock:
-            self._requests[future.id] = (fn, args, options)
-            while len(self._requests) > REMEMBERED:
-                self._requests.popitem(last=False)
+    @staticmethod
+    def _remember(future, fn, args, options):
+        """What a task was asked to run, for resubmit (the hub keeps no
+        Python task's request): kept on its future, as long as a result
+        holds that."""
+        future._request = (fn, args, options)
 
     def _finished(self, future, uuid):
         with self._lock:

@@ -165,7 +165,7 @@ class HubRecords:
         requests = []
         for msg_id in msg_ids:
             with self._lock:
-                kept = self._requests.get(msg_id)
+                kept = getattr(self._futures.get(msg_id), "_request", None)
             if kept is not None:
                 requests.append(kept)
                 continue
@@ -174,8 +174,9 @@ class HubRecords:
             except ValueError:
                 raise error.RemoteError("KeyError", "No such msg: %r" % msg_id) from None
             if not record.get("spec"):
-                raise error.RemoteError("KeyError", "%s is a Python task of another client (or an old one): "
-                                        "the hub keeps no Python task's request" % msg_id)
+                raise error.RemoteError("KeyError", "%s is a Python task of another client, or one whose results "
+                                        "this client no longer holds: the hub keeps no Python task's request"
+                                        % msg_id)
             requests.append(record)
         futures = []
         for request in requests:

@@ -781,6 +781,7 @@ class EngineLoop final : public Stoppable {
       Value result = it->second(args, context);
       std::vector<uint8_t> packed = Value::to_msgpack(result);
       if (packed.size() > options_.max_result_bytes) {
+        done->meta.no_retry = true;  // the same result anywhere
         return fail(ErrorType::kTaskFailed, "its result is " + std::to_string(packed.size()) +
                                                 " bytes, over the engine's limit of " +
                                                 std::to_string(options_.max_result_bytes) +
@@ -839,6 +840,7 @@ class EngineLoop final : public Stoppable {
         done->result.result.bytes = protocol::PickledValue(outcome.result);
         if (done->result.result.bytes.size() > options_.max_result_bytes) {
           done->result.result.bytes.clear();
+          done->meta.no_retry = true;  // the same result anywhere
           return fail(ErrorType::kTaskFailed,
                       "its result is over the engine's limit of " +
                           std::to_string(options_.max_result_bytes) +
@@ -859,8 +861,9 @@ class EngineLoop final : public Stoppable {
         return fail(ErrorType::kEngineError, "engine " + std::to_string(engine_id_) + ": " +
                                                  outcome.evalue);
       case Kind::kTooLarge:
-        // What the task returned or printed, not a fault of the engine: a
-        // task failure (retried only as any other, when it asks for retries).
+        // What the task returned or printed, not a fault of the engine: it
+        // would do the same anywhere, so it is not retried.
+        done->meta.no_retry = true;
         return fail(ErrorType::kTaskFailed, outcome.evalue);
     }
   }

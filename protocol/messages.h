@@ -158,6 +158,9 @@ struct ReplyMeta {
   // (error_message says why). The scheduler sends it to another engine,
   // without using a retry; a client never sees this.
   std::optional<bool> unmet = std::nullopt;
+  // Failed in a way that would repeat on any engine at any attempt (its
+  // result is over the engine's limit): the scheduler does not retry it.
+  std::optional<bool> no_retry = std::nullopt;
 
   template <class S, class V>
   static void Visit(S& s, V& v) {
@@ -167,6 +170,7 @@ struct ReplyMeta {
     v("attempt", s.attempt);
     v("not_run", s.not_run);
     v("unmet", s.unmet);
+    v("no_retry", s.no_retry);
   }
   friend bool operator==(const ReplyMeta&, const ReplyMeta&) = default;
 };

@@ -318,7 +318,7 @@ void SchedulerCore::AddDeadline(Task& task) {
 }
 
 SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId& id, bool success,
-                                                  ErrorType error) {
+                                                  ErrorType error, bool retriable) {
   auto it = tasks_.find(id);
   if (it == tasks_.end() || it->second.state != State::kRunning || it->second.slot != slot) {
     ++counters_.late_replies;
@@ -341,7 +341,7 @@ SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId&
     Resolve(id, {slot, true});
   } else {
     AttemptFailed(task, slot, error == ErrorType::kNone ? ErrorType::kTaskFailed : error, {},
-                  /*from_reply=*/true);
+                  /*from_reply=*/true, retriable);
   }
   Pump();
   return Finish::kAccepted;
@@ -391,10 +391,11 @@ SchedulerCore::Finish SchedulerCore::TaskUnmet(EngineSlot slot, const TaskId& id
 }
 
 void SchedulerCore::AttemptFailed(Task& task, EngineSlot slot, ErrorType error, std::string message,
-                                  bool from_reply) {
+                                  bool from_reply, bool retriable) {
   const int32_t engine_id = engines_[slot].id;
-  // A task that cannot be read fails the same way on every engine.
-  if (task.retries_left > 0 && error != ErrorType::kBadTask) {
+  // A task that cannot be read, or whose failure would repeat, fails the
+  // same way on every engine.
+  if (task.retries_left > 0 && error != ErrorType::kBadTask && retriable) {
     --task.retries_left;
     ++counters_.retried;
     if (!Contains(task.blacklist, engine_id)) task.blacklist.push_back(engine_id);

@@ -155,7 +155,10 @@ class SchedulerCore {
   enum class Finish { kAccepted, kLate };
   // An attempt ended on `slot`. kLate when the task is not running there
   // (its engine was declared lost, or the id is unknown): nothing changes.
-  Finish TaskFinished(EngineSlot slot, const TaskId& task, bool success, ErrorType error);
+  // A failure that is not `retriable` (it would repeat anywhere: a limit
+  // the task broke) is final, whatever retries are left.
+  Finish TaskFinished(EngineSlot slot, const TaskId& task, bool success, ErrorType error,
+                      bool retriable = true);
   // The engine did not run a task sent ahead (its dependency did not
   // succeed there): the task waits again, as if never sent, and fails only
   // if its dependencies now say so. kLate as for TaskFinished.
@@ -334,7 +337,7 @@ class SchedulerCore {
   // iteratively (a failed chain of a million tasks must not recurse).
   void Resolve(const TaskId& id, Finished outcome);
   void AttemptFailed(Task& task, EngineSlot slot, ErrorType error, std::string message,
-                     bool from_reply);
+                     bool from_reply, bool retriable = true);
   void Assign(Task& task, EngineSlot slot, const TaskId& run_after = TaskId{});
   // Send ahead (CoreOptions::send_ahead): whether `task`, waiting, may go
   // now to the engine running `dep`, its one unfinished dependency.

@@ -521,11 +521,16 @@ def test_the_unreachable_limit_must_be_a_number_of_seconds(cluster):
         ztask.Client(cluster.profile, unreachable_timeout=-1)
 
 
-def test_a_result_far_over_the_limit_fails_naming_it_and_the_worker_is_kept(own_cluster):
+def test_a_result_far_over_the_limit_fails_naming_it_and_the_worker_is_kept(own_cluster, tmp_path):
     # Past what the engine reads from its worker, the answer is dropped as
-    # it comes: TaskFailed naming the limits, not an engine fault (which is
-    # retried), and the same worker runs the next task.
+    # it comes: TaskFailed naming the limits, not an engine fault, not
+    # retried (it would be as large anywhere), and the same worker runs the
+    # next task.
+    runs = tmp_path / "runs"
+
     def huge():
+        with open(runs, "a") as f:
+            f.write("run\n")
         return b"x" * 100_000_000
 
     cluster = own_cluster(1)
@@ -533,6 +538,23 @@ def test_a_result_far_over_the_limit_fails_naming_it_and_the_worker_is_kept(own_
         c.wait_for_engines(1, 30)
         before = c.submit(os.getpid).result(60)
         with pytest.raises(ztask.TaskFailed, match="--max-result-bytes") as e:
-            c.submit(huge).result(120)
+            c.submit(huge, retries=2).result(120)
         assert "--max-output-bytes" in str(e.value)
+        assert runs.read_text() == "run\n", "not retried"
         assert c.submit(os.getpid).result(60) == before, "the worker was kept"
+
+
+def test_a_result_over_the_limit_is_not_retried(own_cluster, tmp_path):
+    runs = tmp_path / "runs"
+
+    def big():
+        with open(runs, "a") as f:
+            f.write("run\n")
+        return b"x" * 2_000_000
+
+    cluster = own_cluster(1, "--max-result-bytes", "1000000")
+    with ztask.Client(cluster.profile) as c:
+        c.wait_for_engines(1, 30)
+        with pytest.raises(ztask.TaskFailed, match="over the engine's limit"):
+            c.submit(big, retries=2).result(60)
+        assert runs.read_text() == "run\n", "not retried"

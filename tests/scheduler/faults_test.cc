@@ -83,6 +83,24 @@ TEST_F(Faults, RetriesExhaustedDeliverTheLastRealError) {
   EXPECT_EQ(RetriesOf(1).size(), 1u);
 }
 
+// A failure the engine says would repeat (a result over its limit) is
+// final: the retries left are not spent on it.
+TEST_F(Faults, AFailureThatWouldRepeatAnywhereIsNotRetried) {
+  AddEngine(1);
+  AddEngine(2);
+  Submit(TaskSpec(1).Retries(3));
+  const int32_t engine = DispatchesOf(1)[0];
+  EXPECT_EQ(core_->TaskFinished(slots_.at(engine), Id(1), false, ErrorType::kTaskFailed,
+                                /*retriable=*/false),
+            SchedulerCore::Finish::kAccepted);
+  Collect();
+  EXPECT_EQ(DispatchesOf(1).size(), 1u);
+  EXPECT_TRUE(RetriesOf(1).empty());
+  ASSERT_TRUE(FinalOf(1).has_value());
+  EXPECT_EQ(ErrorOf(1), ErrorType::kTaskFailed);
+  EXPECT_EQ(FinalCount(1), 1);
+}
+
 TEST_F(Faults, RetriesRunAgainOnTheOnlyEngineRatherThanHang) {
   AddEngine(1);
   Submit(TaskSpec(1).Retries(3));

@@ -7,6 +7,7 @@ return_exceptions; ordered=False maps, imap, the executor."""
 
 import concurrent.futures
 import datetime
+import os
 import sys
 import time
 
@@ -202,3 +203,43 @@ def test_joblib_runs_its_calls_on_a_view(rc):
     result = joblib.Parallel(backend="ztask-test")(joblib.delayed(abs)(-i) for i in range(10))
     assert result == list(range(10))
     assert len(view.history) >= 1
+
+
+def test_views_know_their_engines(rc):
+    def echo_kwargs(**kwargs):
+        return kwargs
+
+    assert rc[-1].apply_async(echo_kwargs, f=5, block=1).get(30) == {"f": 5, "block": 1}
+    assert rc.direct_view().targets == "all" and len(rc.direct_view()) == len(rc.ids)
+    assert len(rc.load_balanced_view()) == len(rc.ids) and len(rc[-1]) == 1
+    assert [v.targets for v in rc] == rc.ids
+
+
+def test_send_signal_interrupts_what_the_engines_run(rc):
+    v = rc[-1]
+    v.apply_sync(os.getpid)  # its Python worker runs
+    ar = v.apply_async(time.sleep, 30)
+    deadline = time.monotonic() + 30
+    while rc.queue_status(targets=rc.ids[-1])["tasks"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    rc.send_signal("SIGINT", targets=rc.ids[-1])
+    with pytest.raises(ipp.RemoteError) as caught:
+        ar.get(30)
+    assert caught.value.ename == "KeyboardInterrupt"
+    assert v.apply_sync(lambda: 1) == 1
+
+
+def test_shutdown_of_engines_shrinks_the_pool_newest_first(own_cluster):
+    c = own_cluster(3)
+    rc = ipp.Client(profile_dir=c.profile)
+    try:
+        rc.wait_for_engines(3, timeout=30)
+        names = {e["id"]: e["name"] for e in rc._ztask.engines()}
+        newest = max(rc.ids, key=lambda i: int(names[i].rsplit("-", 1)[-1]))
+        others = [i for i in rc.ids if i != newest]
+        with pytest.raises(ValueError):
+            rc.shutdown(others[0], block=True)
+        rc.shutdown(newest, block=True)
+        assert rc.ids == others
+    finally:
+        rc.close()

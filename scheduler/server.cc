@@ -1,3 +1,4 @@
+#include <cassert>
 #include <spdlog/spdlog.h>
 
 #include "scheduler/server_impl.h"
@@ -296,17 +297,17 @@ void SchedulerServer::Impl::OnAbortRequest(const std::vector<std::string_view>& 
   SendToClient(out);
 }
 
-void SchedulerServer::Impl::DrainActions() {
+void SchedulerServer::Impl::DrainActions(Msg reply) {
   while (true) {
     core_.TakeActions(&actions_);
     if (actions_.empty()) return;
     std::vector<Action> batch;
     batch.swap(actions_);
-    for (const Action& a : batch) Handle(a);
+    for (const Action& a : batch) Handle(a, reply);
   }
 }
 
-void SchedulerServer::Impl::Handle(const Action& a) {
+void SchedulerServer::Impl::Handle(const Action& a, Msg reply) {
   if (a.kind == Action::Kind::kRetire) return Retire(a);
   const Pending* pending = pending_.find(a.task);
   if (!pending) {
@@ -318,13 +319,13 @@ void SchedulerServer::Impl::Handle(const Action& a) {
     case Action::Kind::kDispatch:
       return Dispatch(a, request);
     case Action::Kind::kDeliver:
-      Deliver(a, request);
+      Deliver(a, request, reply);
       return Forget(a.task, *pending);
     case Action::Kind::kFail:
       FailTask(a, request);
       return Forget(a.task, *pending);
     case Action::Kind::kRetry:
-      return Retried(a, request);
+      return Retried(a, request, reply);
     case Action::Kind::kReturned:
     case Action::Kind::kUnmet:
       return Returned(a, request);
@@ -345,8 +346,8 @@ void SchedulerServer::Impl::Dispatch(const Action& a, const PackedRequest& reque
   engines_out_.Batch(uuid_of_slot_[a.slot], request.From(1 + protocol::kFrameHeader), &dispatch);
 }
 
-void SchedulerServer::Impl::Deliver(const Action& a, const PackedRequest& request) {
-  const Msg reply = current_reply_;
+void SchedulerServer::Impl::Deliver(const Action& a, const PackedRequest& request, Msg reply) {
+  assert(!reply.empty());  // only an engine's reply finishes a task well
   MonitorOutcome(a, /*final=*/true, reply[1 + protocol::kFrameParent],
                  reply[1 + protocol::kFrameContent], reply.subspan(1 + protocol::kFirstBuffer));
   ReplyToClient(request[0], reply.subspan(1 + protocol::kFrameHeader));
@@ -366,9 +367,9 @@ void SchedulerServer::Impl::FailTask(const Action& a, const PackedRequest& reque
   ReplyToClient(request[0], out);
 }
 
-void SchedulerServer::Impl::Retried(const Action& a, const PackedRequest& request) {
+void SchedulerServer::Impl::Retried(const Action& a, const PackedRequest& request, Msg reply) {
   if (a.from_reply) {
-    const Msg reply = current_reply_;
+    assert(!reply.empty());
     MonitorOutcome(a, /*final=*/false, reply[1 + protocol::kFrameParent],
                    reply[1 + protocol::kFrameContent], reply.subspan(1 + protocol::kFirstBuffer));
     return;

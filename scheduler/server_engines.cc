@@ -129,7 +129,6 @@ void SchedulerServer::Impl::OnTaskReply(Msg msg) {
   const EngineSlot slot = entry->second.slot;
   const TaskId& id = (*parent)->id;
   if (recovering_slots_.count(slot)) core_.Adopt(slot, id, meta->attempt);
-  current_reply_ = msg;
   // An engine sends its latest replies again when it reconnects: one of
   // an earlier attempt is late, like a reply from a lost engine.
   const bool earlier = meta->attempt > 0 && meta->attempt < core_.AttemptOf(id);
@@ -143,8 +142,7 @@ void SchedulerServer::Impl::OnTaskReply(Msg msg) {
     ++counters_.late_replies;
     spdlog::debug("ignored a late reply for task {}", id.ToHex());
   }
-  DrainActions();
-  current_reply_ = {};
+  DrainActions(msg);
 }
 
 // Replies kept while their engines were not linked yet.

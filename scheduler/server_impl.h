@@ -241,20 +241,23 @@ class SchedulerServer::Impl {
 
   // ---- actions (server.cc) ------------------------------------------------
 
-  void DrainActions();
+  // Carries out what the core asked. `reply`: the engine's reply being
+  // handled, whose frames a delivery or a retry passes on; empty otherwise.
+  void DrainActions(Msg reply = {});
 
-  void Handle(const Action& a);
+  void Handle(const Action& a, Msg reply);
 
   // A drained engine may go: tell it, and forget it (it unregisters).
   void Retire(const Action& a);
 
   void Dispatch(const Action& a, const PackedRequest& request);
 
-  void Deliver(const Action& a, const PackedRequest& request);
+  // REQUIRES: `reply` is the engine's reply that finished the task.
+  void Deliver(const Action& a, const PackedRequest& request, Msg reply);
 
   void FailTask(const Action& a, const PackedRequest& request);
 
-  void Retried(const Action& a, const PackedRequest& request);
+  void Retried(const Action& a, const PackedRequest& request, Msg reply);
   void Returned(const Action& a, const PackedRequest& request);
   static std::string UnmetReason(Msg reply);
 
@@ -353,7 +356,6 @@ class SchedulerServer::Impl {
   std::vector<std::vector<std::string>> early_replies_;  // copies of the messages
   int64_t recovery_deadline_us_ = 0;
   Frames frames_;
-  Msg current_reply_;  // while a reply is handled
   std::vector<Action> actions_;
   FlatIdMap<Pending> pending_;
   std::unordered_map<std::string, EngineEntry> engines_;

@@ -28,6 +28,12 @@ class Statement {
   ~Statement() { sqlite3_finalize(stmt_); }
   sqlite3_stmt* get() { return stmt_; }
   bool ok() const { return stmt_ != nullptr; }
+  // Runs it once with what is bound, and readies it for the next binding.
+  bool StepDone() {
+    const bool done = sqlite3_step(stmt_) == SQLITE_DONE;
+    sqlite3_reset(stmt_);
+    return done;
+  }
 
  private:
   sqlite3_stmt* stmt_ = nullptr;
@@ -717,20 +723,24 @@ void TaskStore::Evict() {
 // known one is rewritten by its row number, with its request only when that
 // changed (kept, or dropped once the task ended).
 Status TaskStore::WriteRows(std::vector<std::pair<Entry*, int64_t>>* added) {
+  ZTASK_RETURN_IF_ERROR(WriteRecords(added));
+  ZTASK_RETURN_IF_ERROR(DeleteRows());
+  ZTASK_RETURN_IF_ERROR(WriteCounts());
+  return WriteJobs();
+}
+
+Status TaskStore::WriteRecords(std::vector<std::pair<Entry*, int64_t>>* added) {
   Statement insert(db_,
                    "INSERT INTO tasks (id, record, request, done, job) VALUES (?1, ?2, ?3, ?4, ?5)");
   Statement update(db_, "UPDATE tasks SET record = ?2, done = ?4, job = ?5 WHERE seq = ?1");
   Statement update_both(
       db_, "UPDATE tasks SET record = ?2, request = ?3, done = ?4, job = ?5 WHERE seq = ?1");
-  Statement erase(db_, "DELETE FROM tasks WHERE seq = ?1");
-  Statement count(db_, "INSERT OR REPLACE INTO finished_by_engine (engine, finished) VALUES (?1, ?2)");
-  if (!insert.ok() || !update.ok() || !update_both.ok() || !erase.ok() || !count.ok()) {
+  if (!insert.ok() || !update.ok() || !update_both.ok()) {
     return SqlError(db_, "cannot write task records");
   }
   std::string blob, request;
   for (Entry* dirty : dirty_) {
     const Entry& e = *dirty;
-    const TaskId& id = e.record.id;
     blob = protocol::EncodeBody(e.record);
     // A new record is inserted with its request; a known one is updated by
     // its row, with its request only when that changed.
@@ -738,10 +748,9 @@ Status TaskStore::WriteRows(std::vector<std::pair<Entry*, int64_t>>* added) {
     const bool write_request = new_row || e.request_changed;
     const bool kept = write_request && e.has_request;
     if (kept) request = protocol::EncodeBody(protocol::FrameList{e.request});
-    sqlite3_stmt* stmt = new_row             ? insert.get()
-                         : e.request_changed ? update_both.get()
-                                             : update.get();
-    const Key key(id);  // bound before stepping, while it is on the stack
+    Statement& statement = new_row ? insert : e.request_changed ? update_both : update;
+    sqlite3_stmt* stmt = statement.get();
+    const Key key(e.record.id);  // bound before stepping, while it is on the stack
     if (new_row) {
       BindBlob(stmt, 1, key.view());
     } else {
@@ -755,59 +764,67 @@ Status TaskStore::WriteRows(std::vector<std::pair<Entry*, int64_t>>* added) {
     } else {
       sqlite3_bind_null(stmt, 5);
     }
-    if (write_request) {
-      if (kept) {
-        BindBlob(stmt, 3, request);
-      } else {
-        sqlite3_bind_null(stmt, 3);
-      }
+    if (kept) {
+      BindBlob(stmt, 3, request);
+    } else if (write_request) {
+      sqlite3_bind_null(stmt, 3);
     }
-    const bool ok = sqlite3_step(stmt) == SQLITE_DONE;
-    sqlite3_reset(stmt);
-    if (!ok) return SqlError(db_, "cannot write task records");
+    if (!statement.StepDone()) return SqlError(db_, "cannot write task records");
     if (new_row) added->emplace_back(dirty, sqlite3_last_insert_rowid(db_));
   }
+  return Status::Ok();
+}
+
+Status TaskStore::DeleteRows() {
+  if (deleted_rows_.empty()) return Status::Ok();
+  Statement erase(db_, "DELETE FROM tasks WHERE seq = ?1");
+  if (!erase.ok()) return SqlError(db_, "cannot delete task records");
   for (int64_t row : deleted_rows_) {
     sqlite3_bind_int64(erase.get(), 1, row);
-    const bool ok = sqlite3_step(erase.get()) == SQLITE_DONE;
-    sqlite3_reset(erase.get());
-    if (!ok) return SqlError(db_, "cannot delete task records");
+    if (!erase.StepDone()) return SqlError(db_, "cannot delete task records");
   }
-  for (int32_t engine : tally_changed_) {
-    sqlite3_bind_int(count.get(), 1, engine);
-    sqlite3_bind_int64(count.get(), 2, by_engine_[engine].finished);
-    const bool ok = sqlite3_step(count.get()) == SQLITE_DONE;
-    sqlite3_reset(count.get());
-    if (!ok) return SqlError(db_, "cannot write the finished counts");
-  }
-  if (outcomes_changed_) {
-    Statement outcomes(db_, "INSERT OR REPLACE INTO finished_counts (state, n) VALUES (?1, ?2)");
-    if (!outcomes.ok()) return SqlError(db_, "cannot write the finished counts");
-    for (const auto& [state, n] : {std::pair{TaskState::kOk, ok_}, {TaskState::kError, failed_}}) {
-      sqlite3_bind_int(outcomes.get(), 1, static_cast<int>(state));
-      sqlite3_bind_int64(outcomes.get(), 2, n);
-      const bool ok = sqlite3_step(outcomes.get()) == SQLITE_DONE;
-      sqlite3_reset(outcomes.get());
-      if (!ok) return SqlError(db_, "cannot write the finished counts");
+  return Status::Ok();
+}
+
+// The finished counts by engine and by outcome, kept as rows so that a
+// restarted hub reports the same totals.
+Status TaskStore::WriteCounts() {
+  if (!tally_changed_.empty()) {
+    Statement count(db_,
+                    "INSERT OR REPLACE INTO finished_by_engine (engine, finished) VALUES (?1, ?2)");
+    if (!count.ok()) return SqlError(db_, "cannot write the finished counts");
+    for (int32_t engine : tally_changed_) {
+      sqlite3_bind_int(count.get(), 1, engine);
+      sqlite3_bind_int64(count.get(), 2, by_engine_[engine].finished);
+      if (!count.StepDone()) return SqlError(db_, "cannot write the finished counts");
     }
   }
-  if (!jobs_changed_.empty()) {
-    Statement job(db_,
-                  "INSERT OR REPLACE INTO jobs (name, ok, failed, replaced, first_submit, "
-                  "last_finish) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-    if (!job.ok()) return SqlError(db_, "cannot write the jobs' counts");
-    for (const std::string& name : jobs_changed_) {
-      const protocol::JobSummary& j = jobs_[name];
-      sqlite3_bind_text(job.get(), 1, name.data(), static_cast<int>(name.size()), SQLITE_STATIC);
-      sqlite3_bind_int64(job.get(), 2, j.ok);
-      sqlite3_bind_int64(job.get(), 3, j.failed);
-      sqlite3_bind_int64(job.get(), 4, j.replaced);
-      sqlite3_bind_int64(job.get(), 5, j.first_submit_us);
-      sqlite3_bind_int64(job.get(), 6, j.last_finish_us);
-      const bool ok = sqlite3_step(job.get()) == SQLITE_DONE;
-      sqlite3_reset(job.get());
-      if (!ok) return SqlError(db_, "cannot write the jobs' counts");
-    }
+  if (!outcomes_changed_) return Status::Ok();
+  Statement outcomes(db_, "INSERT OR REPLACE INTO finished_counts (state, n) VALUES (?1, ?2)");
+  if (!outcomes.ok()) return SqlError(db_, "cannot write the finished counts");
+  for (const auto& [state, n] : {std::pair{TaskState::kOk, ok_}, {TaskState::kError, failed_}}) {
+    sqlite3_bind_int(outcomes.get(), 1, static_cast<int>(state));
+    sqlite3_bind_int64(outcomes.get(), 2, n);
+    if (!outcomes.StepDone()) return SqlError(db_, "cannot write the finished counts");
+  }
+  return Status::Ok();
+}
+
+Status TaskStore::WriteJobs() {
+  if (jobs_changed_.empty()) return Status::Ok();
+  Statement job(db_,
+                "INSERT OR REPLACE INTO jobs (name, ok, failed, replaced, first_submit, "
+                "last_finish) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  if (!job.ok()) return SqlError(db_, "cannot write the jobs' counts");
+  for (const std::string& name : jobs_changed_) {
+    const protocol::JobSummary& j = jobs_[name];
+    sqlite3_bind_text(job.get(), 1, name.data(), static_cast<int>(name.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(job.get(), 2, j.ok);
+    sqlite3_bind_int64(job.get(), 3, j.failed);
+    sqlite3_bind_int64(job.get(), 4, j.replaced);
+    sqlite3_bind_int64(job.get(), 5, j.first_submit_us);
+    sqlite3_bind_int64(job.get(), 6, j.last_finish_us);
+    if (!job.StepDone()) return SqlError(db_, "cannot write the jobs' counts");
   }
   return Status::Ok();
 }

@@ -161,6 +161,12 @@ class TaskStore {
   // Writes what changed; the row numbers it gave are applied to the entries
   // once the transaction commits.
   Status WriteRows(std::vector<std::pair<Entry*, int64_t>>* added);
+  // Its parts: the dirty records, the rows let go, the finished counts,
+  // the jobs' counts.
+  Status WriteRecords(std::vector<std::pair<Entry*, int64_t>>* added);
+  Status DeleteRows();
+  Status WriteCounts();
+  Status WriteJobs();
   // The entry of `id`, made when missing (`made` says so): one lookup, and
   // one in the file when records were let go (a finished one comes back).
   Entry& EntryOf(const TaskId& id, bool* made);

@@ -243,3 +243,20 @@ def test_shutdown_of_engines_shrinks_the_pool_newest_first(own_cluster):
         assert rc.ids == others
     finally:
         rc.close()
+
+
+def test_install_as_makes_an_unchanged_import_find_compat(tmp_path):
+    import subprocess
+
+    stand_in = tmp_path / "ipyparallel"
+    stand_in.mkdir()
+    (stand_in / "__init__.py").write_text("import ztask.compat; ztask.compat.install_as(__name__, __path__)\n")
+    (stand_in / "extra.py").write_text("HERE = True\n")
+    check = ("import ipyparallel, ztask.compat as z\n"
+             "import ipyparallel.client.view as view\n"
+             "from ipyparallel import error, extra\n"
+             "assert ipyparallel is z and view is z.client.view and error is z.error and extra.HERE\n")
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": "%s:%s" % (tmp_path, package)})
+    assert done.returncode == 0, done.stderr

@@ -51,6 +51,11 @@ def __getattr__(name):
         from . import cluster
 
         return getattr(cluster, name)
+    from . import _alias
+
+    own = _alias.own_submodule(name) if not name.startswith("__") else None
+    if own is not None:
+        return own
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 

@@ -54,6 +54,18 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
+def own_submodule(attribute):
+    """`from NAME import sub` of a stand-in package's own submodule: the
+    import system looks for it under ztask.compat's name, so ztask.compat
+    asks here (None when no stand-in has it)."""
+    for finder in sys.meta_path:
+        if isinstance(finder, _Finder) and finder._own_path:
+            full = "%s.%s" % (finder._name, attribute)
+            if importlib.machinery.PathFinder.find_spec(full, finder._own_path) is not None:
+                return importlib.import_module(full)
+    return None
+
+
 def install_as(name, own_path=None):
     """Makes `import NAME` (and every `NAME.sub`) give ztask.compat's
     modules. `own_path`: the stand-in package's __path__, searched for

@@ -23,7 +23,7 @@ import weakref
 from ..client.client import Client
 from ..client.processes import _children_of
 from . import launcher
-from .control import _engine_pids, _taskcluster, _terminate, cluster_profile_dir
+from .control import Process, _engine_pids, _taskcluster, _terminate, cluster_profile_dir
 from .launcher import find_launcher_class
 
 __all__ = ["Cluster"]
@@ -47,9 +47,7 @@ class _Controller(launcher.LocalControllerLauncher):
     """The running cluster's supervisor (hub and scheduler are its children)."""
 
     def __init__(self, pid, config=None):
-        import psutil
-
-        self.process = psutil.Process(pid)
+        self.process = Process(pid)
         self.pid = pid
         self.config = config
 

@@ -6,8 +6,9 @@ import re
 import shutil
 import signal as _signal
 import subprocess
+import time
 
-__all__ = ["program", "cluster_profile_dir", "stop_engines"]
+__all__ = ["program", "cluster_profile_dir", "stop_engines", "Process"]
 
 
 def program(name):
@@ -67,6 +68,41 @@ def stop_engines(client, ids, restart):
         _taskcluster("stop", "--profile-dir", profile)
     else:
         _taskcluster("scale", str(len(running) - len(ids)), "--profile-dir", profile)
+
+
+class Process:
+    """A process of this host by pid, with what programs ask of a
+    cluster's controller process (psutil's names, without psutil)."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def status(self):
+        """"running", "zombie", ... or "gone" (from /proc)."""
+        try:
+            with open("/proc/%d/stat" % self.pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return "gone"
+        return {"Z": "zombie", "X": "dead", "T": "stopped", "S": "sleeping", "D": "disk-sleep"}.get(state,
+                                                                                              "running")
+
+    def is_running(self):
+        return self.status() not in ("gone", "dead")
+
+    def terminate(self):
+        try:
+            os.kill(self.pid, _signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout=None):
+        """Until it has exited (TimeoutError after `timeout` seconds)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.is_running() and self.status() != "zombie":
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError("process %d still runs after %g s" % (self.pid, timeout))
+            time.sleep(0.02)
 
 
 def _terminate(process):

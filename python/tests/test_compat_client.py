@@ -260,3 +260,17 @@ def test_install_as_makes_an_unchanged_import_find_compat(tmp_path):
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": "%s:%s" % (tmp_path, package)})
     assert done.returncode == 0, done.stderr
+
+
+def test_waiting_for_engines_ends_when_the_supervisor_gives_them_up(own_cluster):
+    import signal
+
+    c = own_cluster(1, "--max-restarts", "0")
+    rc = ipp.Client(profile_dir=c.profile)
+    try:
+        waiting = rc.wait_for_engines(2, timeout=60, block=False)
+        os.kill(rc._ztask.engines()[0]["pid"], signal.SIGKILL)
+        with pytest.raises(ipp.error.EngineError):
+            waiting.result(60)
+    finally:
+        rc.close()

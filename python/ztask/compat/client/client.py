@@ -108,9 +108,13 @@ class Client(HubRecords, EngineProcesses):
 
     # ---- engines ---------------------------------------------------------------
 
-    def _refresh_engines(self):
+    def _refresh_engines(self, failed=False):
+        """The running engines' ids (and, with failed, the names of those
+        their supervisor gave up)."""
         engines = self._ztask.engines()
         self._engines = {e["id"]: e.get("uuid") or e.get("name") for e in engines if e.get("state") == "running"}
+        if failed:
+            return sorted(self._engines), {e.get("name") for e in engines if e.get("state") == "failed"}
         return sorted(self._engines)
 
     def _engine_uuid(self, engine_id):
@@ -181,11 +185,19 @@ class Client(HubRecords, EngineProcesses):
             n = len(self.ids)
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
 
+        failed_before = self._refresh_engines(failed=True)[1]
+
         def wait():
-            while len(self.ids) < n:
+            while True:
+                running, failed = self._refresh_engines(failed=True)
+                if len(running) >= n:
+                    return
                 if deadline is not None and time.monotonic() > deadline:
-                    raise error.TimeoutError("%d engines running, not %d, after %g s" % (len(self._engines), n,
-                                                                                        timeout))
+                    raise error.TimeoutError("%d engines running, not %d, after %g s" % (len(running), n, timeout))
+                failed -= failed_before
+                if failed:  # given up by their supervisor while we wait: they will not come
+                    raise error.EngineError("engines %s failed (their supervisor gave them up) while waiting for "
+                                            "%d engines; %d run" % (sorted(failed), n, len(self._engines)))
                 time.sleep(0.05)
 
         if block:

@@ -502,8 +502,10 @@ def test_futures_fail_with_cluster_error_once_the_cluster_is_gone_past_the_limit
         c.wait_for_engines(1, 30)
         running = c.command(["sleep", "60"])
         waiting = c.command(["true"])  # HWM 1: it waits in the scheduler
-        cluster.stop()
+        # Counted from before the stop: the limit runs from the moment the
+        # scheduler went away, somewhere inside the stop.
         stopped = time.monotonic()
+        cluster.stop()
         with caplog.at_level("WARNING", logger="ztask"):
             with pytest.raises(ztask.ClusterError, match="has not been reachable for 7 s") as e:
                 waiting.result()  # no timeout: it must not block for ever
@@ -522,10 +524,10 @@ def test_the_unreachable_limit_must_be_a_number_of_seconds(cluster):
 
 
 def test_a_result_far_over_the_limit_fails_naming_it_and_the_worker_is_kept(own_cluster, tmp_path):
-    # Past what the engine reads from its worker, the answer is dropped as
-    # it comes: TaskFailed naming the limits, not an engine fault, not
-    # retried (it would be as large anywhere), and the same worker runs the
-    # next task.
+    # Past what the engine keeps of its worker's answer, the result is
+    # dropped as it comes: TaskFailed naming the limit, not an engine
+    # fault, not retried (it would be as large anywhere), and the same
+    # worker runs the next task.
     runs = tmp_path / "runs"
 
     def huge():
@@ -537,9 +539,8 @@ def test_a_result_far_over_the_limit_fails_naming_it_and_the_worker_is_kept(own_
     with ztask.Client(cluster.profile) as c:
         c.wait_for_engines(1, 30)
         before = c.submit(os.getpid).result(60)
-        with pytest.raises(ztask.TaskFailed, match="--max-result-bytes") as e:
+        with pytest.raises(ztask.TaskFailed, match="100000009 bytes, over .*--max-result-bytes"):
             c.submit(huge, retries=2).result(120)
-        assert "--max-output-bytes" in str(e.value)
         assert runs.read_text() == "run\n", "not retried"
         assert c.submit(os.getpid).result(60) == before, "the worker was kept"
 
@@ -558,3 +559,21 @@ def test_a_result_over_the_limit_is_not_retried(own_cluster, tmp_path):
         with pytest.raises(ztask.TaskFailed, match="over the engine's limit"):
             c.submit(big, retries=2).result(60)
         assert runs.read_text() == "run\n", "not retried"
+
+
+def test_what_a_function_prints_past_the_limit_is_cut_and_the_task_succeeds(own_cluster):
+    # Far more than the engine keeps of an answer (90 MB; the output limit
+    # is 1 MiB): its output is kept to the limit and marked truncated, as a
+    # command's is, and the task succeeds.
+    def loud():
+        sys.stdout.write("o" * 90_000_000)
+        return 42
+
+    cluster = own_cluster(1)
+    with ztask.Client(cluster.profile) as c:
+        c.wait_for_engines(1, 30)
+        f = c.submit(loud)
+        assert f.result(120) == 42
+        record = f.record
+        assert record["stdout"] == "o" * (1 << 20)
+        assert record["stdout_truncated"] is True

@@ -114,8 +114,13 @@ TEST_F(ClusterTest, AnotherAccountOfTheHostReadsNothingTheHubPublishes) {
               info->hub.notifier, info->hub.events},
              other_out);
   auto owner_listener = listen({"/usr/bin/python3", "-c", count, info->hub.events}, owner_out);
-  // Activity for the event stream while both listen.
-  for (int i = 0; i < 10; ++i) Submit({"--fn", "noop"});
+  // Activity on the event stream for as long as the listeners listen: each
+  // connects and subscribes at its own pace, slow under load, and the hub
+  // publishes only while someone subscribes.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!owner_listener->Poll() && std::chrono::steady_clock::now() < until) {
+    Submit({"--fn", "noop"});
+  }
   Ran other, owner;
   other.code = other_listener->Wait(std::chrono::seconds(30)).value_or(-1);
   owner.code = owner_listener->Wait(std::chrono::seconds(30)).value_or(-1);

@@ -861,8 +861,8 @@ class EngineLoop final : public Stoppable {
         return fail(ErrorType::kEngineError, "engine " + std::to_string(engine_id_) + ": " +
                                                  outcome.evalue);
       case Kind::kTooLarge:
-        // What the task returned or printed, not a fault of the engine: it
-        // would do the same anywhere, so it is not retried.
+        // Its result, not a fault of the engine: it would be as large
+        // anywhere, so it is not retried.
         done->meta.no_retry = true;
         return fail(ErrorType::kTaskFailed, outcome.evalue);
     }

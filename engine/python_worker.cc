@@ -14,6 +14,7 @@
 #include <msgpack.hpp>
 #include <vector>
 
+#include "engine/bounded_answer.h"
 #include "protocol/path_search.h"
 #include "protocol/wire.h"
 
@@ -182,58 +183,110 @@ PythonWorker::IoStatus PythonWorker::WriteMessage(std::string_view data, int64_t
   return IoStatus::kOk;
 }
 
+// More of what the worker sent, into inbox_ (kOk also when nothing came
+// yet: the caller looks again).
+PythonWorker::IoStatus PythonWorker::Fill(int64_t deadline_us) {
+  int wait_ms = -1;
+  if (deadline_us > 0) {
+    const int64_t left = deadline_us - protocol::SteadyMicros();
+    if (left <= 0) return IoStatus::kTimedOut;
+    wait_ms = static_cast<int>(std::min<int64_t>(left / 1000 + 1, 1000));
+  }
+  pollfd fd{from_worker_, POLLIN, 0};
+  const int ready = ::poll(&fd, 1, wait_ms);
+  if (ready < 0 && errno != EINTR) return IoStatus::kClosed;
+  if (ready <= 0) return IoStatus::kOk;  // look at the deadline again
+  if (inbox_at_ > 0) {
+    inbox_.erase(0, inbox_at_);
+    inbox_at_ = 0;
+  }
+  char buffer[1 << 16];
+  const ssize_t r = ::read(from_worker_, buffer, sizeof buffer);
+  if (r < 0 && (errno == EINTR || errno == EAGAIN)) return IoStatus::kOk;
+  if (r <= 0) return IoStatus::kClosed;
+  inbox_.append(buffer, static_cast<size_t>(r));
+  return IoStatus::kOk;
+}
+
 PythonWorker::IoStatus PythonWorker::ReadMessage(std::string* out, int64_t deadline_us,
-                                                 size_t max_bytes, size_t* dropped) {
+                                                 size_t max_bytes, const AnswerBounds* bounds,
+                                                 BoundedOutcome* bounded) {
   // Whatever the pipe has is taken at once: a message most often in one read.
   auto have = [&](size_t n) { return inbox_.size() - inbox_at_ >= n; };
-  auto fill = [&]() -> IoStatus {
-    int wait_ms = -1;
-    if (deadline_us > 0) {
-      const int64_t left = deadline_us - protocol::SteadyMicros();
-      if (left <= 0) return IoStatus::kTimedOut;
-      wait_ms = static_cast<int>(std::min<int64_t>(left / 1000 + 1, 1000));
-    }
-    pollfd fd{from_worker_, POLLIN, 0};
-    const int ready = ::poll(&fd, 1, wait_ms);
-    if (ready < 0 && errno != EINTR) return IoStatus::kClosed;
-    if (ready <= 0) return IoStatus::kOk;  // look at the deadline again
-    if (inbox_at_ > 0) {
-      inbox_.erase(0, inbox_at_);
-      inbox_at_ = 0;
-    }
-    char buffer[1 << 16];
-    const ssize_t r = ::read(from_worker_, buffer, sizeof buffer);
-    if (r < 0 && (errno == EINTR || errno == EAGAIN)) return IoStatus::kOk;
-    if (r <= 0) return IoStatus::kClosed;
-    inbox_.append(buffer, static_cast<size_t>(r));
-    return IoStatus::kOk;
-  };
   while (!have(4)) {
-    if (IoStatus s = fill(); s != IoStatus::kOk) return s;
+    if (IoStatus s = Fill(deadline_us); s != IoStatus::kOk) return s;
   }
   const auto* p = reinterpret_cast<const unsigned char*>(inbox_.data() + inbox_at_);
   const uint32_t size = p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24;
   if (size > max_bytes) {
-    // Dropped as it comes, a buffer at a time: what follows is the next
-    // message, so the worker goes on.
+    if (!bounds || !bounded) return IoStatus::kClosed;
+    // Walked as it comes, a buffer at a time, keeping each value within
+    // its bound: what follows is the next message, so the worker goes on.
     inbox_at_ += 4;
-    size_t left = size;
-    while (left > 0) {
-      const size_t take = std::min(left, inbox_.size() - inbox_at_);
-      inbox_at_ += take;
-      left -= take;
-      if (left == 0) break;
-      if (IoStatus s = fill(); s != IoStatus::kOk) return s;
-    }
-    if (dropped) *dropped = size;
+    class Pipe final : public AnswerSource {
+     public:
+      Pipe(PythonWorker& w, int64_t deadline_us) : w_(w), deadline_us_(deadline_us) {}
+      bool Read(char* into, size_t n) override { return Take(into, n); }
+      bool Skip(size_t n) override { return Take(nullptr, n); }
+      IoStatus status = IoStatus::kOk;
+
+     private:
+      bool Take(char* into, size_t n) {
+        while (n > 0) {
+          const size_t ready = w_.inbox_.size() - w_.inbox_at_;
+          if (ready == 0) {
+            status = w_.Fill(deadline_us_);
+            if (status != IoStatus::kOk) return false;
+            continue;
+          }
+          const size_t take = std::min(n, ready);
+          if (into) std::memcpy(into, w_.inbox_.data() + w_.inbox_at_, take), into += take;
+          w_.inbox_at_ += take;
+          n -= take;
+        }
+        return true;
+      }
+      PythonWorker& w_;
+      const int64_t deadline_us_;
+    } pipe(*this, deadline_us);
+    BoundedAnswer answer(pipe, size, *bounds);
+    if (!answer.Read(bounded)) return pipe.status == IoStatus::kOk ? IoStatus::kClosed : pipe.status;
     return IoStatus::kTooLarge;
   }
   while (!have(4 + size)) {
-    if (IoStatus s = fill(); s != IoStatus::kOk) return s;
+    if (IoStatus s = Fill(deadline_us); s != IoStatus::kOk) return s;
   }
   out->assign(inbox_, inbox_at_ + 4, size);
   inbox_at_ += 4 + size;
   return IoStatus::kOk;
+}
+
+// An answer of the worker (a msgpack map) into `outcome`; kWorkerLost when
+// it cannot be read.
+void PythonWorker::Parse(const std::string& reply, const PythonTask& task, PythonOutcome* outcome) {
+  try {
+    msgpack::object_handle h = msgpack::unpack(reply.data(), reply.size());
+    const msgpack::object& map = h.get();
+    const std::string status = Field(map, "status");
+    Keep(Field(map, "stdout"), task.max_output_bytes, &outcome->stdout_text,
+         &outcome->stdout_truncated);
+    Keep(Field(map, "stderr"), task.max_output_bytes, &outcome->stderr_text,
+         &outcome->stderr_truncated);
+    outcome->evalue = Field(map, "evalue");
+    if (status == "ok") {
+      outcome->kind = PythonOutcome::Kind::kOk;
+      outcome->result = Field(map, "result");
+    } else if (status == "unmet") {
+      outcome->kind = PythonOutcome::Kind::kUnmet;
+    } else {
+      outcome->kind = PythonOutcome::Kind::kError;
+      outcome->ename = Field(map, "ename");
+      outcome->traceback = Field(map, "traceback");
+    }
+  } catch (const std::exception& e) {
+    outcome->kind = PythonOutcome::Kind::kWorkerLost;
+    outcome->evalue = std::string("the Python worker answered what cannot be read: ") + e.what();
+  }
 }
 
 PythonOutcome PythonWorker::Run(const PythonTask& task) {
@@ -272,21 +325,33 @@ PythonOutcome PythonWorker::Run(const PythonTask& task) {
           ? protocol::SteadyMicros() + static_cast<int64_t>(task.time_limit_s * 1e6)
           : 0;
   std::string reply;
-  size_t dropped = 0;
+  const AnswerBounds bounds{task.max_output_bytes, task.max_result_bytes, kAnswerSlackBytes};
+  BoundedOutcome bounded;
   IoStatus read = WriteMessage(std::string_view(body.data(), body.size()), deadline);
   if (read == IoStatus::kOk) {
     read = ReadMessage(&reply, deadline,
                        task.max_result_bytes + 2 * task.max_output_bytes + kAnswerSlackBytes,
-                       &dropped);
+                       &bounds, &bounded);
   }
   if (read == IoStatus::kTooLarge) {
-    outcome.kind = PythonOutcome::Kind::kTooLarge;
-    outcome.evalue = "its result and what it printed came to " + std::to_string(dropped) +
-                     " bytes, over the engine's limits of " +
-                     std::to_string(task.max_result_bytes) +
-                     " bytes for a result (taskengine --max-result-bytes) and " +
-                     std::to_string(task.max_output_bytes) +
-                     " for each of its stdout and stderr (--max-output-bytes)";
+    // Too large to keep whole: what was kept of it, output cut as a
+    // command's is; a result over its limit is dropped and the task fails.
+    if (!bounded.map.empty()) Parse(bounded.map, task, &outcome);
+    if (bounded.map.empty() || outcome.kind == PythonOutcome::Kind::kWorkerLost) {
+      outcome.kind = PythonOutcome::Kind::kTooLarge;
+      outcome.evalue = "its answer could not be read within the engine's limits";
+      return outcome;
+    }
+    outcome.stdout_truncated = outcome.stdout_truncated || bounded.stdout_cut;
+    outcome.stderr_truncated = outcome.stderr_truncated || bounded.stderr_cut;
+    if (bounded.result_dropped) {
+      outcome.kind = PythonOutcome::Kind::kTooLarge;
+      outcome.result.clear();
+      outcome.evalue = "its result is " + std::to_string(bounded.result_bytes) +
+                       " bytes, over the engine's limit of " +
+                       std::to_string(task.max_result_bytes) +
+                       " bytes (taskengine --max-result-bytes)";
+    }
     return outcome;
   }
   if (read != IoStatus::kOk) {
@@ -300,28 +365,10 @@ PythonOutcome PythonWorker::Run(const PythonTask& task) {
                      " while it ran the task; it is started again for the next task";
     return outcome;
   }
-  try {
-    msgpack::object_handle h = msgpack::unpack(reply.data(), reply.size());
-    const msgpack::object& map = h.get();
-    const std::string status = Field(map, "status");
-    Keep(Field(map, "stdout"), task.max_output_bytes, &outcome.stdout_text, &outcome.stdout_truncated);
-    Keep(Field(map, "stderr"), task.max_output_bytes, &outcome.stderr_text, &outcome.stderr_truncated);
-    outcome.evalue = Field(map, "evalue");
-    if (status == "ok") {
-      outcome.kind = PythonOutcome::Kind::kOk;
-      outcome.result = Field(map, "result");
-    } else if (status == "unmet") {
-      outcome.kind = PythonOutcome::Kind::kUnmet;
-    } else {
-      outcome.kind = PythonOutcome::Kind::kError;
-      outcome.ename = Field(map, "ename");
-      outcome.traceback = Field(map, "traceback");
-    }
-  } catch (const std::exception& e) {
+  Parse(reply, task, &outcome);
+  if (outcome.kind == PythonOutcome::Kind::kWorkerLost) {
     std::string exit_text;
     Reap(&exit_text);
-    outcome.kind = PythonOutcome::Kind::kWorkerLost;
-    outcome.evalue = std::string("the Python worker answered what cannot be read: ") + e.what();
   }
   return outcome;
 }

@@ -27,6 +27,8 @@
 #include <string>
 #include <string_view>
 
+#include "engine/bounded_answer.h"
+
 namespace ztask::engine {
 
 struct PythonTask {
@@ -48,8 +50,8 @@ struct PythonOutcome {
     kUnmet,       // its require/depend check failed here: evalue says why
     kTimedOut,    // killed at its time limit
     kWorkerLost,  // the worker could not start, or died: evalue says why
-    kTooLarge,    // its answer (result and output) was over the bound: skipped
-                  // unread, the worker kept; evalue says how large
+    kTooLarge,    // its result was over the limit (evalue says how large):
+                  // dropped as it came, the worker kept
   };
   Kind kind = Kind::kWorkerLost;
   std::string result;
@@ -77,12 +79,15 @@ class PythonWorker {
   void Reap(std::string* why);
   // One message to or from the worker before `deadline_us` (steady µs; 0:
   // none).
-  // A message over `max_bytes` is read and dropped (kTooLarge, its size in
-  // *dropped): the engine's memory stays bounded and the worker is kept.
+  // A message over `max_bytes` is walked as it comes into *bounded, each
+  // value within `bounds` (kTooLarge; without bounds, kClosed): the
+  // engine's memory stays bounded and the worker is kept.
   enum class IoStatus { kOk, kTimedOut, kClosed, kTooLarge };
   IoStatus WriteMessage(std::string_view data, int64_t deadline_us);
   IoStatus ReadMessage(std::string* out, int64_t deadline_us, size_t max_bytes = kMaxHelloBytes,
-                       size_t* dropped = nullptr);
+                       const AnswerBounds* bounds = nullptr, BoundedOutcome* bounded = nullptr);
+  IoStatus Fill(int64_t deadline_us);
+  static void Parse(const std::string& reply, const PythonTask& task, PythonOutcome* outcome);
   static constexpr size_t kMaxHelloBytes = size_t{1} << 20;
 
   std::string interpreter_;

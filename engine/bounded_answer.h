@@ -116,9 +116,12 @@ class BoundedAnswer {
       if (!Value(0, kMaxKeyBytes, kMaxKeyBytes, &key)) return false;
       size_t bound = bounds_.other;
       bool* cut = nullptr;
-      if (key == "stdout") bound = bounds_.output, cut = &out_->stdout_cut;
-      if (key == "stderr") bound = bounds_.output, cut = &out_->stderr_cut;
-      if (key == "result") bound = bounds_.result;
+      if (key == "stdout" || key == "stderr") {
+        bound = bounds_.output;
+        cut = key == "stdout" ? &out_->stdout_cut : &out_->stderr_cut;
+      } else if (key == "result") {
+        bound = bounds_.result;
+      }
       bool was_cut = false;
       if (!Value(1, bound, key == "result" ? 0 : bound, nullptr, &was_cut,
                  key == "result" ? &out_->result_bytes : nullptr)) {

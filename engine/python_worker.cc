@@ -240,7 +240,10 @@ PythonWorker::IoStatus PythonWorker::ReadMessage(std::string* out, int64_t deadl
             continue;
           }
           const size_t take = std::min(n, ready);
-          if (into) std::memcpy(into, w_.inbox_.data() + w_.inbox_at_, take), into += take;
+          if (into) {
+            std::memcpy(into, w_.inbox_.data() + w_.inbox_at_, take);
+            into += take;
+          }
           w_.inbox_at_ += take;
           n -= take;
         }

@@ -103,10 +103,10 @@ def _is_unmet(exc):
 # with it as its globals. It is this process's __main__, so that what
 # `execute` defines pickles as it would in a script. The functions below are
 # what ztask.compat sends as tasks (by reference); ztask's own API never uses
-# them. A worker that dies loses its namespace: `started` tells a client so.
+# them. A worker that dies loses its namespace (ztask.compat warns when it
+# next uses that engine).
 
 namespace = sys.modules["__main__"].__dict__
-started = "%d-%d" % (os.getpid(), int(__import__("time").time() * 1e6))
 _BUILTIN_NAMES = frozenset(namespace) | {"__builtins__", "__name__", "__doc__"}
 _execution_count = itertools.count(1)
 
@@ -233,12 +233,6 @@ def ns_clear():
     """Forgets every name the engine's users defined."""
     for name in [n for n in namespace if n not in _BUILTIN_NAMES]:
         del namespace[name]
-
-
-def ns_started():
-    """When this worker (and its namespace) started: it changes when the
-    worker is started again."""
-    return started
 
 
 class ExecuteOutcome(dict):

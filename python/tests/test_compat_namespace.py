@@ -178,8 +178,9 @@ def test_a_new_worker_is_a_new_namespace(own_cluster):
         v["a"] = 1
         with pytest.raises(ipp.error.EngineError):
             v.apply_sync(os._exit, 1)
-        with pytest.raises(ipp.RemoteError) as caught:
-            v["a"]
+        with pytest.warns(RuntimeWarning, match="its namespace is a new one"):
+            with pytest.raises(ipp.RemoteError) as caught:
+                v["a"]
         assert caught.value.ename == "NameError"
     finally:
         rc.close()

@@ -96,6 +96,7 @@ class Client(HubRecords, EngineProcesses):
         self._engines = {}
         self._mode = "pickle"
         self._last_execute = {}  # engine id -> the latest execute's future
+        self._lost_namespaces = set()  # engines whose Python worker died since this client last used them
         self._futures = weakref.WeakValueDictionary()  # msg_id -> future, while some result holds it
         self.debug = debug
         self._refresh_engines()

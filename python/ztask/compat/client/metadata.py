@@ -115,6 +115,8 @@ def result_error(future, method="apply", client=None):
         if isinstance(raw, _errors.RemoteError):
             exc = error.RemoteError(raw.ename, raw.evalue, raw.traceback, info)
         elif isinstance(raw, _errors.TaskError):
+            if raw.error_type in ("EngineError", "TimeLimitExceeded") and client is not None and engine is not None:
+                client._lost_namespaces.add(engine)  # its Python worker died or was killed
             cls = _BY_TYPE.get(raw.error_type)
             if cls is error.ImpossibleDependency and method == "execute":
                 cls = error.TaskAborted  # queued behind an execute that failed (view.execute)

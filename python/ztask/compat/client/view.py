@@ -12,6 +12,7 @@ import builtins
 import contextlib
 import functools
 import sys
+import warnings
 
 import ztask_worker
 
@@ -76,6 +77,11 @@ class View:
     def _submit(self, fn, *args, target=None, targets=None, method="apply", code=None):
         """One task of `fn(*args)` (a ztask_worker.ns_* function)."""
         pinned = [target] if target is not None else targets
+        if target is not None and target in self.client._lost_namespaces:
+            self.client._lost_namespaces.discard(target)
+            warnings.warn("engine %d's Python worker was started again (a task crashed it or ran past its time "
+                          "limit): its namespace is a new one, and what was pushed there before is gone" % target,
+                          RuntimeWarning, stacklevel=4)
         options = self._options(pinned)
         if method == "execute" and target is not None:
             options["after"] = self.client._after_executes(target, options["after"])

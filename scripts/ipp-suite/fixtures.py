@@ -58,13 +58,15 @@ def add_engines(n=1, profile="iptest", total=False):
     base = len(rc)
     if total:
         n = max(n - base, 0)
-    if n:
-        _taskcluster("scale", str(base + n), profile=profile)
-    deadline = time.monotonic() + 30
-    while len(rc) < base + n:
-        if time.monotonic() > deadline:
-            raise RuntimeError("Timeout waiting for engines to connect.")
-        time.sleep(0.05)
+    # One at a time, so that engine ids follow the order taskcluster started
+    # them in (it retires the newest first when the suite shuts one down).
+    for size in range(base + 1, base + n + 1):
+        _taskcluster("scale", str(size), profile=profile)
+        deadline = time.monotonic() + 30
+        while len(rc) < size:
+            if time.monotonic() > deadline:
+                raise RuntimeError("Timeout waiting for engines to connect.")
+            time.sleep(0.05)
     rc.close()
     engines = [_Engines(profile_dir(profile)) for _ in range(n)]
     launchers.extend(engines)

@@ -1,7 +1,9 @@
 // A client whose cluster is gone says so: `taskctl wait` on a task that
-// will never finish because its cluster was stopped gives up once the hub
+// will never finish because its cluster went away gives up once the hub
 // has not answered for its limit, with exit code 2, having said once that
 // it waits (the Python client's futures: python/tests/test_client.py).
+#include <signal.h>
+
 #include <chrono>
 #include <thread>
 
@@ -16,10 +18,9 @@ size_t Count(const std::string& text, const std::string& part) {
   return n;
 }
 
-TEST_F(ClusterTest, TaskctlWaitGivesUpOnAStoppedClusterAfterItsLimit) {
+TEST_F(ClusterTest, TaskctlWaitGivesUpOnAClusterThatIsGoneAfterItsLimit) {
   ASSERT_NO_FATAL_FAILURE(StartCluster(1));
-  // One engine at HWM 1: the second task waits in the scheduler, and is
-  // still unfinished when the cluster stops (the engine goes first).
+  // One engine at HWM 1: the second task waits in the scheduler.
   Submit({"--", "sleep", "60"});
   const std::string waiting = Submit({"--", "true"});
   Ran waited;
@@ -30,13 +31,18 @@ TEST_F(ClusterTest, TaskctlWaitGivesUpOnAStoppedClusterAfterItsLimit) {
                         dir_, 90);
   });
   ASSERT_TRUE(WaitFor([&] { return !PidsOf("taskctl", profile()).empty(); }));
-  ChildProcess stop({kBin + "/taskcluster", "stop", "--profile-dir", profile()},
-                    dir_.path() / "stop.log");
-  const auto stopped = stop.Wait(std::chrono::seconds(60));
+  // The cluster goes, its task unfinished: the supervisor first (nothing
+  // starts the hub again), then the hub. (A `taskcluster stop` stops the
+  // engine first, which may fail the waiting task before the hub goes.)
+  for (const char* program : {"taskcluster", "taskhub"}) {
+    for (pid_t pid : PidsOf(program, profile())) ::kill(pid, SIGKILL);
+  }
   waiter.join();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-  ASSERT_TRUE(stopped.has_value());
+  for (const char* program : {"taskscheduler", "taskengine", "taskhub", "taskcluster"}) {
+    for (pid_t pid : PidsOf(program, profile())) ::kill(pid, SIGKILL);
+  }
   running_ = false;
   EXPECT_EQ(waited.code, 2) << waited.err;
   EXPECT_EQ(Count(waited.err, "waiting for it up to 8 s"), 1u) << waited.err;

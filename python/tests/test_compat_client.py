@@ -274,3 +274,16 @@ def test_waiting_for_engines_ends_when_the_supervisor_gives_them_up(own_cluster)
             waiting.result(60)
     finally:
         rc.close()
+
+
+def test_client_results_and_metadata_by_msg_id(rc):
+    ar = rc[-1].apply_async(pow, 2, 8)
+    assert ar.get(30) == 256
+    msg_id = ar.msg_ids[0]
+    assert rc.results[msg_id] == 256
+    assert rc.metadata[msg_id]["engine_id"] == rc.ids[-1] and rc.metadata[msg_id].status == "ok"
+    assert msg_id not in rc.results  # the AsyncResult holds them; nothing is kept twice
+    rc.results["mine"] = 5
+    assert rc.metadata["mine"]["engine_id"] is None and len(rc.metadata) == 1
+    rc.purge_local_results("mine")
+    assert "mine" not in rc.results and len(rc.metadata) == 0

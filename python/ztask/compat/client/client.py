@@ -20,7 +20,7 @@ import ztask
 from .. import error
 from .asyncresult import AsyncHubResult, AsyncResult
 from .hub import HubRecords
-from .metadata import stamp
+from .metadata import Metadata, metadata_of, stamp
 from .processes import EngineProcesses
 from .view import BroadcastView, DirectView, LoadBalancedView
 
@@ -88,8 +88,8 @@ class Client(HubRecords, EngineProcesses):
         self._client = self._ztask  # the name earlier versions of ztask.compat used
         self.session = _Session(self._ztask._info.key)
         self.history = []
-        self.results = {}
-        self.metadata = collections.defaultdict(_new_metadata)
+        self.results = _Results(self)
+        self.metadata = _MetadataByTask(self)
         self._lock = threading.Lock()
         self._outstanding = {}  # msg_id -> future
         self._outstanding_dict = collections.defaultdict(set)  # engine uuid -> msg_ids
@@ -422,7 +422,35 @@ class Client(HubRecords, EngineProcesses):
         return "<Client: %s engines>" % len(self._engines)
 
 
-def _new_metadata():
-    from .metadata import Metadata
+class _Results(dict):
+    """client.results: what was put there, and the result of any task of
+    this client that a result still holds, by msg_id."""
 
-    return Metadata()
+    def __init__(self, client):
+        super().__init__()
+        self._client = weakref.proxy(client)
+
+    def __missing__(self, msg_id):
+        future = self._client._futures.get(msg_id)
+        if future is None or not future.done() or future.cancelled() or future.exception() is not None:
+            raise KeyError(msg_id)
+        from .asyncresult import _value
+
+        return _value(future, None)
+
+
+class _MetadataByTask(dict):
+    """client.metadata: a task's metadata by msg_id (that of any task of
+    this client that a result still holds; an empty one for another id, kept,
+    as IPython Parallel's dict of them does)."""
+
+    def __init__(self, client):
+        super().__init__()
+        self._client = weakref.proxy(client)
+
+    def __missing__(self, msg_id):
+        future = self._client._futures.get(msg_id)
+        if future is not None:
+            return metadata_of(future, self._client)  # not kept: it changes until the task is done
+        md = self[msg_id] = Metadata(msg_id=msg_id)
+        return md

@@ -2,8 +2,9 @@
 # Installs, from Debian's package archive and only when missing, every package
 # that ztask's build, tests and examples need. Safe to run again: it does
 # nothing when everything is present.
-# usage: scripts/install-deps.sh [fuzz|bench]   (also clang and libFuzzer, or the
-# benchmark peers IPython Parallel and Dask)
+# usage: scripts/install-deps.sh [fuzz|bench|ipp]   (also clang and libFuzzer, the
+# benchmark peers IPython Parallel and Dask, or what IPython Parallel's own test
+# suite needs to run against ztask.compat)
 set -euo pipefail
 
 packages=(
@@ -16,10 +17,14 @@ packages=(
   python3-zmq python3-msgpack python3-cloudpickle python3-pytest python3-tqdm python3-venv
   libcivetweb-dev chromium chromium-driver python3-selenium python3-prometheus-client
   help2man dpkg-dev file
+  python3-ipython python3-joblib
 )
 case "${1:-}" in
   fuzz) packages+=(clang libclang-rt-14-dev) ;;             # scripts/fuzz.sh
   bench) packages+=(python3-ipyparallel python3-distributed) ;;  # bench/compare.sh
+  ipp) packages+=(python3-ipython python3-ipykernel python3-jupyter-client python3-traitlets
+                  python3-tornado python3-pytest-timeout python3-pytest-asyncio python3-psutil
+                  python3-joblib python3-numpy python3-decorator python3-matplotlib) ;;  # scripts/ipp-suite.sh
 esac
 
 missing=()

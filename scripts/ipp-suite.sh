@@ -21,11 +21,13 @@
 # python3-ipython python3-ipykernel python3-jupyter-client python3-traitlets
 # python3-tornado python3-pytest-timeout python3-pytest-asyncio
 # python3-psutil python3-joblib python3-numpy python3-decorator
-# (python3-matplotlib for two tests).
+# (python3-matplotlib for two tests): it installs those that are missing
+# (scripts/install-deps.sh ipp).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 [ $# -ge 1 ] || { sed -n '4,5p' "$0" >&2; exit 2; }
+"$root/scripts/install-deps.sh" ipp
 tests=$1; shift
 [ -d "$tests/ipyparallel/tests" ] && tests=$tests/ipyparallel/tests
 [ -f "$tests/clienttest.py" ] || { echo "no IPython Parallel tests in $tests" >&2; exit 2; }

@@ -507,8 +507,8 @@ def test_futures_fail_with_cluster_error_once_the_cluster_is_gone_past_the_limit
         waiting = c.command(["true"])  # HWM 1: it waits in the scheduler
         servers = cluster.children("taskscheduler") + cluster.children("taskhub")
         engines = cluster.children("taskengine")
+        stopped = time.monotonic()  # its children may die with it (PR_SET_PDEATHSIG)
         os.kill(cluster.pid, signal.SIGKILL)
-        stopped = time.monotonic()
         for pid in servers:
             os.kill(pid, signal.SIGKILL)
         try:
@@ -525,6 +525,14 @@ def test_futures_fail_with_cluster_error_once_the_cluster_is_gone_past_the_limit
         finally:
             for pid in engines:
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_task_longer_than_the_unreachable_limit_on_a_healthy_cluster_succeeds(cluster):
+    # The limit counts only while the scheduler cannot be reached: a client
+    # that missed seeing its first connection took it for unreachable.
+    for _ in range(3):
+        with ztask.Client(cluster.profile, unreachable_timeout=1) as c:
+            assert c.command(["sleep", "2"]).result(30).exit_code == 0
 
 
 def test_the_unreachable_limit_must_be_a_number_of_seconds(cluster):

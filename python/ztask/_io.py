@@ -50,9 +50,14 @@ class _Io:
         info = client._info
         self._signer = client._signer
         self._context = zmq.Context()
-        self._scheduler = self._socket(info, info.scheduler["client"])
-        self._hub = self._socket(info, info.hub["query"])
+        self._scheduler = self._socket(info)
+        # Watched before it connects: an event before the monitor would be
+        # missed, and a first connection never seen is a scheduler taken for
+        # unreachable.
         self._monitor = self._scheduler.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+        self._scheduler.connect(info.scheduler["client"])
+        self._hub = self._socket(info)
+        self._hub.connect(info.hub["query"])
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -90,13 +95,12 @@ class _Io:
         self._thread = threading.Thread(target=self._run, name="ztask-client", daemon=True)
         self._thread.start()
 
-    def _socket(self, info, endpoint):
+    def _socket(self, info):
         s = self._context.socket(zmq.DEALER)
         s.linger = 1000
         s.sndhwm = 1_000_000
         s.rcvhwm = 0
         info.secure(s)
-        s.connect(endpoint)
         return s
 
     # ---- called from any thread ------------------------------------------

@@ -281,6 +281,10 @@ void PythonWorker::Parse(const std::string& reply, const PythonTask& task, Pytho
       outcome->result = Field(map, "result");
     } else if (status == "unmet") {
       outcome->kind = PythonOutcome::Kind::kUnmet;
+    } else if (status == "too_large") {
+      // The worker measured its pickle against max_result_bytes and kept
+      // none of it: the task's result, not a fault of the engine.
+      outcome->kind = PythonOutcome::Kind::kTooLarge;
     } else {
       outcome->kind = PythonOutcome::Kind::kError;
       outcome->ename = Field(map, "ename");

@@ -10,9 +10,12 @@
 // pickled function and arguments, its id, the engine's id, the attempt, the
 // limits on its result and on what it prints.
 // From it: first a hello, then for each task `status` ("ok", "error",
-// "unmet"), the pickled result, or the exception's name, text and traceback,
-// and what the task printed. The worker's own stdout and stderr are the
-// engine's (its log).
+// "unmet", "too_large"), the pickled result, or the exception's name, text
+// and traceback, and what the task printed. The worker keeps what a task
+// prints to the output limit and pickles a result only within the result
+// limit ("too_large" and its size past it), so its memory stays near the
+// limits whatever a task prints or returns. The worker's own stdout and
+// stderr are the engine's (its log).
 //
 // Thread safety: owned by the engine's worker thread; Kill() may be called
 // from another thread.

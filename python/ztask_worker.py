@@ -354,6 +354,72 @@ def _user_traceback(exc):
 _running = False
 
 
+class _KeptText(io.TextIOBase):
+    """A task's stdout or stderr as the engine keeps it: the first `limit`
+    characters and one more (so that the engine, which keeps `limit` bytes,
+    marks it truncated), the rest only counted. Printing 300 MB costs the
+    worker no more memory than the limit. No limit: everything."""
+
+    def __init__(self, limit):
+        super().__init__()
+        self._room = None if limit is None else limit + 1
+        self._parts = []
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        if not isinstance(text, str):
+            raise TypeError("write() argument must be str, not %s" % type(text).__name__)
+        if self._room is None:
+            self._parts.append(text)
+        elif self._room > 0:
+            kept = text[:self._room]
+            self._parts.append(kept)
+            self._room -= len(kept)
+        return len(text)
+
+    def getvalue(self):
+        return "".join(self._parts)
+
+
+class _KeptBytes:
+    """Where a result is pickled: its bytes while they are within `limit`,
+    then only their count. A result over the engine's limit never exists
+    twice in the worker (as the value and as its pickle). No limit: all."""
+
+    def __init__(self, limit):
+        self._limit = limit
+        self._parts = []
+        self.size = 0
+
+    def write(self, data):
+        n = len(data) if not isinstance(data, memoryview) else data.nbytes
+        self.size += n
+        if self._limit is not None and self.size > self._limit:
+            self._parts = None
+        elif self._parts is not None:
+            self._parts.append(bytes(data))
+        return n
+
+    def over(self):
+        return self._parts is None
+
+    def getvalue(self):
+        return b"".join(self._parts)
+
+
+def _pickled_result(cloudpickle, value, limit):
+    """The outcome of a value that ran to its end: pickled, or too large."""
+    kept = _KeptBytes(limit)
+    cloudpickle.dump(value, kept)
+    if kept.over():
+        return {"status": "too_large",
+                "evalue": "its result is %d bytes, over the engine's limit of %d bytes "
+                          "(taskengine --max-result-bytes)" % (kept.size, limit)}
+    return {"status": "ok", "result": kept.getvalue()}
+
+
 def _interrupt(signum, frame):
     """SIGINT (Client.send_signal, %%px's Ctrl-C) interrupts the running
     task, as KeyboardInterrupt; between tasks the worker ignores it."""
@@ -382,7 +448,8 @@ def _serve(fd_in, fd_out, cloudpickle, msgpack):
             os.environ.pop(name, None)
         given = task.get("env") or {}
         os.environ.update(given)
-        out, err = io.StringIO(), io.StringIO()
+        out = _KeptText(task.get("max_output_bytes"))
+        err = _KeptText(task.get("max_output_bytes"))
         sys.stdout, sys.stderr = out, err
         try:
             _running = True
@@ -390,9 +457,8 @@ def _serve(fd_in, fd_out, cloudpickle, msgpack):
                 value = _run(cloudpickle, task)
             finally:
                 _running = False
-            outcome = {"status": "ok"}
             try:
-                outcome["result"] = cloudpickle.dumps(value)
+                outcome = _pickled_result(cloudpickle, value, task.get("max_result_bytes"))
             except Exception as e:
                 outcome = {"status": "error", "ename": type(e).__name__,
                            "evalue": "the result cannot be pickled: %s" % e,

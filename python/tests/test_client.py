@@ -594,3 +594,41 @@ def test_what_a_function_prints_past_the_limit_is_cut_and_the_task_succeeds(own_
         record = f.record
         assert record["stdout"] == "o" * (1 << 20)
         assert record["stdout_truncated"] is True
+
+
+def _peak_mb():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+def test_the_worker_holds_no_more_of_what_a_task_prints_or_returns_than_the_limits(own_cluster):
+    # 300 MB printed a megabyte at a time, then a 200 MB result: the
+    # worker's peak memory grows by the result itself, never by a copy of
+    # the output or of the result's pickle (the engine's limits: 1 MiB of
+    # output, 16 MiB of result).
+    def loud():
+        line = "o" * (1 << 20)
+        for _ in range(300):
+            sys.stdout.write(line)
+        return 1
+
+    def big():
+        return b"x" * 200_000_000
+
+    cluster = own_cluster(1)
+    with ztask.Client(cluster.profile) as c:
+        c.wait_for_engines(1, 30)
+        worker = c.submit(os.getpid).result(60)
+        base = c.submit(_peak_mb).result(60)
+        printed = c.submit(loud)
+        assert printed.result(120) == 1
+        assert printed.record["stdout_truncated"] is True
+        after_print = c.submit(_peak_mb).result(60)
+        assert after_print - base < 64, "printing 300 MB grew the worker from %d to %d MB" % (
+            base, after_print)
+        with pytest.raises(ztask.TaskFailed, match=r"\d+ bytes, over .*--max-result-bytes"):
+            c.submit(big, retries=2).result(120)
+        after_result = c.submit(_peak_mb).result(60)
+        assert after_result - base < 200 + 64, "a 200 MB result grew the worker from %d to %d MB" % (
+            base, after_result)
+        assert c.submit(os.getpid).result(60) == worker, "the same worker throughout"

@@ -2,11 +2,16 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
 #include <tuple>
 #include <zmq.hpp>
 
@@ -29,27 +34,48 @@ constexpr int64_t kFlushEveryUs = 50'000;
 // 300 bytes each).
 constexpr int kSubscriberHwm = 2000;
 
+// Where this account's Unix sockets go when their path in the profile would
+// be too long: /tmp/ztask-UID, made 0700 and used only while it is a real
+// directory this account owns that no one else may enter (another account
+// could have made it first, or left a link there).
+Result<std::filesystem::path> ShortSocketDirectory() {
+  const std::string dir = "/tmp/ztask-" + std::to_string(::getuid());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::IoError("cannot make " + dir + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid() ||
+      (st.st_mode & 077) != 0) {
+    return Status::PermissionDenied(
+        dir + " is not a directory of this account's that only it may enter: the profile's path "
+              "is too long for its Unix sockets, and they cannot go there instead (remove " +
+        dir + ", or use a shorter --profile-dir)");
+  }
+  return std::filesystem::path(dir);
+}
+
 }  // namespace
 
 // Where a socket that publishes to whoever connects (the notifier, the
 // event stream) binds. Signing proves who sent a message, not who may read
 // it: on loopback, where any account of the host could connect to a TCP
 // port, it is a Unix socket inside the profile directory (mode 0700), which
-// no other account can reach (docs/security.md). Beyond loopback, `any`
+// no other account can reach (docs/security.md); where the profile's path
+// is too long for one, in this account's private /tmp/ztask-UID, named by
+// the profile (a restarted hub binds the same). Beyond loopback, `any`
 // (CurveZMQ, on there by default, lets in only the cluster's key).
-std::string HubServer::Impl::PublishedAt(const std::filesystem::path& profile, const char* name,
-                                         const std::string& any) const {
+Result<std::string> HubServer::Impl::PublishedAt(const std::filesystem::path& profile,
+                                                 const char* name, const std::string& any) const {
   if (!protocol::IsLoopback(options_.ip)) return any;
-  const std::string path = (std::filesystem::absolute(profile) / name).lexically_normal().string();
+  const std::string profile_path = std::filesystem::absolute(profile).lexically_normal().string();
+  const std::string path = (std::filesystem::path(profile_path) / name).string();
   // A Unix socket's path has at most 107 bytes (sun_path).
-  if (path.size() > 100) {
-    spdlog::warn(
-        "the profile's path is too long for a Unix socket: the {} stream is on TCP loopback, "
-        "where other accounts of this host can read it (use a shorter --profile-dir, or --curve)",
-        name);
-    return any;
-  }
-  return "ipc://" + path;
+  if (path.size() <= 100) return "ipc://" + path;
+  auto dir = ShortSocketDirectory();
+  if (!dir.ok()) return dir.status();
+  char tag[17];
+  std::snprintf(tag, sizeof tag, "%016zx", std::hash<std::string>{}(profile_path));
+  return "ipc://" + (*dir / (std::string(tag) + "-" + name)).string();
 }
 
 Result<protocol::HubEndpoints> HubServer::Impl::Start(const std::filesystem::path& profile) {
@@ -80,8 +106,11 @@ Result<protocol::HubEndpoints> HubServer::Impl::Start(const std::filesystem::pat
   // A hub that restarts binds where it was: engines, the scheduler and
   // clients reconnect on their own.
   const protocol::HubEndpoints& before = info_.hub;
-  const std::string notifier = PublishedAt(profile, "hub-notifier.ipc", any);
-  const std::string events = PublishedAt(profile, "hub-events.ipc", any);
+  auto published_notifier = PublishedAt(profile, "hub-notifier.ipc", any);
+  if (!published_notifier.ok()) return published_notifier.status();
+  auto published_events = PublishedAt(profile, "hub-events.ipc", any);
+  if (!published_events.ok()) return published_events.status();
+  const std::string notifier = *published_notifier, events = *published_events;
   if (notifier != any || events != any) ZTASK_RETURN_IF_ERROR(protocol::MakePrivateDirectory(profile));
   for (auto [socket, out, previous, where] :
        {std::tuple{&registration_, &endpoints.registration, &before.registration, &any},

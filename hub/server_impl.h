@@ -56,8 +56,8 @@ class HubServer::Impl {
   }
 
   Result<protocol::HubEndpoints> Start(const std::filesystem::path& profile);
-  std::string PublishedAt(const std::filesystem::path& profile, const char* name,
-                          const std::string& any) const;
+  Result<std::string> PublishedAt(const std::filesystem::path& profile, const char* name,
+                                  const std::string& any) const;
 
   int synchronous_level() const { return store_->synchronous_level(); }
 

@@ -134,6 +134,34 @@ TEST_F(ClusterTest, AnotherAccountOfTheHostReadsNothingTheHubPublishes) {
   EXPECT_NE(owner.out, "0\n") << "the owner reads the event stream";
 }
 
+// A profile whose path is too long for a Unix socket (107 bytes) keeps its
+// published streams from other accounts all the same: they go to this
+// account's private /tmp/ztask-UID, never back to TCP loopback, and the
+// owner reads the event stream there.
+TEST_F(ClusterTest, AProfileTooLongForUnixSocketsStillPublishesOnlyToItsAccount) {
+  profile_name_ = std::string(110, 'p');
+  ASSERT_GT(profile().size(), 110u);
+  ASSERT_NO_FATAL_FAILURE(StartCluster(1));
+  auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile()));
+  ASSERT_TRUE(info.ok());
+  const std::string dir = "/tmp/ztask-" + std::to_string(::getuid());
+  for (const std::string& endpoint : {info->hub.notifier, info->hub.events}) {
+    EXPECT_EQ(endpoint.rfind("ipc://" + dir + "/", 0), 0u) << endpoint;
+  }
+  struct stat st {};
+  ASSERT_EQ(::lstat(dir.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(st.st_uid, ::getuid());
+  // The owner's monitor reads an event; the hub publishes only while
+  // someone subscribes, so tasks run until it has.
+  ChildProcess monitor({kBin + "/taskctl", "--profile-dir", profile(), "monitor", "--count", "1"},
+                       dir_.path() / "monitor.log");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!monitor.Poll() && std::chrono::steady_clock::now() < until) Submit({"--fn", "noop"});
+  EXPECT_EQ(monitor.Wait(std::chrono::seconds(5)).value_or(-1), 0) << monitor.Log();
+}
+
 TEST_F(ClusterTest, RunningWithoutAKeyNeedsInsecureAndWarns) {
   // A keyless connection file: the hub refuses it unless told --insecure.
   const auto other = dir_.path() / "keyless";

@@ -148,7 +148,9 @@ class ClusterTest : public ::testing::Test {
     EXPECT_EQ(records.size(), ids.size()) << r.out << r.err;
     return records;
   }
-  std::string profile() const { return (dir_.path() / "profile").string(); }
+  std::string profile() const { return (dir_.path() / profile_name_).string(); }
+
+  std::string profile_name_ = "profile";  // set before StartCluster to change
 
   TempDir dir_;
   std::unique_ptr<Client> client_;

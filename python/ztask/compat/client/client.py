@@ -262,12 +262,13 @@ class Client(HubRecords, EngineProcesses):
 
     # ---- bookkeeping of what this client submitted ---------------------------------
 
-    def _track(self, futures, engine_id=None, **compat):
-        """Records futures this client submitted (history, outstanding)."""
+    def _track(self, futures, engine_id=None, submitted_at=None, **compat):
+        """Records futures this client submitted (history, outstanding);
+        `submitted_at`: time.time() before they were sent."""
         uuid = self._engine_uuid(engine_id) if engine_id is not None else None
         with self._lock:
             for f in futures:
-                stamp(f, **compat)
+                stamp(f, submitted_at, **compat)
                 self.history.append(f.id)
                 self._outstanding[f.id] = f
                 self._futures[f.id] = f

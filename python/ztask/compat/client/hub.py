@@ -5,6 +5,7 @@ a query is filtered here, over pages of records."""
 
 import datetime
 import re
+import time
 
 from ztask import protocol
 
@@ -179,6 +180,7 @@ class HubRecords:
                                         % msg_id)
             requests.append(record)
         futures = []
+        submitted_at = time.time()
         for request in requests:
             if isinstance(request, tuple):
                 fn, args, options = request
@@ -187,7 +189,7 @@ class HubRecords:
             else:
                 future = self._ztask._send([_spec_task(request)])[0]
             futures.append(future)
-        self._track(futures)
+        self._track(futures, submitted_at=submitted_at)
         ar = AsyncHubResult(self, futures, single=len(futures) == 1)
         if block:
             ar.get()

@@ -34,10 +34,11 @@ class Metadata(dict):
         self[key] = value
 
 
-def stamp(future, **compat):
+def stamp(future, submitted_at=None, **compat):
     """Notes on a future what its metadata needs that its reply does not
-    carry: when it was submitted, how (method), its code."""
-    future._submitted_at = time.time()
+    carry: when it was submitted (taken before it was sent, so that no engine
+    can start it earlier), how (method), its code."""
+    future._submitted_at = time.time() if submitted_at is None else submitted_at
     future._compat = compat
     return future
 

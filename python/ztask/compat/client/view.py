@@ -12,6 +12,7 @@ import builtins
 import contextlib
 import functools
 import sys
+import time
 import warnings
 
 import ztask_worker
@@ -85,12 +86,14 @@ class View:
         options = self._options(pinned)
         if method == "execute" and target is not None:
             options["after"] = self.client._after_executes(target, options["after"])
+        submitted_at = time.time()
         future = self.client._ztask.submit(fn, *args, **options)
         future._target = target
         if method == "execute" and target is not None:
             self.client._last_execute[target] = future
         self.client._remember(future, fn, args, options)
-        self.client._track([future], engine_id=target, method=method, code=code)
+        self.client._track([future], engine_id=target, submitted_at=submitted_at, method=method,
+                           code=code)
         self.history.append(future.id)
         return future
 
@@ -213,9 +216,10 @@ class LoadBalancedView(View):
         calls = [tuple(c) for c in zip(*sequences)]
         options = self._options(self._targets())
         fn = functools.partial(ztask_worker.ns_apply, self.client._mode, f)
+        submitted_at = time.time()
         futures = self.client._ztask.map(fn, calls, [{}] * len(calls), chunksize=chunksize, **options) if calls \
             else []
-        self.client._track(futures)
+        self.client._track(futures, submitted_at=submitted_at)
         if chunksize == 1:
             for future, call in zip(futures, calls):
                 self.client._remember(future, fn, (call, {}), options)

@@ -39,7 +39,7 @@ void BM_VerifyDecode(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
-#define ZTASK_CODEC_BENCH(name, code, text)                   \
+#define ZTASK_CODEC_BENCH(name, code, text, meta, content)                   \
   BENCHMARK_TEMPLATE(BM_EncodeSign, MsgType::name)->Name("EncodeSign/" text); \
   BENCHMARK_TEMPLATE(BM_VerifyDecode, MsgType::name)->Name("VerifyDecode/" text);
 ZTASK_MESSAGE_TYPES(ZTASK_CODEC_BENCH)

@@ -61,6 +61,8 @@ RelayResult RunRelay(int workers, int tasks, int latency_tasks, int per_message)
   std::thread broker([&] {
     std::vector<std::string> ready;
     size_t next = 0;
+    // The bare ZeroMQ floor: its own zmq::poll on purpose, with nothing of
+    // ztask's (base/reactor.h) between the sockets and the measure.
     zmq::pollitem_t items[] = {{front.handle(), 0, ZMQ_POLLIN, 0}, {back.handle(), 0, ZMQ_POLLIN, 0}};
     while (true) {
       zmq::poll(items, 2, std::chrono::milliseconds(-1));

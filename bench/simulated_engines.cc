@@ -13,6 +13,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/clock.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
 #include "protocol/security.h"
@@ -26,10 +27,7 @@ using protocol::MsgType;
 volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
 
-int64_t SteadyMs() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
+int64_t SteadyMs() { return base::MonotonicMillis(); }
 
 constexpr int64_t kRegisterWithinMs = 120'000;
 
@@ -86,7 +84,7 @@ class Simulator {
   };
 
   protocol::Header Header(MsgType type, const std::string& from) {
-    return protocol::Header{TaskId::Random(), type, from, protocol::NowMicros()};
+    return protocol::Header{TaskId::Random(), type, from, base::WallMicros()};
   }
 
   std::unique_ptr<zmq::socket_t> Connect(const std::string& endpoint, size_t index, int which) {

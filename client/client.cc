@@ -7,13 +7,15 @@
 #include <unordered_set>
 #include <zmq.hpp>
 
+#include "base/clock.h"
+#include "base/flat_id_map.h"
+#include "base/reactor.h"
+#include "base/recent_id_map.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
 #include "protocol/placeholders.h"
-#include "protocol/resources.h"
-#include "protocol/flat_id_map.h"
-#include "protocol/recent_id_map.h"
 #include "protocol/request.h"
+#include "protocol/resources.h"
 #include "protocol/security.h"
 #include "protocol/wire.h"
 
@@ -95,10 +97,7 @@ TaskInfo FromRecord(const protocol::TaskRecord& r) {
   return info;
 }
 
-double Now() {
-  using namespace std::chrono;
-  return duration_cast<duration<double>>(steady_clock::now().time_since_epoch()).count();
-}
+double Now() { return base::MonotonicSeconds(); }
 
 }  // namespace
 
@@ -413,7 +412,7 @@ class Client::Impl {
 
   Result<AbortResult> Abort(const std::vector<TaskId>& ids) {
     protocol::Header header{TaskId::Random(), MsgType::kAbortRequest, session_,
-                            protocol::NowMicros()};
+                            base::WallMicros()};
     protocol::AskOptions options;
     options.timeout = std::chrono::seconds(10);
     // Replies to tasks keep coming on the same socket meanwhile.
@@ -498,8 +497,7 @@ class Client::Impl {
     events.connect(info_.hub.events);
     Frames frames;
     while (true) {
-      zmq::pollitem_t item{events.handle(), 0, ZMQ_POLLIN, 0};
-      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(200));
+      base::WaitReady(events, ZMQ_POLLIN, std::chrono::milliseconds(200));
       while (protocol::TryReceive(events, frames)) {
         auto event = protocol::DecodeMessage<MsgType::kEvent>(signer_, {}, protocol::Views(frames));
         if (!event.ok()) continue;
@@ -586,7 +584,7 @@ class Client::Impl {
                                o.slots != 1 ? std::optional<int32_t>(o.slots) : std::nullopt,
                                o.resources.empty() ? std::nullopt
                                                    : std::optional(o.resources)};
-    const protocol::Header header{id, MsgType::kTaskRequest, session_, protocol::NowMicros()};
+    const protocol::Header header{id, MsgType::kTaskRequest, session_, base::WallMicros()};
     std::vector<std::string> frames{std::string(protocol::kProtocolSignature), std::string()};
     for (auto& f : protocol::EncodeInner(header, std::nullopt, meta, spec)) {
       frames.push_back(std::move(f));
@@ -611,7 +609,7 @@ class Client::Impl {
         inner.emplace_back(requests[i].begin() + protocol::kFrameHeader, requests[i].end());
       }
       const protocol::Header header{TaskId::Random(), MsgType::kTaskBatch, session_,
-                                    protocol::NowMicros()};
+                                    base::WallMicros()};
       ZTASK_RETURN_IF_ERROR(SendToScheduler(protocol::EncodeBatch(signer_, header, inner)));
     }
     for (size_t i = first; i < end; ++i) {
@@ -654,8 +652,7 @@ class Client::Impl {
                                    ": " + sent.message());
       }
       DrainReplies();
-      zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLOUT, 0};
-      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
+      base::WaitReady(scheduler_, ZMQ_POLLOUT, std::chrono::milliseconds(100));
     }
   }
 
@@ -670,7 +667,7 @@ class Client::Impl {
   template <MsgType kRequest, MsgType kReply, class Content>
   Result<typename protocol::Bodies<kReply>::Content> Ask(const Content& content,
                                                          double held_s = 0) {
-    protocol::Header header{TaskId::Random(), kRequest, session_, protocol::NowMicros()};
+    protocol::Header header{TaskId::Random(), kRequest, session_, base::WallMicros()};
     protocol::AskOptions options;
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>((5 + held_s) * 1000));
     auto reply = protocol::Ask<kReply>(hub_, signer_, header, content, options);
@@ -753,7 +750,7 @@ class Client::Impl {
       std::vector<std::string>& frames = unanswered_.find(id)->second;
       auto header = protocol::DecodeHeader(frames[protocol::kFrameHeader]);
       if (!header.ok()) continue;
-      header->date_us = protocol::NowMicros();  // the scheduler refuses older dates
+      header->date_us = base::WallMicros();  // the scheduler refuses older dates
       frames[protocol::kFrameHeader] = protocol::EncodeHeader(*header);
       std::vector<std::string_view> views(frames.begin(), frames.end());
       frames[protocol::kFrameHmac] = signer_.Sign(views);
@@ -762,8 +759,7 @@ class Client::Impl {
   }
 
   void WaitForReplyOrSleep(int ms) {
-    zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLIN, 0};
-    (void)protocol::Poll(&item, 1, std::chrono::milliseconds(ms));
+    base::WaitReady(scheduler_, ZMQ_POLLIN, std::chrono::milliseconds(ms));
   }
 
   protocol::ConnectionInfo info_;
@@ -854,14 +850,13 @@ Result<std::vector<TaskInfo>> Client::FetchWhen(const std::vector<TaskId>& ids, 
   // once past that), one after the other within the one timeout.
   constexpr size_t kPart = 10000;
   const double held = std::clamp(timeout_s, 0.0, 60.0);
-  const auto start = std::chrono::steady_clock::now();
+  const double start = Now();
   std::vector<TaskInfo> out;
   out.reserve(ids.size());
   for (size_t at = 0; at < ids.size(); at += kPart) {
     const std::vector<TaskId> part(ids.begin() + static_cast<std::ptrdiff_t>(at),
                                    ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), at + kPart)));
-    const double spent =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double spent = Now() - start;
     auto records = impl_->Fetch(part, false, nullptr, finished ? "final" : "recorded",
                                 static_cast<int32_t>(std::max(0.0, held - spent) * 1000));
     if (!records.ok()) return records.status();

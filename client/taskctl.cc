@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "protocol/usage.h"
+#include "base/usage.h"
 
 namespace ztask::ctl {
 

@@ -13,8 +13,9 @@
 #include <thread>
 #include <unordered_map>
 
+#include "base/clock.h"
+#include "base/usage.h"
 #include "client/taskctl.h"
-#include "protocol/usage.h"
 
 namespace ztask::ctl {
 namespace {
@@ -24,10 +25,7 @@ constexpr size_t kAtOnce = 10000;  // ids per request
 // the hub does not answer.
 constexpr double kHubSilentS = 6;
 
-double Now() {
-  using namespace std::chrono;
-  return duration_cast<duration<double>>(steady_clock::now().time_since_epoch()).count();
-}
+double Now() { return base::MonotonicSeconds(); }
 
 // A progress bar on stderr, redrawn in place, only on a terminal.
 class ProgressBar {

@@ -10,29 +10,27 @@
 #include <sstream>
 #include <thread>
 
+#include "base/spawn.h"
+
 namespace ztask::cluster {
 
 ChildProcess::ChildProcess(std::vector<std::string> argv, std::filesystem::path log)
     : log_(std::move(log)) {
-  // Everything the child needs is made before the fork: between fork and
-  // exec only async-signal-safe calls may run (another thread of ours may
-  // hold the allocator's lock at the moment of the fork).
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
   const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    if (fd >= 0) {  // dup2 clears close-on-exec on the copies
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
+  base::SpawnOptions spawn;
+  spawn.argv = std::move(argv);
+  if (fd >= 0) spawn.fds = {{1, fd}, {2, fd}};
+  Result<pid_t> pid = base::Spawn(spawn);
+  if (pid.ok()) {
+    pid_ = *pid;
+  } else {  // as a program that could not start: exit code 127, why in its log
+    exit_code_ = 127;
+    if (fd >= 0) {
+      const std::string line = pid.status().message() + "\n";
+      [[maybe_unused]] ssize_t n = ::write(fd, line.data(), line.size());
     }
-    ::setpgid(0, 0);
-    ::execv(args[0], args.data());
-    ::_exit(127);
   }
   if (fd >= 0) ::close(fd);
-  if (pid_ > 0) ::setpgid(pid_, pid_);  // also here: a kill of the group cannot come too early
 }
 
 ChildProcess::~ChildProcess() {

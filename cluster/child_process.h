@@ -7,13 +7,14 @@
 #define ZTASK_CLUSTER_CHILD_PROCESS_H_
 
 #include <sys/types.h>
-#include <time.h>
 
 #include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "base/clock.h"
 
 namespace ztask::cluster {
 
@@ -47,13 +48,7 @@ bool ProcessRunning(pid_t pid);
 // passes; returns whether it held.
 template <class F>
 bool WaitFor(F&& condition, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    struct timespec ts = {0, 1'000'000};
-    nanosleep(&ts, nullptr);
-  }
-  return true;
+  return base::WaitUntil(std::forward<F>(condition), timeout);
 }
 
 }  // namespace ztask::cluster

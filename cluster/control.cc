@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <fstream>
 
+#include "base/clock.h"
+#include "base/reactor.h"
 #include "cluster/util.h"
 #include "protocol/connection_file.h"
 #include "protocol/request.h"
@@ -46,7 +48,7 @@ Status Request(const fs::path& profile, const protocol::ClusterRequest& request)
   protocol::SecureClient(socket, *info);
   ZTASK_RETURN_IF_ERROR(protocol::Connect(socket, endpoint));
   const protocol::Header header{TaskId::Random(), protocol::MsgType::kClusterRequest,
-                                "taskctl-" + TaskId::Random().ToHex(), protocol::NowMicros()};
+                                "taskctl-" + TaskId::Random().ToHex(), base::WallMicros()};
   protocol::AskOptions options;
   options.timeout = std::chrono::seconds(60);
   auto reply = protocol::Ask<protocol::MsgType::kClusterReply>(socket, signer, header, request,
@@ -82,8 +84,8 @@ Status LocalCluster::OpenControl() {
 }
 
 void LocalCluster::ServeControl(std::chrono::microseconds wait) {
-  zmq::pollitem_t item{control_->socket.handle(), 0, ZMQ_POLLIN, 0};
-  if (!protocol::Poll(&item, 1, std::chrono::duration_cast<std::chrono::milliseconds>(wait)).ok()) {
+  if (!base::WaitReady(control_->socket, ZMQ_POLLIN,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(wait))) {
     return;
   }
   protocol::Frames frames;
@@ -96,7 +98,7 @@ void LocalCluster::ServeControl(std::chrono::microseconds wait) {
     auto request = protocol::DecodeMessage<protocol::MsgType::kClusterRequest>(
         control_->signer, {}, protocol::Views(frames, 1));
     Status admitted = request.ok()
-                          ? control_->guard.Admit(request->header, protocol::NowMicros())
+                          ? control_->guard.Admit(request->header, base::WallMicros())
                           : request.status();
     if (!admitted.ok()) {
       control_->drops.Drop(peer, admitted);
@@ -117,12 +119,10 @@ void LocalCluster::ServeControl(std::chrono::microseconds wait) {
         control_->socket, prefix,
         protocol::EncodeMessage(control_->signer,
                                 {TaskId::Random(), protocol::MsgType::kClusterReply, "cluster",
-                                 protocol::NowMicros()},
+                                 base::WallMicros()},
                                 request->header, protocol::Empty{}, reply));
   }
-  control_->drops.Report(std::chrono::duration_cast<std::chrono::microseconds>(
-                             std::chrono::steady_clock::now().time_since_epoch())
-                             .count());
+  control_->drops.Report(base::MonotonicMicros());
 }
 
 std::string LocalCluster::ScaleTo(int target) {

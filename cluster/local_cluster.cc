@@ -16,6 +16,7 @@
 #include <thread>
 #include <tuple>
 
+#include "base/clock.h"
 #include "cluster/control.h"
 #include "cluster/report.h"
 #include "cluster/util.h"
@@ -110,10 +111,10 @@ LocalCluster::~LocalCluster() {
 Status LocalCluster::WaitForEndpoint(ChildProcess& process, const char* what, bool scheduler) {
   const auto path = protocol::ConnectionFilePath(profile_);
   const auto log = logs() / (std::string(what) + ".log");
-  constexpr auto kStill = std::chrono::seconds(20);
+  constexpr int64_t kStillUs = 20'000'000;
   std::error_code ec;
   auto logged = fs::file_size(log, ec);
-  auto last_progress = std::chrono::steady_clock::now();
+  auto last_progress = base::MonotonicMicros();
   bool ready = false;
   while (!ready) {
     ready = WaitFor(
@@ -127,8 +128,8 @@ Status LocalCluster::WaitForEndpoint(ChildProcess& process, const char* what, bo
     const auto size = fs::file_size(log, ec);
     if (!ec && size != logged) {
       logged = size;
-      last_progress = std::chrono::steady_clock::now();
-    } else if (std::chrono::steady_clock::now() - last_progress >= kStill) {
+      last_progress = base::MonotonicMicros();
+    } else if (base::MonotonicMicros() - last_progress >= kStillUs) {
       break;
     }
   }

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "base/signals.h"
 #include "cluster/child_process.h"
 #include "cluster/launcher.h"
-#include "protocol/signals.h"
 #include "ztask/status.h"
 #include "ztask/task.h"
 

@@ -11,11 +11,11 @@
 #include <thread>
 #include <tuple>
 
+#include "base/signals.h"
+#include "base/usage.h"
 #include "cluster/local_cluster.h"
 #include "cluster/report.h"
 #include "protocol/resources.h"
-#include "protocol/signals.h"
-#include "protocol/usage.h"
 
 namespace {
 
@@ -39,6 +39,8 @@ int Daemonize(ztask::cluster::LocalCluster& cluster) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Fail("cannot make a pipe");
   std::fflush(nullptr);
+  // The one fork not followed by exec (base/spawn.h is for that): the child
+  // carries on as the supervisor. It is safe because no thread runs yet.
   const pid_t pid = ::fork();
   if (pid < 0) return Fail("cannot fork");
   if (pid > 0) {

@@ -1,3 +1,4 @@
+#include "base/clock.h"
 #include "cluster/util.h"
 
 #include <algorithm>
@@ -68,9 +69,6 @@ Result<std::vector<HostSpec>> ParseHostSpecs(const std::vector<std::string>& spe
   return parsed;
 }
 
-double SteadySeconds() {
-  using namespace std::chrono;
-  return duration_cast<duration<double>>(steady_clock::now().time_since_epoch()).count();
-}
+double SteadySeconds() { return base::MonotonicSeconds(); }
 
 }  // namespace ztask::cluster

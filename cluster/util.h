@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "protocol/path_search.h"
+#include "base/path_search.h"
 #include "ztask/status.h"
 
 namespace ztask::cluster {

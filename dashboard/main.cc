@@ -9,10 +9,10 @@
 #include <spdlog/spdlog.h>
 #include <thread>
 
+#include "base/signals.h"
+#include "base/usage.h"
 #include "dashboard/server.h"
 #include "protocol/connection_file.h"
-#include "protocol/signals.h"
-#include "protocol/usage.h"
 
 int main(int argc, char** argv) {
   ::umask(077);  // the URL file holds the token

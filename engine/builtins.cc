@@ -3,6 +3,7 @@
 #include <functional>
 #include <thread>
 
+#include "base/clock.h"
 #include "ztask/engine.h"
 
 namespace ztask {
@@ -13,9 +14,9 @@ void RegisterBuiltins(Engine& engine) {
   engine.Register("sleep", [](const Value& args, const TaskContext& context) {
     const Value& seconds = args.is_array() && !args.empty() ? args[0] : args;
     if (!seconds.is_number()) throw std::invalid_argument("sleep takes a number of seconds");
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::microseconds(static_cast<int64_t>(seconds.get<double>() * 1e6));
-    while (std::chrono::steady_clock::now() < until) {
+    const base::Deadline until(
+        std::chrono::microseconds(static_cast<int64_t>(seconds.get<double>() * 1e6)));
+    while (!until.expired()) {
       if (context.OutOfTime()) throw TimeLimitReached();
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }

@@ -1,7 +1,5 @@
 #include "engine/command.h"
 
-#include "protocol/path_search.h"
-
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -10,10 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+
+#include "base/clock.h"
+#include "base/path_search.h"
+#include "base/spawn.h"
 
 extern char** environ;
 
@@ -71,165 +74,178 @@ void Append(std::string& out, bool& truncated, const char* data, size_t n, size_
 
 }  // namespace
 
+namespace {
+
+// The pipes of a running task: its stdout and stderr, and, where the kernel
+// has pidfds, one that is readable once it has exited.
+struct Pipes {
+  pollfd fds[3] = {{-1, POLLIN, 0}, {-1, POLLIN, 0}, {-1, POLLIN, 0}};
+  ~Pipes() {
+    for (pollfd& p : fds) {
+      if (p.fd >= 0) ::close(p.fd);
+    }
+  }
+};
+
+// Collects what the task writes until its process ends (not until the last
+// holder of its output lets go: a child it left in the background may hold
+// it for ever) or its time limit passes; then ends its process group and
+// reaps it.
+class Collector {
+ public:
+  Collector(const CommandRequest& request, pid_t pid, const int* files, Pipes& pipes,
+            CommandOutcome& outcome)
+      : request_(request), pid_(pid), files_(files), fds_(pipes.fds), outcome_(outcome) {}
+
+  void Run() {
+    const bool limited = request_.time_limit_s > 0;
+    const base::Deadline deadline(
+        limited ? std::chrono::microseconds(static_cast<int64_t>(request_.time_limit_s * 1e6))
+                : std::chrono::microseconds(-1));
+    const bool has_pidfd = fds_[2].fd >= 0;
+    while (!reaped_) {
+      int wait_ms = has_pidfd ? -1 : 50;  // without a pidfd: ask every 50 ms
+      if (limited) {
+        if (deadline.expired()) {
+          outcome_.timed_out = true;
+          ::kill(-pid_, SIGKILL);
+          break;
+        }
+        const int until_limit =
+            static_cast<int>(std::min<int64_t>(deadline.remaining().count() + 1, 1000));
+        wait_ms = wait_ms < 0 ? until_limit : std::min(wait_ms, until_limit);
+      }
+      if (::poll(fds_, has_pidfd ? 3 : 2, wait_ms) < 0 && errno != EINTR) break;
+      for (int i = 0; i < 2; ++i) {
+        if (fds_[i].fd >= 0 && (fds_[i].revents & (POLLIN | POLLHUP | POLLERR))) Read(i);
+      }
+      // The process's end ends the task (its time limit goes on counting
+      // after it closed its output).
+      if (!has_pidfd || (fds_[2].revents & POLLIN)) TryReap();
+    }
+    Finish();
+  }
+
+ private:
+  bool Read(int i) {
+    const ssize_t n = ::read(fds_[i].fd, buffer_, sizeof buffer_);
+    if (n > 0) {
+      if (files_[i] >= 0) WriteAll(files_[i], buffer_, static_cast<size_t>(n));
+      std::string& text = i == 0 ? outcome_.stdout_text : outcome_.stderr_text;
+      bool& truncated = i == 0 ? outcome_.stdout_truncated : outcome_.stderr_truncated;
+      Append(text, truncated, buffer_, static_cast<size_t>(n), request_.max_output_bytes);
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      ::close(fds_[i].fd);
+      fds_[i].fd = -1;
+    }
+    return n > 0;
+  }
+
+  void TryReap() {
+    while (true) {
+      const pid_t done = ::waitpid(pid_, &wstatus_, WNOHANG);
+      if (done < 0 && errno == EINTR) continue;
+      reaped_ = done == pid_;
+      return;
+    }
+  }
+
+  void Finish() {
+    // What it left running in its process group (children in the background
+    // that held its output, or anything after a time limit) goes with it:
+    // the engine's next task starts on a clean slate.
+    ::kill(-pid_, SIGKILL);
+    if (reaped_) {
+      // What it wrote before it ended is in the pipes: take it, without
+      // waiting for whatever may still hold them (a process that left the
+      // group), and no more than a few buffers' worth.
+      for (int i = 0; i < 2; ++i) {
+        if (fds_[i].fd < 0) continue;
+        ::fcntl(fds_[i].fd, F_SETFL, O_NONBLOCK);
+        for (int reads = 0; reads < 64 && fds_[i].fd >= 0 && Read(i); ++reads) {
+        }
+      }
+    } else {
+      while (::waitpid(pid_, &wstatus_, 0) < 0 && errno == EINTR) {
+      }
+    }
+    outcome_.exit_code =
+        WIFEXITED(wstatus_) ? WEXITSTATUS(wstatus_) : 128 + WTERMSIG(wstatus_);
+  }
+
+  const CommandRequest& request_;
+  const pid_t pid_;
+  const int* files_;
+  pollfd* fds_;
+  CommandOutcome& outcome_;
+  bool reaped_ = false;
+  int wstatus_ = 0;
+  char buffer_[65536];
+};
+
+// Opens the task's output files, before anything runs, so that one that
+// cannot be written fails the task at once. False with outcome.spawn_error.
+bool OpenOutputs(const CommandRequest& request, OutputFiles& output, CommandOutcome& outcome) {
+  int* files = output.fd;
+  if (!request.stdout_path.empty()) {
+    files[0] = OpenOutput(request.stdout_path, request.cwd, &outcome.spawn_error);
+    if (files[0] < 0) return false;
+  }
+  if (!request.stderr_path.empty()) {
+    files[1] = request.stderr_path == request.stdout_path
+                   ? files[0]
+                   : OpenOutput(request.stderr_path, request.cwd, &outcome.spawn_error);
+    if (files[1] < 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 CommandOutcome RunCommand(const CommandRequest& request) {
   CommandOutcome outcome;
   if (request.argv.empty()) {
     outcome.spawn_error = "the command is empty";
     return outcome;
   }
-  // Resolved here: after fork only async-signal-safe calls are made.
-  const std::string program = FindOnPath(request.argv[0]);
-  if (program.empty()) {
+  base::SpawnOptions spawn;
+  spawn.program = FindOnPath(request.argv[0]);
+  if (spawn.program.empty()) {
     outcome.spawn_error = "cannot run '" + request.argv[0] + "': not found in PATH";
     return outcome;
   }
-  // Output files, opened before anything runs, so that one that cannot be
-  // written fails the task at once.
   OutputFiles output;
-  int* files = output.fd;
-  if (!request.stdout_path.empty()) {
-    files[0] = OpenOutput(request.stdout_path, request.cwd, &outcome.spawn_error);
-    if (files[0] < 0) return outcome;
-  }
-  if (!request.stderr_path.empty()) {
-    files[1] = request.stderr_path == request.stdout_path
-                   ? files[0]
-                   : OpenOutput(request.stderr_path, request.cwd, &outcome.spawn_error);
-    if (files[1] < 0) return outcome;
-  }
-  std::vector<std::string> env = Environment(request.env);
-  std::vector<char*> argv, envp;
-  for (const auto& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  int out[2], err[2], status[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
-      ::pipe2(status, O_CLOEXEC) != 0) {
+  if (!OpenOutputs(request, output, outcome)) return outcome;
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) {
     outcome.spawn_error = std::string("cannot make pipes: ") + std::strerror(errno);
     return outcome;
   }
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    if (!request.cwd.empty() && ::chdir(request.cwd.c_str()) != 0) {
-      int e = errno;
-      [[maybe_unused]] ssize_t n = ::write(status[1], &e, sizeof e);
-      ::_exit(127);
-    }
-    ::execve(program.c_str(), argv.data(), envp.data());
-    int e = errno;
-    [[maybe_unused]] ssize_t n = ::write(status[1], &e, sizeof e);
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  ::close(err[1]);
-  ::close(status[1]);
-  if (pid < 0) {
-    outcome.spawn_error = std::string("cannot fork: ") + std::strerror(errno);
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    outcome.spawn_error = std::string("cannot make pipes: ") + std::strerror(errno);
     ::close(out[0]);
-    ::close(err[0]);
-    ::close(status[0]);
+    ::close(out[1]);
     return outcome;
   }
-  ::setpgid(pid, pid);  // also here, so a kill cannot race the child's own call
-  if (request.running_group) request.running_group->store(pid);
-
-  int child_errno = 0;
-  if (::read(status[0], &child_errno, sizeof child_errno) == sizeof child_errno) {
-    outcome.spawn_error = "cannot run '" + request.argv[0] + "'" +
-                          (request.cwd.empty() ? "" : " in " + request.cwd) + ": " +
-                          std::strerror(child_errno);
+  spawn.argv = request.argv;
+  spawn.env = Environment(request.env);
+  spawn.cwd = request.cwd;
+  spawn.fds = {{1, out[1]}, {2, err[1]}};
+  spawn.null_stdin = true;
+  Result<pid_t> pid = base::Spawn(spawn);
+  ::close(out[1]);
+  ::close(err[1]);
+  Pipes pipes;
+  pipes.fds[0].fd = out[0];
+  pipes.fds[1].fd = err[0];
+  if (!pid.ok()) {
+    outcome.spawn_error = pid.status().message();
+    return outcome;
   }
-  ::close(status[0]);
-
-  using Clock = std::chrono::steady_clock;
-  const bool limited = request.time_limit_s > 0;
-  const auto deadline = Clock::now() + std::chrono::microseconds(
-                                           static_cast<int64_t>(request.time_limit_s * 1e6));
-  // The task ends when its process ends, not when the last holder of its
-  // output lets go (a child it left in the background may hold it for
-  // ever): the process's end is watched with a pidfd, or, where the kernel
-  // has none, by asking every 50 ms.
-  const int exited_fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {exited_fd, POLLIN, 0}};
-  bool reaped = false;
-  int wstatus = 0;
-  char buffer[65536];
-  auto read_from = [&](int i) {
-    const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
-    if (n > 0) {
-      if (files[i] >= 0) WriteAll(files[i], buffer, static_cast<size_t>(n));
-      if (i == 0) {
-        Append(outcome.stdout_text, outcome.stdout_truncated, buffer, static_cast<size_t>(n),
-               request.max_output_bytes);
-      } else {
-        Append(outcome.stderr_text, outcome.stderr_truncated, buffer, static_cast<size_t>(n),
-               request.max_output_bytes);
-      }
-    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-      ::close(fds[i].fd);
-      fds[i].fd = -1;
-    }
-    return n > 0;
-  };
-  while (!reaped) {
-    int wait_ms = exited_fd >= 0 ? -1 : 50;
-    if (limited) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) {
-        outcome.timed_out = true;
-        ::kill(-pid, SIGKILL);
-        break;
-      }
-      const int until_limit = static_cast<int>(std::min<int64_t>(left.count() + 1, 1000));
-      wait_ms = wait_ms < 0 ? until_limit : std::min(wait_ms, until_limit);
-    }
-    if (::poll(fds, exited_fd >= 0 ? 3 : 2, wait_ms) < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      read_from(i);
-    }
-    // The process's end ends the task (its time limit goes on counting
-    // after it closed its output).
-    if (exited_fd < 0 || (fds[2].revents & POLLIN)) {
-      while (true) {
-        const pid_t done = ::waitpid(pid, &wstatus, WNOHANG);
-        if (done < 0 && errno == EINTR) continue;
-        reaped = done == pid;
-        break;
-      }
-    }
-  }
-  // What it left running in its process group (children in the background
-  // that held its output, or anything after a time limit) goes with it: the
-  // engine's next task starts on a clean slate.
-  ::kill(-pid, SIGKILL);
-  if (reaped) {
-    // What it wrote before it ended is in the pipes: take it, without
-    // waiting for whatever may still hold them (a process that left the
-    // group), and no more than a few buffers' worth.
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0) continue;
-      ::fcntl(fds[i].fd, F_SETFL, O_NONBLOCK);
-      for (int reads = 0; reads < 64 && fds[i].fd >= 0 && read_from(i); ++reads) {
-      }
-    }
-  }
-  for (int i = 0; i < 3; ++i) {
-    if (fds[i].fd >= 0) ::close(fds[i].fd);
-  }
-  if (!reaped) {
-    while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
-  }
+  if (request.running_group) request.running_group->store(*pid);
+  pipes.fds[2].fd = static_cast<int>(::syscall(SYS_pidfd_open, *pid, 0));
+  Collector(request, *pid, output.fd, pipes, outcome).Run();
   if (request.running_group) request.running_group->store(0);
-  outcome.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
   return outcome;
 }
 

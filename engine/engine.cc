@@ -21,6 +21,10 @@
 #include <unordered_set>
 #include <zmq.hpp>
 
+#include "base/clock.h"
+#include "base/reactor.h"
+#include "base/signals.h"
+#include "base/usage.h"
 #include "engine/capacity.h"
 #include "engine/command.h"
 #include "engine/ledger.h"
@@ -32,8 +36,6 @@
 #include "protocol/request.h"
 #include "protocol/resources.h"
 #include "protocol/security.h"
-#include "protocol/signals.h"
-#include "protocol/usage.h"
 #include "protocol/wire.h"
 
 namespace ztask {
@@ -48,7 +50,7 @@ std::string SecondsText(double s) {
   return text;
 }
 
-using protocol::SteadyMicros;
+using base::MonotonicMicros;
 
 struct Job {
   protocol::Header header;
@@ -101,7 +103,7 @@ std::string Hostname() {
 
 }  // namespace
 
-bool TaskContext::OutOfTime() const { return deadline_us > 0 && SteadyMicros() >= deadline_us; }
+bool TaskContext::OutOfTime() const { return deadline_us > 0 && base::MonotonicMicros() >= deadline_us; }
 
 class EngineLoop final : public Stoppable {
  public:
@@ -165,9 +167,17 @@ class EngineLoop final : public Stoppable {
   }
 
   void Run() {
+    base::Reactor reactor;
+    reactor.Add(hub_, [this] { OnHub(); });
+    reactor.Add(wake_loop_, [this] {
+      // "flush" (replies wait while a task runs), or "retire" (stop_ is set).
+      Frames frames;
+      while (protocol::TryReceive(wake_loop_, frames)) {
+      }
+    });
     int64_t next_heartbeat = 0;
     while (!stop_.load()) {
-      const int64_t now = SteadyMicros();
+      const int64_t now = base::MonotonicMicros();
       if (now >= next_heartbeat) {
         const protocol::Header sent = Send(hub_, MsgType::kHeartbeat, std::nullopt,
                                            protocol::Empty{}, protocol::EngineRef{engine_id_, uuid_});
@@ -179,16 +189,7 @@ class EngineLoop final : public Stoppable {
       // looked at every millisecond (FlushForWorker).
       const int64_t wait_us = flush_asked_.load() ? std::min<int64_t>(next_heartbeat - now, 1000)
                                                   : next_heartbeat - now;
-      zmq::pollitem_t items[] = {{hub_.handle(), 0, ZMQ_POLLIN, 0},
-                                 {wake_loop_.handle(), 0, ZMQ_POLLIN, 0}};
-      if (!protocol::Poll(items, 2, std::chrono::milliseconds(wait_us / 1000 + 1)).ok()) break;
-      if (items[0].revents & ZMQ_POLLIN) OnHub();
-      if (items[1].revents & ZMQ_POLLIN) {
-        // "flush" (replies wait while a task runs), or "retire" (stop_ is set).
-        Frames frames;
-        while (protocol::TryReceive(wake_loop_, frames)) {
-        }
-      }
+      if (!reactor.Turn(std::chrono::microseconds(wait_us)).ok()) break;
       if (flush_asked_.load()) FlushForWorker();
     }
     Send(hub_, MsgType::kUnregistration, std::nullopt, protocol::Empty{},
@@ -219,7 +220,7 @@ class EngineLoop final : public Stoppable {
   protocol::Header Send(zmq::socket_t& socket, MsgType type,
                         const std::optional<protocol::Header>& parent, const Meta& meta,
                         const Content& content) {
-    protocol::Header header{TaskId::Random(), type, uuid_, protocol::NowMicros()};
+    protocol::Header header{TaskId::Random(), type, uuid_, base::WallMicros()};
     (void)protocol::SendEncoded(socket, {},
                                 protocol::EncodeMessage(signer_, header, parent, meta, content));
     return header;
@@ -244,8 +245,8 @@ class EngineLoop final : public Stoppable {
     // Only the answer to this request: refusals of earlier heartbeats may
     // still be on their way.
     const protocol::Header sent{TaskId::Random(), MsgType::kRegistrationRequest, uuid_,
-                                protocol::NowMicros()};
-    const int64_t sent_us = SteadyMicros();
+                                base::WallMicros()};
+    const int64_t sent_us = base::MonotonicMicros();
     protocol::AskOptions options;
     options.timeout = std::chrono::milliseconds(options_.register_timeout_ms);
     options.stop = &stop_;
@@ -315,7 +316,7 @@ class EngineLoop final : public Stoppable {
 
   // Any thread: whether tasks may start.
   bool Fenced() const {
-    return drop_held_.load() || SteadyMicros() - hub_heard_us_.load() > fence_us_.load();
+    return drop_held_.load() || base::MonotonicMicros() - hub_heard_us_.load() > fence_us_.load();
   }
 
   // The loop thread: the hub answered what this engine sent at `sent_us`.
@@ -357,16 +358,26 @@ class EngineLoop final : public Stoppable {
   void WorkerMain() {
     std::unique_lock<std::mutex> io(io_mutex_);
     const bool pooled = Pooled();
-    zmq::pollitem_t items[] = {{scheduler_.handle(), 0, ZMQ_POLLIN, 0},
-                               {wake_worker_.handle(), 0, ZMQ_POLLIN, 0},
-                               {scheduler_watch_->handle(), 0, ZMQ_POLLIN, 0},
-                               {nullptr, done_fd_, ZMQ_POLLIN, 0}};
+    bool ready_again = false, woken = false, finished = false;
+    base::Reactor reactor;
+    // Tasks (TakeTasks) and a reconnection (scheduler_watch_) are looked
+    // at after every turn: these only end the wait.
+    reactor.Add(scheduler_, [] {});
+    reactor.Add(wake_worker_, [&] {
+      woken = true;
+      zmq::message_t word;
+      while (wake_worker_.recv(word, zmq::recv_flags::dontwait)) {
+        ready_again = ready_again || protocol::View(word) == "ready";
+      }
+    });
+    reactor.Add(scheduler_watch_->socket(), [] {});
+    if (pooled) reactor.Add(done_fd_, [&] { finished = true; });
     // With tasks queued, the other sockets are looked at once a
     // millisecond, not between every two tasks: each look is a few system
     // calls, a visible share of a no-op's cost.
     int64_t looked_us = 0;
     while (!stop_.load()) {
-      const int64_t now = SteadyMicros();
+      const int64_t now = base::MonotonicMicros();
       const bool fenced = Fenced();
       if (!pooled && !queue_.empty() && !fenced && now - looked_us < kLookEveryUs) {
         TakeTasks();
@@ -381,21 +392,15 @@ class EngineLoop final : public Stoppable {
       // lifts the fence when the hub answers).
       const auto wait = std::chrono::milliseconds(
           queue_.empty() ? -1 : fenced ? kFencedLookMs : pooled ? -1 : 0);
-      if (!protocol::Poll(items, pooled ? 4 : 3, wait).ok()) break;
-      bool ready_again = false;
-      if (items[1].revents & ZMQ_POLLIN) {
-        zmq::message_t word;
-        while (wake_worker_.recv(word, zmq::recv_flags::dontwait)) {
-          ready_again = ready_again || protocol::View(word) == "ready";
-        }
-        if (stop_.load()) break;  // the loop says stop
-      }
+      ready_again = woken = finished = false;
+      if (!reactor.Turn(wait).ok()) break;
+      if (woken && stop_.load()) break;  // the loop says stop
       if (scheduler_watch_->Reconnected()) {
         Resume(/*resend_replies=*/true);
       } else if (ready_again) {
         Resume(/*resend_replies=*/false);
       }
-      if (pooled && (items[3].revents & ZMQ_POLLIN)) CollectFinished();
+      if (finished) CollectFinished();
       TakeTasks();
       if (!pooled) RunNext(io);
     }
@@ -421,7 +426,7 @@ class EngineLoop final : public Stoppable {
   Done Unsatisfiable(const Job& job, const std::string& why) const {
     Done done{job.header, {false, ErrorType::kUnsatisfiable, engine_id_, job.dispatch.attempt}, {}};
     done.result.error_message = "engine " + std::to_string(engine_id_) + ": the task " + why;
-    done.result.started_us = done.result.completed_us = protocol::NowMicros();
+    done.result.started_us = done.result.completed_us = base::WallMicros();
     return done;
   }
 
@@ -510,7 +515,7 @@ class EngineLoop final : public Stoppable {
     if (!ledger_.MayRun(job.dispatch.run_after)) return Reply(NotRun(job));
     if (std::string why = NeverFits(job); !why.empty()) return Reply(Unsatisfiable(job, why));
     if (ledger_.has_unsent()) {
-      if (ledger_.FlushBeforeRun(job.spec.kind == "command", SteadyMicros())) {
+      if (ledger_.FlushBeforeRun(job.spec.kind == "command", base::MonotonicMicros())) {
         FlushReplies();
       } else if (!flush_asked_.exchange(true)) {
         // If this task runs long, the loop thread sends what waits.
@@ -535,7 +540,7 @@ class EngineLoop final : public Stoppable {
       flush_asked_.store(false);
       return;
     }
-    if (ledger_.FlushWhileRunning(SteadyMicros())) FlushReplies();
+    if (ledger_.FlushWhileRunning(base::MonotonicMicros())) FlushReplies();
   }
 
   // Sends the replies not sent yet, in task_batches within the protocol's
@@ -545,7 +550,7 @@ class EngineLoop final : public Stoppable {
   }
 
   void SendBatch(const std::vector<std::vector<std::string>>& replies) {
-    protocol::Header header{TaskId::Random(), MsgType::kTaskBatch, uuid_, protocol::NowMicros()};
+    protocol::Header header{TaskId::Random(), MsgType::kTaskBatch, uuid_, base::WallMicros()};
     const std::vector<std::string> frames = protocol::EncodeBatch(signer_, header, replies);
     // A full queue (the scheduler reads slower than engines answer) is
     // waited out: a reply is never dropped here.
@@ -554,8 +559,7 @@ class EngineLoop final : public Stoppable {
     while (!sent) {
       sent = !protocol::IsQueueFull(protocol::SendEncoded(scheduler_, {}, frames)) || stop_.load();
       if (sent) break;
-      zmq::pollitem_t item{scheduler_.handle(), 0, ZMQ_POLLOUT, 0};
-      (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
+      base::WaitReady(scheduler_, ZMQ_POLLOUT, std::chrono::milliseconds(100));
     }
   }
 
@@ -602,7 +606,7 @@ class EngineLoop final : public Stoppable {
         }
         // Sent again while queued here: taken once. Ran here already (a
         // restarted scheduler did not hear): its reply again, not a second run.
-        switch (ledger_.Arrive(job->header.id, job->dispatch.attempt, SteadyMicros())) {
+        switch (ledger_.Arrive(job->header.id, job->dispatch.attempt, base::MonotonicMicros())) {
           case engine::Ledger::Arrival::kQueued:
             queue_.push_back(std::move(*job));
             break;
@@ -650,7 +654,7 @@ class EngineLoop final : public Stoppable {
   // its tasks). Then engine_ready, with the list of tasks held here.
   void Resume(bool resend_replies) {
     TakeTasks();
-    const size_t resent = resend_replies ? ledger_.ResendAll(SteadyMicros()) : 0;
+    const size_t resent = resend_replies ? ledger_.ResendAll(base::MonotonicMicros()) : 0;
     if (Pooled()) CollectFinished();
     if (drop_held_.load()) DropHeld();
     std::vector<TaskId> held(running_ids_.begin(), running_ids_.end());
@@ -678,16 +682,16 @@ class EngineLoop final : public Stoppable {
   }
 
   void Reply(const Done& done) {
-    protocol::Header header{TaskId::Random(), MsgType::kTaskReply, uuid_, protocol::NowMicros()};
+    protocol::Header header{TaskId::Random(), MsgType::kTaskReply, uuid_, base::WallMicros()};
     ledger_.Reply(done.request.id, done.meta.attempt, done.meta.ok && !done.meta.not_run,
                   protocol::EncodeInner(header, done.request, done.meta, done.result),
-                  SteadyMicros());
+                  base::MonotonicMicros());
     if (ledger_.BatchFull()) FlushReplies();
   }
 
   Done Execute(const Job& job, Runner& runner, const engine::Grant& grant) {
     Done done{job.header, {true, ErrorType::kNone, engine_id_, job.dispatch.attempt}, {}};
-    done.result.started_us = protocol::NowMicros();
+    done.result.started_us = base::WallMicros();
     auto fail = [&](ErrorType type, std::string message) {
       done.meta.ok = false;
       done.meta.error_type = type;
@@ -742,7 +746,7 @@ class EngineLoop final : public Stoppable {
     } else {
       fail(ErrorType::kTaskFailed, "unknown task kind '" + job.spec.kind + "'");
     }
-    done.result.completed_us = protocol::NowMicros();
+    done.result.completed_us = base::WallMicros();
     return done;
   }
 
@@ -767,7 +771,7 @@ class EngineLoop final : public Stoppable {
     TaskContext context{job.header.id, engine_id_, job.dispatch.attempt, job.dispatch.engines, 0,
                         grant.slots, grant.units};
     if (job.meta.time_limit_s > 0) {
-      context.deadline_us = SteadyMicros() + static_cast<int64_t>(job.meta.time_limit_s * 1e6);
+      context.deadline_us = base::MonotonicMicros() + static_cast<int64_t>(job.meta.time_limit_s * 1e6);
     }
     try {
       Value args;
@@ -902,7 +906,7 @@ class EngineLoop final : public Stoppable {
                                                        const std::vector<TaskId>& ids,
                                                        int32_t wait_ms) {
     protocol::Header header{TaskId::Random(), MsgType::kResultRequest, uuid_,
-                            protocol::NowMicros()};
+                            base::WallMicros()};
     protocol::TaskIdList request{ids, std::nullopt, std::nullopt, "final", wait_ms};
     protocol::AskOptions options;
     options.timeout = std::chrono::milliseconds(int64_t{wait_ms} + 5000);

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,8 +13,10 @@
 #include <msgpack.hpp>
 #include <vector>
 
+#include "base/clock.h"
+#include "base/path_search.h"
+#include "base/spawn.h"
 #include "engine/bounded_answer.h"
-#include "protocol/path_search.h"
 #include "protocol/wire.h"
 
 extern char** environ;
@@ -100,14 +101,6 @@ std::string PythonWorker::Start() {
     path = path.empty() ? old : path + ":" + old;
   }
   if (!path.empty()) env.push_back("PYTHONPATH=" + path);
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::string code = "from ztask_worker import main; main()";
-  std::string dash_c = "-c";
-  std::string in_fd = "3", out_fd = "4";
-  std::vector<char*> argv = {program.data(), dash_c.data(), code.data(), in_fd.data(),
-                             out_fd.data(), nullptr};
   int to[2], from[2];
   if (::pipe2(to, O_CLOEXEC) != 0) return std::string("cannot make pipes: ") + std::strerror(errno);
   if (::pipe2(from, O_CLOEXEC) != 0) {
@@ -115,31 +108,28 @@ std::string PythonWorker::Start() {
     ::close(to[1]);
     return std::string("cannot make pipes: ") + std::strerror(errno);
   }
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    // An engine killed outright takes its worker with it, even mid-task.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    // dup2 clears close-on-exec on the copies the worker keeps.
-    if (::dup2(to[0], 3) < 0 || ::dup2(from[1], 4) < 0) ::_exit(127);
-    ::execve(program.c_str(), argv.data(), envp.data());
-    ::_exit(127);
-  }
+  base::SpawnOptions spawn;
+  spawn.argv = {program, "-c", "from ztask_worker import main; main()", "3", "4"};
+  spawn.env = std::move(env);
+  spawn.fds = {{3, to[0]}, {4, from[1]}};
+  // An engine killed outright takes its worker with it, even mid-task.
+  spawn.dies_with_parent = true;
+  Result<pid_t> spawned = base::Spawn(spawn);
   ::close(to[0]);
   ::close(from[1]);
-  if (pid < 0) {
+  if (!spawned.ok()) {
     ::close(to[1]);
     ::close(from[0]);
-    return std::string("cannot fork: ") + std::strerror(errno);
+    return spawned.status().message();
   }
-  ::setpgid(pid, pid);
+  const pid_t pid = *spawned;
   pid_.store(pid);
   to_worker_ = to[1];
   from_worker_ = from[0];
   ::fcntl(to_worker_, F_SETFL, O_NONBLOCK);  // writes wait in poll, within a deadline
   // Its first word: a hello, or why it cannot serve (a string).
   std::string hello;
-  const IoStatus read = ReadMessage(&hello, protocol::SteadyMicros() + kStartTimeoutUs);
+  const IoStatus read = ReadMessage(&hello, base::MonotonicMicros() + kStartTimeoutUs);
   std::string why;
   if (read == IoStatus::kOk) {
     try {
@@ -173,7 +163,7 @@ PythonWorker::IoStatus PythonWorker::WriteMessage(std::string_view data, int64_t
     if (w < 0 && errno != EAGAIN) return IoStatus::kClosed;  // EPIPE: it died
     int wait_ms = -1;
     if (deadline_us > 0) {
-      const int64_t left = deadline_us - protocol::SteadyMicros();
+      const int64_t left = deadline_us - base::MonotonicMicros();
       if (left <= 0) return IoStatus::kTimedOut;
       wait_ms = static_cast<int>(std::min<int64_t>(left / 1000 + 1, 1000));
     }
@@ -188,7 +178,7 @@ PythonWorker::IoStatus PythonWorker::WriteMessage(std::string_view data, int64_t
 PythonWorker::IoStatus PythonWorker::Fill(int64_t deadline_us) {
   int wait_ms = -1;
   if (deadline_us > 0) {
-    const int64_t left = deadline_us - protocol::SteadyMicros();
+    const int64_t left = deadline_us - base::MonotonicMicros();
     if (left <= 0) return IoStatus::kTimedOut;
     wait_ms = static_cast<int>(std::min<int64_t>(left / 1000 + 1, 1000));
   }
@@ -329,7 +319,7 @@ PythonOutcome PythonWorker::Run(const PythonTask& task) {
   std::memcpy(body.data(), size, 4);
   const int64_t deadline =
       task.time_limit_s > 0
-          ? protocol::SteadyMicros() + static_cast<int64_t>(task.time_limit_s * 1e6)
+          ? base::MonotonicMicros() + static_cast<int64_t>(task.time_limit_s * 1e6)
           : 0;
   std::string reply;
   const AnswerBounds bounds{task.max_output_bytes, task.max_result_bytes, kAnswerSlackBytes};

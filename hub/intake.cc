@@ -6,11 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "hub/server_impl.h"
 
 namespace ztask::hub {
 
-using protocol::SteadyMicros;
+using base::MonotonicMicros;
 
 void HubServer::Impl::OnMonitor(Frames& frames) {
   std::vector<std::string_view> views;
@@ -27,7 +28,7 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
   if (header->type == MsgType::kSchedulerStats) {
     auto stats = protocol::DecodeBody<protocol::SchedulerStats>(views[protocol::kFrameContent]);
     if (!stats.ok()) return Drop(peer, stats.status());
-    return activity_.Scheduler(*stats, SteadyMicros());
+    return activity_.Scheduler(*stats, base::MonotonicMicros());
   }
   if (header->type != MsgType::kMonitorBatch) return OnMonitorMessage(peer, *header, views);
   auto meta = protocol::DecodeBody<protocol::BatchMeta>(views[protocol::kFrameMeta]);
@@ -134,7 +135,7 @@ void HubServer::Impl::OnMonitorMessage(std::string_view peer, const protocol::He
         result = protocol::TaskResult{};
         result->error_message = "the hub cannot read its result: " + why;
       }
-      if (!store_->Outcome(id, *meta, *result, protocol::NowMicros())) return;
+      if (!store_->Outcome(id, *meta, *result, base::WallMicros())) return;
       Noted(id, meta->final);
       if (!meta->final) {
         activity_.Requeued(meta->engine_id, id, !meta->ok);

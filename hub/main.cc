@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <spdlog/spdlog.h>
 
+#include "base/usage.h"
 #include "hub/server.h"
-#include "protocol/usage.h"
 
 int main(int argc, char** argv) {
   // What it writes (records, journal, logs) holds commands, environments and

@@ -7,11 +7,12 @@
 #include <map>
 #include <unordered_set>
 
+#include "base/clock.h"
 #include "hub/server_impl.h"
 
 namespace ztask::hub {
 
-using protocol::SteadyMicros;
+using base::MonotonicMicros;
 
 // A result_request with `wait`: answered now when every task is there,
 // else held (ResultWaits) until they are or its time is up.
@@ -29,7 +30,7 @@ void HubServer::Impl::AnswerWhen(std::string_view route, const protocol::Header&
   const int64_t wait_us =
       std::clamp<int64_t>(int64_t{request.wait_ms.value_or(0)} * 1000, 0, ResultWaits::kMaxWaitUs);
   if (!pending.empty() && wait_us > 0) {
-    ResultWaits::Wait wait{std::string(route), header, request, *until, SteadyMicros() + wait_us};
+    ResultWaits::Wait wait{std::string(route), header, request, *until, base::MonotonicMicros() + wait_us};
     if (waits_.Park(std::move(wait), pending)) return;
   }
   AnswerWait({std::string(route), header, std::move(request)});
@@ -258,13 +259,13 @@ protocol::JobsReply HubServer::Impl::Jobs(const protocol::JobsRequest& request) 
 
 protocol::StatsReply HubServer::Impl::Stats(const protocol::StatsRequest& request) const {
   protocol::StatsReply reply;
-  reply.now_us = protocol::NowMicros();
+  reply.now_us = base::WallMicros();
   reply.waiting = store_->waiting();
   reply.running = store_->running();
   reply.ok = store_->ok();
   reply.failed = store_->failed();
   reply.dropped = static_cast<int64_t>(drops_.count());
-  activity_.Fill(request, SteadyMicros(), &reply);
+  activity_.Fill(request, base::MonotonicMicros(), &reply);
   return reply;
 }
 

@@ -15,6 +15,8 @@
 #include <tuple>
 #include <zmq.hpp>
 
+#include "base/clock.h"
+#include "base/reactor.h"
 #include "hub/server_impl.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
@@ -24,7 +26,7 @@
 namespace ztask::hub {
 namespace {
 
-using protocol::SteadyMicros;
+using base::MonotonicMicros;
 
 // A monitor batch may carry 1,024 messages: a few a turn, so that queries
 // and heartbeats are answered while the scheduler is busy.
@@ -126,27 +128,24 @@ Result<protocol::HubEndpoints> HubServer::Impl::Start(const std::filesystem::pat
 }
 
 void HubServer::Impl::Run() {
+  base::Reactor reactor;
+  reactor.Add(registration_, [this] { Drain(registration_, &Impl::OnEngineMessage); });
+  reactor.Add(query_, [this] { Drain(query_, &Impl::OnQuery); });
+  reactor.Add(monitor_, [this] { Drain(monitor_, &Impl::OnMonitor, kMonitorBatchesPerTurn); });
+  reactor.Add(events_, [this] { OnSubscriptions(); });
+  reactor.Add(wake_[0], [] {});  // RequestStop: stop_ is set
   int64_t next_tick = 0;
   while (!stop_.load()) {
-    zmq::pollitem_t items[] = {
-        {registration_.handle(), 0, ZMQ_POLLIN, 0}, {query_.handle(), 0, ZMQ_POLLIN, 0},
-        {monitor_.handle(), 0, ZMQ_POLLIN, 0},      {events_.handle(), 0, ZMQ_POLLIN, 0},
-        {nullptr, wake_[0], ZMQ_POLLIN, 0},
-    };
-    const int64_t now = SteadyMicros();
+    const int64_t now = base::MonotonicMicros();
     const auto wait = std::chrono::milliseconds(std::max<int64_t>(0, (next_tick - now) / 1000));
-    if (Status polled = protocol::Poll(items, std::size(items), wait); !polled.ok()) {
-      spdlog::error("{}", polled.message());
+    if (Status turned = reactor.Turn(wait); !turned.ok()) {
+      spdlog::error("{}", turned.message());
       break;
     }
-    if (items[0].revents & ZMQ_POLLIN) Drain(registration_, &Impl::OnEngineMessage);
-    if (items[1].revents & ZMQ_POLLIN) Drain(query_, &Impl::OnQuery);
-    if (items[2].revents & ZMQ_POLLIN) Drain(monitor_, &Impl::OnMonitor, kMonitorBatchesPerTurn);
-    if (items[3].revents & ZMQ_POLLIN) OnSubscriptions();
-    if (SteadyMicros() >= next_tick) {
+    if (base::MonotonicMicros() >= next_tick) {
       Tick();
-      drops_.Report(SteadyMicros());
-      next_tick = SteadyMicros() + std::min<int64_t>(kFlushEveryUs, options_.heartbeat_ms * 1000);
+      drops_.Report(base::MonotonicMicros());
+      next_tick = base::MonotonicMicros() + std::min<int64_t>(kFlushEveryUs, options_.heartbeat_ms * 1000);
     }
   }
   FlushStore();
@@ -174,7 +173,7 @@ void HubServer::Impl::OnSubscriptions() {
 
 void HubServer::Impl::Emit(protocol::Event event) {
   if (listeners_ == 0) return;
-  event.at_us = protocol::NowMicros();
+  event.at_us = base::WallMicros();
   event.seq = ++events_published_;
   Publish(events_, MsgType::kEvent, event);
 }
@@ -203,7 +202,7 @@ void HubServer::Impl::OnEngineMessage(Frames& frames) {
                                             " engines, its limit (taskhub --max-engines)",
                                         0, std::nullopt});
       }
-      auto registered = registry_.Register(*request, SteadyMicros(), protocol::NowMicros());
+      auto registered = registry_.Register(*request, base::MonotonicMicros(), base::WallMicros());
       if (registered.replaced) EngineGone(*registered.replaced, "restarted");
       Reply(registration_, frames[0], MsgType::kRegistrationReply, *header,
             protocol::RegistrationReply{true, registered.id, "", options_.heartbeat_ms,
@@ -221,7 +220,7 @@ void HubServer::Impl::OnEngineMessage(Frames& frames) {
     case MsgType::kHeartbeat: {
       auto ref = protocol::DecodeBody<protocol::EngineRef>(content);
       if (!ref.ok()) return Drop(View(frames[0]), ref.status());
-      if (registry_.Touch(ref->uuid, SteadyMicros())) {
+      if (registry_.Touch(ref->uuid, base::MonotonicMicros())) {
         return Reply(registration_, frames[0], MsgType::kHeartbeat, *header, *ref);
       }
       // Not (or no longer) registered: tell it to register again.
@@ -254,17 +253,17 @@ void HubServer::Impl::EngineGone(const protocol::EngineRef& ref, const std::stri
 }
 
 void HubServer::Impl::Tick() {
-  for (const ResultWaits::Wait& wait : waits_.Expired(SteadyMicros())) AnswerWait(wait);
+  for (const ResultWaits::Wait& wait : waits_.Expired(base::MonotonicMicros())) AnswerWait(wait);
   // Heartbeats that wait in the socket count: a hub slowed down by its
   // other work must not expire engines that did beat.
   Drain(registration_, &Impl::OnEngineMessage);
   const int64_t expiry = int64_t{options_.heartbeat_ms} * options_.heartbeat_misses * 1000;
-  for (const auto& gone : registry_.Expire(SteadyMicros(), expiry)) {
+  for (const auto& gone : registry_.Expire(base::MonotonicMicros(), expiry)) {
     EngineGone({gone.info.id, gone.info.uuid}, "missed its heartbeats");
   }
   // Notices are idempotent: repeating them lets a scheduler that started
   // (or restarted) after an engine registered learn of it.
-  if (SteadyMicros() >= next_announce_) {
+  if (base::MonotonicMicros() >= next_announce_) {
     for (const auto& [id, record] : registry_.alive()) {
       Publish(notifier_, MsgType::kEngineRegistered, record.info);
     }
@@ -275,7 +274,7 @@ void HubServer::Impl::Tick() {
         Publish(notifier_, MsgType::kEngineDraining, protocol::EngineRef{e.id, e.uuid});
       }
     }
-    next_announce_ = SteadyMicros() + int64_t{options_.heartbeat_ms} * 1000;
+    next_announce_ = base::MonotonicMicros() + int64_t{options_.heartbeat_ms} * 1000;
   }
   FlushStore();
 }

@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "protocol/signals.h"
+#include "base/signals.h"
 #include "ztask/status.h"
 
 namespace ztask::hub {

@@ -18,6 +18,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/clock.h"
 #include "hub/activity.h"
 #include "hub/registry.h"
 #include "hub/result_waits.h"
@@ -83,7 +84,7 @@ class HubServer::Impl {
   }
 
   protocol::Header NewHeader(MsgType type) {
-    return {TaskId{session_.hi, ++counter_}, type, "hub", protocol::NowMicros()};
+    return {TaskId{session_.hi, ++counter_}, type, "hub", base::WallMicros()};
   }
 
   template <class Content>

@@ -37,7 +37,7 @@
 #include <utility>
 #include <vector>
 
-#include "protocol/flat_id_map.h"
+#include "base/flat_id_map.h"
 #include "protocol/messages.h"
 #include "ztask/status.h"
 

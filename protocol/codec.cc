@@ -3,11 +3,6 @@
 // throw is caught here and becomes a Status.
 #include "protocol/codec.h"
 
-#include <openssl/evp.h>
-#include <sodium.h>
-
-#include <atomic>
-#include <chrono>
 #include <concepts>
 #include <cstring>
 #include <exception>
@@ -418,86 +413,7 @@ Status Unpack(std::string_view frame, F&& on_object) {
   }
 }
 
-// A SHA-256 context, freed with it.
-struct MdCtx {
-  MdCtx() : ctx(EVP_MD_CTX_new()) {
-    if (!ctx) std::terminate();
-  }
-  ~MdCtx() { EVP_MD_CTX_free(ctx); }
-  MdCtx(const MdCtx&) = delete;
-  MdCtx& operator=(const MdCtx&) = delete;
-  EVP_MD_CTX* ctx;
-};
-
-void Check(int ok) {
-  if (ok != 1) std::terminate();  // SHA-256 itself failing: nothing is safe
-}
-
 }  // namespace
-
-struct Signer::Pads {
-  MdCtx inner, outer;
-};
-
-Signer::Signer(std::string key) {
-  if (sodium_init() < 0) std::terminate();  // no randomness, no security
-  if (key.empty()) return;
-  constexpr size_t kBlock = 64;
-  unsigned char block[kBlock] = {};
-  if (key.size() > kBlock) {
-    unsigned int n = 0;
-    Check(EVP_Digest(key.data(), key.size(), block, &n, EVP_sha256(), nullptr));
-  } else {
-    std::memcpy(block, key.data(), key.size());
-  }
-  auto pads = std::make_shared<Pads>();
-  unsigned char pad[kBlock];
-  for (auto [ctx, byte] : {std::pair{pads->inner.ctx, 0x36}, {pads->outer.ctx, 0x5c}}) {
-    for (size_t i = 0; i < kBlock; ++i) pad[i] = block[i] ^ static_cast<unsigned char>(byte);
-    Check(EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr));
-    Check(EVP_DigestUpdate(ctx, pad, kBlock));
-  }
-  sodium_memzero(block, sizeof block);
-  sodium_memzero(pad, sizeof pad);
-  pads_ = std::move(pads);
-}
-
-void Signer::Mac(std::span<const std::string_view> frames, unsigned char out[kHmacBytes]) const {
-  thread_local MdCtx scratch;
-  EVP_MD_CTX* ctx = scratch.ctx;
-  Check(EVP_MD_CTX_copy_ex(ctx, pads_->inner.ctx));
-  for (size_t i = kFrameHeader; i < frames.size(); ++i) {
-    // Each frame's length goes in first, so bytes cannot move between
-    // frames without changing the HMAC.
-    unsigned char length[8];
-    const uint64_t n = frames[i].size();
-    for (int b = 0; b < 8; ++b) length[b] = static_cast<unsigned char>(n >> (8 * b));
-    Check(EVP_DigestUpdate(ctx, length, sizeof length));
-    Check(EVP_DigestUpdate(ctx, frames[i].data(), frames[i].size()));
-  }
-  unsigned char inner[kHmacBytes];
-  unsigned int size = 0;
-  Check(EVP_DigestFinal_ex(ctx, inner, &size));
-  Check(EVP_MD_CTX_copy_ex(ctx, pads_->outer.ctx));
-  Check(EVP_DigestUpdate(ctx, inner, sizeof inner));
-  Check(EVP_DigestFinal_ex(ctx, out, &size));
-}
-
-std::string Signer::Sign(std::span<const std::string_view> frames) const {
-  if (!enabled()) return {};
-  unsigned char mac[kHmacBytes];
-  Mac(frames, mac);
-  return std::string(reinterpret_cast<const char*>(mac), kHmacBytes);
-}
-
-bool Signer::Verify(std::span<const std::string_view> frames) const {
-  const std::string_view given = frames[kFrameHmac];
-  if (!enabled()) return given.empty();
-  if (given.size() != kHmacBytes) return false;
-  unsigned char mac[kHmacBytes];
-  Mac(frames, mac);
-  return sodium_memcmp(mac, given.data(), kHmacBytes) == 0;
-}
 
 Status CheckFrames(const Signer& signer, const Limits& limits,
                    std::span<const std::string_view> frames) {
@@ -631,83 +547,6 @@ Status CheckFrameCount(MsgType type, size_t frames) {
 
 namespace {
 
-void PutWord(std::string& out, size_t value) {
-  const uint32_t w = static_cast<uint32_t>(value);
-  const char bytes[4] = {static_cast<char>(w & 0xff), static_cast<char>((w >> 8) & 0xff),
-                         static_cast<char>((w >> 16) & 0xff), static_cast<char>(w >> 24)};
-  out.append(bytes, 4);
-}
-
-// Reads a 4-byte little-endian word at `at`, moving past it; false when
-// fewer than 4 bytes are left.
-bool TakeWord(std::string_view records, size_t& at, uint32_t& w) {
-  if (records.size() - at < 4) return false;
-  const auto* p = reinterpret_cast<const unsigned char*>(records.data() + at);
-  w = uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-  at += 4;
-  return true;
-}
-
-}  // namespace
-
-void AppendRecord(std::string& records, std::span<const std::string_view> frames,
-                  std::span<const std::string_view> more) {
-  size_t bytes = 4;
-  for (std::string_view f : frames) bytes += 4 + f.size();
-  for (std::string_view f : more) bytes += 4 + f.size();
-  records.reserve(records.size() + bytes);
-  PutWord(records, frames.size() + more.size());
-  for (std::string_view f : frames) {
-    PutWord(records, f.size());
-    records.append(f);
-  }
-  for (std::string_view f : more) {
-    PutWord(records, f.size());
-    records.append(f);
-  }
-}
-
-Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
-    std::span<const std::string_view> frames, TaskBatch* content) {
-  if (frames.size() != kBatchFrames) {
-    return Status::Malformed("a batch has " + std::to_string(kBatchFrames) + " frames, not " +
-                             std::to_string(frames.size()));
-  }
-  auto batch = DecodeBody<TaskBatch>(frames[kFrameContent]);
-  if (!batch.ok()) return Status::Malformed("batch: " + batch.status().message());
-  const std::string_view records = frames[kFrameRecords];
-  std::vector<std::vector<std::string_view>> out;
-  size_t at = 0;
-  while (at < records.size()) {
-    if (out.size() == kMaxBatchMessages) {
-      return Status::TooLarge("a batch of more than " + std::to_string(kMaxBatchMessages) +
-                              " messages");
-    }
-    uint32_t count = 0;
-    if (!TakeWord(records, at, count) || count < 4 || count + 2 > kMaxMessageFrames) {
-      return Status::Malformed("batch: a record's frame count is not 4 to " +
-                               std::to_string(kMaxMessageFrames - 2));
-    }
-    std::vector<std::string_view>& message = out.emplace_back(2);  // no signature, no HMAC
-    message.reserve(2 + count);
-    for (uint32_t i = 0; i < count; ++i) {
-      uint32_t length = 0;
-      if (!TakeWord(records, at, length) || length > records.size() - at) {
-        return Status::Malformed("batch: a record runs past the end of the frame");
-      }
-      message.push_back(records.substr(at, length));
-      at += length;
-    }
-  }
-  if (batch->dispatch && batch->dispatch->size() != out.size()) {
-    return Status::Malformed("batch: a dispatch for each task, no more, no less");
-  }
-  if (content) *content = std::move(*batch);
-  return out;
-}
-
-namespace {
-
 // What earlier versions put in a batch's content.
 struct EarlierBatch {
   std::vector<int32_t> frames;
@@ -737,91 +576,24 @@ std::optional<std::string> RecordsOfEarlierBatch(std::span<const std::string_vie
   return records;
 }
 
-std::vector<std::string> EncodeBatch(const Signer& signer, const Header& header,
-                                     const std::vector<std::vector<std::string>>& messages,
-                                     std::optional<std::vector<DispatchInfo>> dispatch) {
-  std::vector<std::string> frames;
-  frames.reserve(kBatchFrames);
-  frames.emplace_back(kProtocolSignature);
-  frames.emplace_back();
-  frames.push_back(EncodeHeader(header));
-  frames.push_back(EncodeParent(std::nullopt));
-  frames.push_back(EncodeBody(Empty{}));
-  frames.push_back(EncodeBody(TaskBatch{std::move(dispatch)}));
-  std::string& records = frames.emplace_back();
-  std::vector<std::string_view> views;
-  for (const auto& m : messages) {
-    views.assign(m.begin(), m.end());
-    AppendRecord(records, views);
-  }
-  views.assign(frames.begin(), frames.end());
-  frames[kFrameHmac] = signer.Sign(views);
-  return frames;
-}
-
-int64_t SteadyMicros() {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
-int64_t NowMicros() {
-  // Strictly increasing within the process, even when the clock steps back,
-  // so that receivers can refuse replays by date (see replay_guard.h).
-  static std::atomic<int64_t> last{0};
-  using namespace std::chrono;
-  const int64_t now = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
-  int64_t prev = last.load(std::memory_order_relaxed);
-  int64_t next;
-  do {
-    next = std::max(now, prev + 1);
-  } while (!last.compare_exchange_weak(prev, next, std::memory_order_relaxed));
-  return next;
-}
-
-// Every body type of the table, instantiated here so that no other file
-// needs msgpack.
-#define ZTASK_INSTANTIATE(T)                    \
-  template std::string EncodeBody<T>(const T&); \
-  template Result<T> DecodeBody<T>(std::string_view);
-ZTASK_INSTANTIATE(Header)
-ZTASK_INSTANTIATE(Empty)
-ZTASK_INSTANTIATE(RoutingMeta)
-ZTASK_INSTANTIATE(TaskSpec)
-ZTASK_INSTANTIATE(ReplyMeta)
-ZTASK_INSTANTIATE(TaskResult)
-ZTASK_INSTANTIATE(AbortRequest)
-ZTASK_INSTANTIATE(AbortReply)
-ZTASK_INSTANTIATE(EngineReady)
-ZTASK_INSTANTIATE(RegistrationRequest)
-ZTASK_INSTANTIATE(RegistrationReply)
-ZTASK_INSTANTIATE(EngineRef)
-ZTASK_INSTANTIATE(TaskIdList)
-ZTASK_INSTANTIATE(ResultReply)
-ZTASK_INSTANTIATE(QueueReply)
-ZTASK_INSTANTIATE(EnginesReply)
-ZTASK_INSTANTIATE(PurgeRequest)
-ZTASK_INSTANTIATE(Count)
-ZTASK_INSTANTIATE(Acknowledgement)
-ZTASK_INSTANTIATE(Assignment)
-ZTASK_INSTANTIATE(MonitorBatch)
-ZTASK_INSTANTIATE(TaskBatch)
-ZTASK_INSTANTIATE(OutcomeMeta)
-ZTASK_INSTANTIATE(EngineInfo)
-ZTASK_INSTANTIATE(Event)
-ZTASK_INSTANTIATE(TaskRecord)
-ZTASK_INSTANTIATE(DispatchInfo)
-ZTASK_INSTANTIATE(EngineStateReport)
-ZTASK_INSTANTIATE(ClusterRequest)
-ZTASK_INSTANTIATE(BatchMeta)
-ZTASK_INSTANTIATE(MonitorAck)
-ZTASK_INSTANTIATE(RecoverRequest)
-ZTASK_INSTANTIATE(RecoverReply)
-ZTASK_INSTANTIATE(StatsRequest)
-ZTASK_INSTANTIATE(StatsReply)
-ZTASK_INSTANTIATE(SchedulerStats)
-ZTASK_INSTANTIATE(JobsRequest)
-ZTASK_INSTANTIATE(JobsReply)
-ZTASK_INSTANTIATE(FrameList)
-#undef ZTASK_INSTANTIATE
+// Every body of the message table (message_type.h), and the records read
+// or written on their own, made here so that no other file needs msgpack. A
+// type several messages carry is named several times by the table, which
+// explicit instantiations would refuse: each is instead used by this table,
+// which has external linkage and so keeps every one of them.
+using AnyFunction = void (*)();
+extern const AnyFunction kEveryBodyCodec[];
+#define ZTASK_CODECS_OF(T) \
+  reinterpret_cast<AnyFunction>(&EncodeBody<T>), reinterpret_cast<AnyFunction>(&DecodeBody<T>),
+#define ZTASK_CODECS(name, code, text, meta, content) ZTASK_CODECS_OF(meta) ZTASK_CODECS_OF(content)
+const AnyFunction kEveryBodyCodec[] = {
+    ZTASK_MESSAGE_TYPES(ZTASK_CODECS)  //
+    ZTASK_CODECS_OF(Header)            //
+    ZTASK_CODECS_OF(DispatchInfo)      //
+    ZTASK_CODECS_OF(TaskRecord)        //
+    ZTASK_CODECS_OF(FrameList)         //
+};
+#undef ZTASK_CODECS
+#undef ZTASK_CODECS_OF
 
 }  // namespace ztask::protocol

@@ -10,8 +10,9 @@
 // returns an error Status for any input that is not a well-formed message,
 // and never throws, aborts or reads out of bounds.
 //
-// Thread safety: the free functions are reentrant; a Signer is immutable
-// after construction and may be shared.
+// The frames' layout is frame_layout.h's; the signature signer.h's.
+//
+// Thread safety: the free functions are reentrant.
 #ifndef ZTASK_PROTOCOL_CODEC_H_
 #define ZTASK_PROTOCOL_CODEC_H_
 
@@ -23,38 +24,12 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/frame_layout.h"
 #include "protocol/messages.h"
+#include "protocol/signer.h"
 #include "ztask/status.h"
 
 namespace ztask::protocol {
-
-inline constexpr std::string_view kProtocolSignature = "ZTASK1";
-
-enum Frame : size_t {
-  kFrameSignature = 0,
-  kFrameHmac = 1,
-  kFrameHeader = 2,
-  kFrameParent = 3,
-  kFrameMeta = 4,
-  kFrameContent = 5,
-  kFirstBuffer = 6,
-};
-inline constexpr size_t kMinFrames = 6;
-inline constexpr size_t kHmacBytes = 32;
-
-// Frames of one message, buffers included, or of each message in a batch.
-inline constexpr size_t kMaxMessageFrames = 64;
-// A batch (task_batch, monitor_batch) holds many messages under one
-// signature, in one frame of records after its own six (kFrameRecords):
-// each message its frame count, then each frame's length and bytes. At
-// most this many messages in one batch.
-inline constexpr size_t kFrameRecords = kFirstBuffer;
-inline constexpr size_t kBatchFrames = kMinFrames + 1;
-inline constexpr size_t kMaxBatchMessages = 4096;
-// A task_batch holds at most this many tasks (or replies) and, past the
-// first, this many bytes: senders start a new batch beyond either.
-inline constexpr size_t kMaxBatchTasks = 1024;
-inline constexpr size_t kMaxBatchBytes = size_t{4} << 20;
 
 struct Limits {
   // Total bytes of all frames of one message. Default: 64 MiB.
@@ -87,31 +62,6 @@ std::string RemoteException(std::string_view ename, std::string_view evalue,
 // OK when `packed` is one msgpack value within the limits on values (or
 // empty: no value); otherwise what is wrong, in words.
 Status CheckValue(std::string_view packed);
-
-// Signs and verifies with the cluster's key: HMAC-SHA256 (RFC 2104) over
-// OpenSSL's SHA-256, which uses the CPU's SHA instructions where there are
-// any. The key's inner and outer pads are hashed once, here, not per message.
-class Signer {
- public:
-  // An empty key makes an unsigned cluster: Sign() yields an empty frame and
-  // Verify() accepts only an empty frame.
-  explicit Signer(std::string key = {});
-
-  bool enabled() const { return pads_ != nullptr; }
-  // The HMAC of frames[kFrameHeader..]: 32 raw bytes, or "" when unsigned.
-  // REQUIRES: frames.size() >= kMinFrames.
-  std::string Sign(std::span<const std::string_view> frames) const;
-  // True when frames[kFrameHmac] is the HMAC of the frames after it.
-  // Compares in constant time. REQUIRES: frames.size() >= kMinFrames.
-  bool Verify(std::span<const std::string_view> frames) const;
-
-  struct Pads;  // SHA-256 states after the key's inner and outer pads
-
- private:
-  void Mac(std::span<const std::string_view> frames, unsigned char out[32]) const;
-
-  std::shared_ptr<const Pads> pads_;  // null when unsigned
-};
 
 // ---- encoding ---------------------------------------------------------------
 
@@ -240,12 +190,6 @@ Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
 // the content's `frames`), as a scheduler's journal may still hold one:
 // nullopt when `frames` is not such a batch.
 std::optional<std::string> RecordsOfEarlierBatch(std::span<const std::string_view> frames);
-
-// The current time in µs since the Unix epoch, for headers: strictly
-// increasing within the process.
-int64_t NowMicros();
-// A monotonic clock in µs, for deadlines and intervals within a process.
-int64_t SteadyMicros();
 
 }  // namespace ztask::protocol
 

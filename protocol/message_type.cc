@@ -4,7 +4,7 @@ namespace ztask::protocol {
 
 std::string_view MsgTypeName(MsgType type) {
   switch (type) {
-#define ZTASK_NAME_ENTRY(name, code, text) \
+#define ZTASK_NAME_ENTRY(name, code, text, meta, content) \
   case MsgType::name:                      \
     return text;
     ZTASK_MESSAGE_TYPES(ZTASK_NAME_ENTRY)
@@ -15,7 +15,7 @@ std::string_view MsgTypeName(MsgType type) {
 
 std::optional<MsgType> MsgTypeFromCode(uint8_t code) {
   switch (code) {
-#define ZTASK_CODE_ENTRY(name, value, text) \
+#define ZTASK_CODE_ENTRY(name, value, text, meta, content) \
   case value:                               \
     return MsgType::name;
     ZTASK_MESSAGE_TYPES(ZTASK_CODE_ENTRY)

@@ -937,53 +937,13 @@ struct JobsReply {
 
 template <MsgType T>
 struct Bodies;
-#define ZTASK_BODIES(type, meta, content) \
-  template <>                             \
-  struct Bodies<MsgType::type> {          \
-    using Meta = meta;                    \
-    using Content = content;              \
+#define ZTASK_BODIES(type, code, name, meta, content) \
+  template <>                                         \
+  struct Bodies<MsgType::type> {                      \
+    using Meta = meta;                                \
+    using Content = content;                          \
   };
-ZTASK_BODIES(kTaskRequest, RoutingMeta, TaskSpec)
-ZTASK_BODIES(kTaskReply, ReplyMeta, TaskResult)
-ZTASK_BODIES(kAbortRequest, Empty, AbortRequest)
-ZTASK_BODIES(kAbortReply, Empty, AbortReply)
-ZTASK_BODIES(kEngineReady, Empty, EngineReady)
-ZTASK_BODIES(kEngineRetire, Empty, EngineRef)
-ZTASK_BODIES(kTaskBatch, Empty, TaskBatch)
-ZTASK_BODIES(kRegistrationRequest, Empty, RegistrationRequest)
-ZTASK_BODIES(kRegistrationReply, Empty, RegistrationReply)
-ZTASK_BODIES(kUnregistration, Empty, EngineRef)
-ZTASK_BODIES(kHeartbeat, Empty, EngineRef)
-ZTASK_BODIES(kEngineState, Empty, EngineStateReport)
-ZTASK_BODIES(kEngineStateReply, Empty, Acknowledgement)
-ZTASK_BODIES(kResultRequest, Empty, TaskIdList)
-ZTASK_BODIES(kResultReply, Empty, ResultReply)
-ZTASK_BODIES(kQueueRequest, Empty, Empty)
-ZTASK_BODIES(kQueueReply, Empty, QueueReply)
-ZTASK_BODIES(kEnginesRequest, Empty, Empty)
-ZTASK_BODIES(kEnginesReply, Empty, EnginesReply)
-ZTASK_BODIES(kPurgeRequest, Empty, PurgeRequest)
-ZTASK_BODIES(kPurgeReply, Empty, Count)
-ZTASK_BODIES(kShutdownRequest, Empty, Empty)
-ZTASK_BODIES(kShutdownReply, Empty, Acknowledgement)
-ZTASK_BODIES(kTaskSubmitted, RoutingMeta, TaskSpec)
-ZTASK_BODIES(kTaskAssigned, Assignment, Empty)
-ZTASK_BODIES(kTaskOutcome, OutcomeMeta, TaskResult)
-ZTASK_BODIES(kMonitorBatch, BatchMeta, MonitorBatch)
-ZTASK_BODIES(kMonitorAck, Empty, MonitorAck)
-ZTASK_BODIES(kRecoverRequest, Empty, RecoverRequest)
-ZTASK_BODIES(kRecoverReply, Empty, RecoverReply)
-ZTASK_BODIES(kStatsRequest, Empty, StatsRequest)
-ZTASK_BODIES(kStatsReply, Empty, StatsReply)
-ZTASK_BODIES(kSchedulerStats, Empty, SchedulerStats)
-ZTASK_BODIES(kJobsRequest, Empty, JobsRequest)
-ZTASK_BODIES(kJobsReply, Empty, JobsReply)
-ZTASK_BODIES(kEngineRegistered, Empty, EngineInfo)
-ZTASK_BODIES(kEngineUnregistered, Empty, EngineRef)
-ZTASK_BODIES(kEngineDraining, Empty, EngineRef)
-ZTASK_BODIES(kEvent, Empty, Event)
-ZTASK_BODIES(kClusterRequest, Empty, ClusterRequest)
-ZTASK_BODIES(kClusterReply, Empty, Acknowledgement)
+ZTASK_MESSAGE_TYPES(ZTASK_BODIES)
 #undef ZTASK_BODIES
 
 }  // namespace ztask::protocol

@@ -25,7 +25,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "protocol/string_hash.h"
+#include "base/string_hash.h"
 
 namespace ztask::protocol {
 

@@ -1,7 +1,7 @@
 // ReplayGuard: refuses a signed message that was captured and sent again.
 //
 // Every process stamps its headers with a date that strictly increases
-// within the process (NowMicros), and sends each socket's messages in the
+// within the process (base::WallMicros), and sends each socket's messages in the
 // order it stamps them. A bound socket therefore sees each session's dates
 // strictly increase; a message whose date is not after the last one of its
 // session is a replay and is refused. A session is forgotten only once it

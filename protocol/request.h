@@ -20,6 +20,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/clock.h"
+#include "base/reactor.h"
 #include "protocol/codec.h"
 #include "protocol/wire.h"
 
@@ -44,7 +46,7 @@ template <MsgType kReply>
 Result<DecodedOf<kReply>> AwaitReply(zmq::socket_t& socket, const Signer& signer, const TaskId& id,
                                      const AskOptions& options) {
   const int64_t deadline =
-      SteadyMicros() +
+      base::MonotonicMicros() +
       std::chrono::duration_cast<std::chrono::microseconds>(options.timeout).count();
   Frames frames;
   for (;;) {
@@ -64,15 +66,14 @@ Result<DecodedOf<kReply>> AwaitReply(zmq::socket_t& socket, const Signer& signer
       }
       if (reply->parent && reply->parent->id == id) return reply;
     }
-    const int64_t left_us = deadline - SteadyMicros();
+    const int64_t left_us = deadline - base::MonotonicMicros();
     if (left_us <= 0) {
       return Status::TimedOut("no " + std::string(MsgTypeName(kReply)) + " within " +
                               std::to_string(options.timeout.count()) + " ms");
     }
     if (options.stop && options.stop->load()) return Status::Unavailable("stopped while waiting");
-    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-    (void)Poll(&item, 1,
-               std::chrono::milliseconds(std::clamp<int64_t>(left_us / 1000 + 1, 1, 100)));
+    base::WaitReady(socket, ZMQ_POLLIN,
+                    std::chrono::milliseconds(std::clamp<int64_t>(left_us / 1000 + 1, 1, 100)));
   }
 }
 

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "base/clock.h"
+#include "base/reactor.h"
 #include "protocol/wire.h"
 
 namespace ztask::protocol {
@@ -180,16 +182,13 @@ Status ServerSecurity::Start() {
 }
 
 void ServerSecurity::Run(zmq::socket_t& zap, std::vector<zmq::socket_t>& monitors) {
-  std::vector<zmq::pollitem_t> items;
-  items.push_back({zap.handle(), 0, ZMQ_POLLIN, 0});
-  for (auto& m : monitors) items.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
-  while (!stop_.load()) {
-    if (!Poll(items.data(), items.size(), std::chrono::milliseconds(100)).ok()) return;
-    if (items[0].revents & ZMQ_POLLIN) AnswerZap(zap);
-    for (size_t i = 0; i < monitors.size(); ++i) {
-      if (items[i + 1].revents & ZMQ_POLLIN) ReadEvent(monitors[i], i);
-    }
+  base::Reactor reactor;
+  reactor.Add(zap, [&] { AnswerZap(zap); });
+  for (size_t i = 0; i < monitors.size(); ++i) {
+    reactor.Add(monitors[i], [this, &monitors, i] { ReadEvent(monitors[i], i); });
   }
+  // The stop flag is looked at every 100 ms.
+  (void)reactor.Run(stop_, {}, std::chrono::milliseconds(100));
 }
 
 // ZAP (RFC 27): version, request id, domain, address, identity, mechanism,
@@ -232,7 +231,7 @@ void ServerSecurity::ReadEvent(zmq::socket_t& monitor, size_t index) {
 
 void ServerSecurity::Refused(const std::string& where, const std::string& why) {
   ++refused_;
-  const int64_t now = SteadyMicros();
+  const int64_t now = base::MonotonicMicros();
   if (now - window_start_us_ >= 1'000'000) {
     window_start_us_ = now;
     lines_in_window_ = 0;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <exception>
 
+#include "base/clock.h"
 #include "ztask/task_id.h"
 
 namespace ztask {
@@ -152,9 +153,7 @@ TaskId TaskId::Random() {
 }
 
 TaskId TaskId::New() {
-  using namespace std::chrono;
-  const auto ms = static_cast<uint64_t>(
-      duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count());
+  const auto ms = static_cast<uint64_t>(base::WallMicros() / 1000);
   TaskId id = Random();
   id.hi = (ms << 16) | (id.hi & 0xffff);
   return id;

@@ -9,8 +9,9 @@
 #include <cstring>
 #include <thread>
 
+#include "base/clock.h"
+#include "base/signals.h"
 #include "protocol/codec.h"
-#include "protocol/signals.h"
 
 namespace ztask::protocol {
 
@@ -68,7 +69,7 @@ Result<Header> OpenMessage(const Signer& signer, const Limits& limits, const Fra
   ZTASK_RETURN_IF_ERROR(CheckFrames(signer, limits, *views));
   auto header = DecodeHeader((*views)[kFrameHeader]);
   if (header.ok()) ZTASK_RETURN_IF_ERROR(CheckFrameCount(header->type, views->size()));
-  if (header.ok() && guard) ZTASK_RETURN_IF_ERROR(guard->Admit(*header, NowMicros()));
+  if (header.ok() && guard) ZTASK_RETURN_IF_ERROR(guard->Admit(*header, base::WallMicros()));
   return header;
 }
 
@@ -90,16 +91,6 @@ zmq::message_t Share(zmq::message_t& m) {
   zmq::message_t copy;
   copy.copy(m);
   return copy;
-}
-
-Status Poll(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds timeout) {
-  try {
-    zmq::poll(items, count, timeout);
-  } catch (const zmq::error_t& e) {
-    if (e.num() != EINTR) return Status::Internal(std::string("poll failed: ") + e.what());
-    for (size_t i = 0; i < count; ++i) items[i].revents = 0;
-  }
-  return Status::Ok();
 }
 
 std::string PrintablePeer(std::string_view peer) {
@@ -144,7 +135,7 @@ void DropLog::Record(std::string_view peer, std::string_view reason, const std::
     first = true;
   }
   if (!first) return;
-  const int64_t now = SteadyMicros();
+  const int64_t now = base::MonotonicMicros();
   if (now - window_start_us_ >= 1'000'000) {
     window_start_us_ = now;
     lines_in_window_ = 0;

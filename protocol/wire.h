@@ -84,10 +84,6 @@ Result<std::string> BindPreferring(zmq::socket_t& socket, const std::string& end
                                    const std::string& previous);
 Status Connect(zmq::socket_t& socket, const std::string& endpoint);
 
-// zmq::poll that treats an interrupted wait (a signal) as a wait with no
-// events. Returns an error only when polling itself is broken.
-Status Poll(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds timeout);
-
 // Tells when a connecting socket's connection was lost and made again (its
 // peer restarted, or the network came back), through a socket monitor.
 class ReconnectWatch {
@@ -96,8 +92,8 @@ class ReconnectWatch {
   ReconnectWatch(zmq::context_t& context, zmq::socket_t& socket);
   // True once for each reconnection since the last call. Never waits.
   bool Reconnected();
-  // The monitor's socket, to poll with the others.
-  void* handle() { return monitor_.handle(); }
+  // The monitor's socket, to watch with the others (base/reactor.h).
+  zmq::socket_t& socket() { return monitor_; }
 
  private:
   zmq::socket_t monitor_;

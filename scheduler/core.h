@@ -24,10 +24,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/flat_id_map.h"
+#include "base/recent_id_map.h"
 #include "scheduler/dependencies.h"
 #include "scheduler/ready_queue.h"
-#include "protocol/flat_id_map.h"
-#include "protocol/recent_id_map.h"
 #include "scheduler/scheme.h"
 #include "ztask/task.h"
 #include "ztask/task_id.h"

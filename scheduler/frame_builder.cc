@@ -1,3 +1,4 @@
+#include "base/clock.h"
 #include "scheduler/frame_builder.h"
 
 namespace ztask::scheduler {
@@ -7,7 +8,7 @@ FrameBuilder::FrameBuilder(const protocol::Signer& signer)
 
 protocol::Header FrameBuilder::NewHeader(protocol::MsgType type) {
   // Message ids need only be unique: the session and a counter, no syscall.
-  return {TaskId{session_.hi, ++counter_}, type, session_hex_, protocol::NowMicros()};
+  return {TaskId{session_.hi, ++counter_}, type, session_hex_, base::WallMicros()};
 }
 
 void FrameBuilder::AddToBatch(protocol::MsgType type, std::string_view parent,

@@ -6,9 +6,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "protocol/signals.h"
+#include "base/signals.h"
+#include "base/usage.h"
 #include "scheduler/scheme.h"
-#include "protocol/usage.h"
 #include "scheduler/server.h"
 
 int main(int argc, char** argv) {

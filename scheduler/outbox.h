@@ -27,8 +27,8 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/string_hash.h"
 #include "protocol/peer_routes.h"
-#include "protocol/string_hash.h"
 #include "protocol/wire.h"
 #include "scheduler/frame_builder.h"
 

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/clock.h"
 #include "protocol/codec.h"
 #include "protocol/request.h"
 #include "protocol/security.h"
@@ -17,10 +18,7 @@ namespace {
 
 using protocol::MsgType;
 
-int64_t SteadyMillis() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
+int64_t SteadyMillis() { return base::MonotonicMillis(); }
 
 constexpr int32_t kPageTasks = 2000;
 constexpr int64_t kAskAgainMs = 2000;
@@ -42,7 +40,7 @@ Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::Co
   size_t pages = 0;
   while (!stop.load()) {
     const protocol::Header header{TaskId::Random(), MsgType::kRecoverRequest, session,
-                                  protocol::NowMicros()};
+                                  base::WallMicros()};
     protocol::AskOptions options;
     options.timeout = std::chrono::milliseconds(kAskAgainMs);
     options.stop = &stop;

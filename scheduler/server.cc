@@ -1,6 +1,8 @@
 #include <cassert>
 #include <spdlog/spdlog.h>
 
+#include "base/clock.h"
+#include "base/reactor.h"
 #include "scheduler/server_impl.h"
 
 namespace ztask::scheduler {
@@ -74,27 +76,31 @@ Status SchedulerServer::Impl::Start() {
 }
 
 void SchedulerServer::Impl::Run() {
+  base::Reactor reactor;
+  // While the hub is far behind (or away), new tasks wait in the clients'
+  // queues rather than here: what the hub has not acknowledged is kept in
+  // memory until it does.
+  reactor.Add(
+      client_,
+      [this] {
+        const bool hub_behind = monitor_link_.unacknowledged_bytes() > kMaxUnacknowledgedBytes;
+        return static_cast<short>(hub_behind ? 0 : ZMQ_POLLIN);
+      },
+      [this](short) { Drain(client_, &Impl::OnClientMessage); });
+  reactor.Add(engine_, [this] { Drain(engine_, &Impl::OnEngineMessage); });
+  reactor.Add(notifier_, [this] { Drain(notifier_, &Impl::OnNotifierMessage); });
+  reactor.Add(
+      monitor_,
+      [this] { return static_cast<short>(ZMQ_POLLIN | (monitor_link_.blocked() ? ZMQ_POLLOUT : 0)); },
+      [this](short ready) {
+        if (ready & ZMQ_POLLIN) Drain(monitor_, &Impl::OnMonitorReply);
+      });
+  reactor.Add(wake_[0], [] {});  // RequestStop: stop_ is set
   while (!stop_.load()) {
-    // While the hub is far behind (or away), new tasks wait in the clients'
-    // queues rather than here: what the hub has not acknowledged is kept
-    // in memory until it does.
-    const bool hub_behind = monitor_link_.unacknowledged_bytes() > kMaxUnacknowledgedBytes;
-    zmq::pollitem_t items[] = {
-        {client_.handle(), 0, static_cast<short>(hub_behind ? 0 : ZMQ_POLLIN), 0},
-        {engine_.handle(), 0, ZMQ_POLLIN, 0},
-        {notifier_.handle(), 0, ZMQ_POLLIN, 0},
-        {monitor_.handle(), 0,
-         static_cast<short>(ZMQ_POLLIN | (monitor_link_.blocked() ? ZMQ_POLLOUT : 0)), 0},
-        {nullptr, wake_[0], ZMQ_POLLIN, 0},
-    };
-    if (Status polled = protocol::Poll(items, std::size(items), PollTimeout()); !polled.ok()) {
-      spdlog::error("{}", polled.message());
+    if (Status turned = reactor.Turn(PollTimeout()); !turned.ok()) {
+      spdlog::error("{}", turned.message());
       return;
     }
-    if (items[0].revents & ZMQ_POLLIN) Drain(client_, &Impl::OnClientMessage);
-    if (items[1].revents & ZMQ_POLLIN) Drain(engine_, &Impl::OnEngineMessage);
-    if (items[2].revents & ZMQ_POLLIN) Drain(notifier_, &Impl::OnNotifierMessage);
-    if (items[3].revents & ZMQ_POLLIN) Drain(monitor_, &Impl::OnMonitorReply);
     if (monitor_watch_ && monitor_watch_->Reconnected()) monitor_link_.Reconnected();
     core_.Tick();
     EndRecoveryGrace();
@@ -141,7 +147,7 @@ void SchedulerServer::Impl::SendStats(int64_t now_us) {
   stats.engines = static_cast<int64_t>(core_.live_engines());
   stats.dropped = static_cast<int64_t>(drops_.count());
   const protocol::Header header{TaskId::Random(), MsgType::kSchedulerStats, lookup_session_,
-                                protocol::NowMicros()};
+                                base::WallMicros()};
   // The hub away: the next second's stats replace these.
   (void)protocol::SendEncoded(monitor_, {},
                               protocol::EncodeMessage(signer_, header, std::nullopt,

@@ -19,8 +19,8 @@
 #include <memory>
 #include <string>
 
+#include "base/signals.h"
 #include "protocol/codec.h"
-#include "protocol/signals.h"
 #include "ztask/status.h"
 
 namespace ztask::scheduler {

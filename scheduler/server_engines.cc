@@ -3,6 +3,8 @@
 // scheduler (docs/reliability.md).
 #include <spdlog/spdlog.h>
 
+#include "base/clock.h"
+#include "base/reactor.h"
 #include "scheduler/recovery.h"
 #include "scheduler/server_impl.h"
 
@@ -186,7 +188,7 @@ void SchedulerServer::Impl::SendLookups() {
       flushed = true;
     }
     const protocol::Header header{request_id, MsgType::kResultRequest, lookup_session_,
-                                  protocol::NowMicros()};
+                                  base::WallMicros()};
     const Status sent = protocol::SendEncoded(
         monitor_, {},
         protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{},
@@ -315,8 +317,7 @@ void SchedulerServer::Impl::ReplayJournal() {
       SteadyClock::Now() + static_cast<int64_t>(options_.recover_timeout_s * 1e6);
   while (monitor_link_.unacknowledged() > 0 && SteadyClock::Now() < deadline && !stop_.load()) {
     monitor_link_.Flush(SteadyClock::Now());
-    zmq::pollitem_t item{monitor_.handle(), 0, ZMQ_POLLIN, 0};
-    (void)protocol::Poll(&item, 1, std::chrono::milliseconds(100));
+    base::WaitReady(monitor_, ZMQ_POLLIN, std::chrono::milliseconds(100));
     Drain(monitor_, &Impl::OnMonitorReply);
   }
   if (monitor_link_.unacknowledged() > 0) {

@@ -21,10 +21,11 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/clock.h"
+#include "base/flat_id_map.h"
+#include "base/string_hash.h"
 #include "protocol/connection_file.h"
-#include "protocol/flat_id_map.h"
 #include "protocol/peer_routes.h"
-#include "protocol/string_hash.h"
 #include "protocol/replay_guard.h"
 #include "protocol/resources.h"
 #include "protocol/security.h"
@@ -93,7 +94,7 @@ class SchedulerServer::Impl {
   class SteadyClock final : public Clock {
    public:
     int64_t NowMicros() override { return Now(); }
-    static int64_t Now() { return protocol::SteadyMicros(); }
+    static int64_t Now() { return base::MonotonicMicros(); }
   };
 
   // A submitted task's request, kept until its final reply: the client's

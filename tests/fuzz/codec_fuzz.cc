@@ -66,7 +66,7 @@ int FuzzOne(const uint8_t* data, size_t size) {
     frames[kFrameHmac] = FuzzSigner().Sign(views);
     views.assign(frames.begin(), frames.end());
   }
-#define ZTASK_FUZZ_TYPE(name, code, text) DecodeAs<MsgType::name>(views);
+#define ZTASK_FUZZ_TYPE(name, code, text, meta, content) DecodeAs<MsgType::name>(views);
   ZTASK_MESSAGE_TYPES(ZTASK_FUZZ_TYPE)
 #undef ZTASK_FUZZ_TYPE
   if (frames.size() >= kMinFrames) (void)UnpackBatch(views);

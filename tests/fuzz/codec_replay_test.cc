@@ -17,7 +17,7 @@ namespace {
 std::vector<std::string> Seeds() {
   std::vector<std::string> seeds;
   const Signer signer("fuzz key");
-#define ZTASK_SEED(name, code, text) \
+#define ZTASK_SEED(name, code, text, meta, content) \
   seeds.push_back(JoinFrames(testing::SampleFrames<MsgType::name>(signer), true));
   ZTASK_MESSAGE_TYPES(ZTASK_SEED)
 #undef ZTASK_SEED

@@ -15,6 +15,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "base/clock.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
 #include "protocol/wire.h"
@@ -67,7 +68,7 @@ std::vector<std::string> Registration(const protocol::Signer& signer, int i) {
   request.host = "nowhere";
   request.pid = 1;
   return protocol::EncodeMessage(
-      signer, {TaskId::Random(), MsgType::kRegistrationRequest, "flood", protocol::NowMicros()},
+      signer, {TaskId::Random(), MsgType::kRegistrationRequest, "flood", base::WallMicros()},
       std::nullopt, protocol::Empty{}, request);
 }
 
@@ -97,11 +98,11 @@ TEST_F(ClusterTest, GarbageFromAnyPeerIsDroppedCountedAndServiceGoesOn) {
     SendAll(peer, {"garbage"});
     SendAll(peer, {"ZTASK1", "not a mac", "not a header"});  // truncated
     SendAll(peer, protocol::EncodeMessage(
-                      wrong, {TaskId::Random(), MsgType::kTaskRequest, "x", protocol::NowMicros()},
+                      wrong, {TaskId::Random(), MsgType::kTaskRequest, "x", base::WallMicros()},
                       std::nullopt, protocol::RoutingMeta{}, spec));
     // Signed with the right key, but of a type that does not exist.
     auto unknown = protocol::EncodeMessage(
-        right, {TaskId::Random(), MsgType::kTaskRequest, "y", protocol::NowMicros()}, std::nullopt,
+        right, {TaskId::Random(), MsgType::kTaskRequest, "y", base::WallMicros()}, std::nullopt,
         protocol::RoutingMeta{}, spec);
     std::string& header = unknown[protocol::kFrameHeader];
     const size_t type = header.find("type");

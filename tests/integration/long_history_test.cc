@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "base/clock.h"
 #include "hub/store.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
@@ -24,7 +25,7 @@ void SeedFinished(const std::filesystem::path& profile, size_t count) {
   protocol::TaskSpec spec;
   spec.kind = "function";
   spec.function = "noop";
-  const int64_t now = protocol::NowMicros();
+  const int64_t now = base::WallMicros();
   for (size_t i = 0; i < count; ++i) {
     const protocol::Header header{TaskId::Random(), protocol::MsgType::kTaskRequest, "seed", now};
     ASSERT_TRUE((*store)->Submitted(header, {}, spec, {}));

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "base/reactor.h"
 #include "protocol/wire.h"
 #include "tests/support/process.h"
 #include "tests/support/standins.h"
@@ -126,8 +127,7 @@ TEST_F(SchedulerProcess, AnEngineToldToDrainBeforeItCouldTakeTasksTakesNoneAndIs
   ASSERT_EQ(Serve(20).size(), 20u) << "a task given to the late engine would never end\n"
                                     << process_->Log();
   for (const auto& [task, engine] : served_by_) EXPECT_EQ(engine, 0);
-  zmq::pollitem_t item{late.socket().handle(), 0, ZMQ_POLLIN, 0};
-  ASSERT_TRUE(protocol::Poll(&item, 1, std::chrono::seconds(10)).ok());
+  base::WaitReady(late.socket(), ZMQ_POLLIN, std::chrono::seconds(10));
   protocol::Frames frames;
   ASSERT_TRUE(protocol::TryReceive(late.socket(), frames)) << "told to go";
   ASSERT_GE(frames.size(), protocol::kMinFrames);

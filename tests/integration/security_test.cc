@@ -8,6 +8,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "base/clock.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
 #include "protocol/wire.h"
@@ -356,7 +357,7 @@ TEST(HubLimits, RegistrationsPastMaxEnginesAreRefusedWithAReason) {
     request.uuid = name + "-uuid";
     request.name = name;
     engine.Send(protocol::EncodeMessage(
-        signer, {TaskId::Random(), MsgType::kRegistrationRequest, "s", protocol::NowMicros()},
+        signer, {TaskId::Random(), MsgType::kRegistrationRequest, "s", base::WallMicros()},
         std::nullopt, protocol::Empty{}, request));
     protocol::Frames reply;
     EXPECT_TRUE(engine.Receive(reply, 10000));

@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "base/clock.h"
 #include "protocol/connection_file.h"
 #include "protocol/resources.h"
 #include "tests/support/cluster_fixture.h"
@@ -237,7 +238,7 @@ TEST_F(SlotsTest, ATaskAskingWhatNoRuleAllowsIsRejectedWithARecord) {
     meta.resources = c.resources;
     ids.push_back(TaskId::Random());
     peer.Send(protocol::EncodeMessage(
-        signer, {ids.back(), protocol::MsgType::kTaskRequest, "another", protocol::NowMicros()},
+        signer, {ids.back(), protocol::MsgType::kTaskRequest, "another", base::WallMicros()},
         std::nullopt, meta, spec));
   }
   std::vector<TaskInfo> records;

@@ -41,7 +41,7 @@ void ExpectRoundTrip() {
 }
 
 TEST(Codec, EveryMessageTypeRoundTrips) {
-#define ZTASK_ROUND_TRIP(name, code, text) ExpectRoundTrip<MsgType::name>();
+#define ZTASK_ROUND_TRIP(name, code, text, meta, content) ExpectRoundTrip<MsgType::name>();
   ZTASK_MESSAGE_TYPES(ZTASK_ROUND_TRIP)
 #undef ZTASK_ROUND_TRIP
 }

@@ -1,5 +1,5 @@
-#include "protocol/flat_id_map.h"
-#include "protocol/recent_id_map.h"
+#include "base/flat_id_map.h"
+#include "base/recent_id_map.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,7 @@
 // protocol::Ask over real sockets: a DEALER asks, a ROUTER on 127.0.0.1
 // answers (or does not) from another thread.
+#include "base/clock.h"
+#include "base/reactor.h"
 #include "protocol/request.h"
 
 #include <gtest/gtest.h>
@@ -32,11 +34,10 @@ class RequestTest : public ::testing::Test {
   // and decoded header.
   void Serve(std::function<void(zmq::socket_t&, const std::string&, const Header&)> answer) {
     peer_ = std::thread([this, answer = std::move(answer)] {
-      zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
       Frames frames;
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-      while (std::chrono::steady_clock::now() < until) {
-        (void)Poll(&item, 1, std::chrono::milliseconds(100));
+      const base::Deadline until(std::chrono::seconds(20));
+      while (!until.expired()) {
+        base::WaitReady(router_, ZMQ_POLLIN, std::chrono::milliseconds(100));
         if (!TryReceive(router_, frames)) continue;
         auto header = DecodeHeader(View(frames[1 + kFrameHeader]));
         if (!header.ok()) return;
@@ -50,7 +51,7 @@ class RequestTest : public ::testing::Test {
                      MsgType type, const std::optional<Header>& parent, const Count& content) {
     const std::string_view prefix[] = {peer};
     (void)SendEncoded(router, prefix,
-                      EncodeMessage(signer, Header{TaskId::Random(), type, "peer", NowMicros()},
+                      EncodeMessage(signer, Header{TaskId::Random(), type, "peer", base::WallMicros()},
                                     parent, Empty{}, content));
   }
 
@@ -60,7 +61,7 @@ class RequestTest : public ::testing::Test {
   std::thread peer_;
 };
 
-Header Request() { return {TaskId::Random(), MsgType::kPurgeRequest, "asker", NowMicros()}; }
+Header Request() { return {TaskId::Random(), MsgType::kPurgeRequest, "asker", base::WallMicros()}; }
 
 TEST_F(RequestTest, TheReplyToThisRequestIsTakenAndEverythingElseIsSkipped) {
   int others = 0, unreadable = 0;
@@ -95,7 +96,7 @@ TEST_F(RequestTest, AReplyThatCannotBeDecodedIsReportedAndTheWaitGoesOn) {
   Serve([&](zmq::socket_t& r, const std::string& peer, const Header& asked) {
     // Signed, of the reply's type, content not a map.
     std::vector<std::string> bad =
-        EncodeMessage(kSigner, Header{TaskId::Random(), MsgType::kPurgeReply, "peer", NowMicros()},
+        EncodeMessage(kSigner, Header{TaskId::Random(), MsgType::kPurgeReply, "peer", base::WallMicros()},
                       asked, Empty{}, Count{5});
     bad[kFrameContent] = "\x01";
     std::vector<std::string_view> views(bad.begin(), bad.end());

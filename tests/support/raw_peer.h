@@ -10,6 +10,8 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/clock.h"
+#include "base/reactor.h"
 #include "protocol/codec.h"
 #include "protocol/connection_file.h"
 #include "protocol/wire.h"
@@ -37,8 +39,7 @@ class RawPeer {
   }
   // One message within `ms`, or nothing.
   bool Receive(protocol::Frames& frames, int ms) {
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    (void)protocol::Poll(&item, 1, std::chrono::milliseconds(ms));
+    base::WaitReady(socket_, ZMQ_POLLIN, std::chrono::milliseconds(ms));
     return protocol::TryReceive(socket_, frames);
   }
 
@@ -52,7 +53,7 @@ inline std::vector<std::string> TaskRequest(const protocol::Signer& signer,
                                             const std::string& session, const TaskId& id,
                                             const protocol::TaskSpec& spec) {
   return protocol::EncodeMessage(
-      signer, {id, protocol::MsgType::kTaskRequest, session, protocol::NowMicros()},
+      signer, {id, protocol::MsgType::kTaskRequest, session, base::WallMicros()},
       std::nullopt, protocol::RoutingMeta{}, spec);
 }
 

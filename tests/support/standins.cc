@@ -1,5 +1,7 @@
 #include "tests/support/standins.h"
 
+#include "base/clock.h"
+#include "base/reactor.h"
 #include "protocol/wire.h"
 
 namespace ztask::testing {
@@ -9,13 +11,12 @@ using protocol::Frames;
 using protocol::MsgType;
 
 protocol::Header NewHeader(MsgType type, const std::string& session) {
-  return {TaskId::Random(), type, session, protocol::NowMicros()};
+  return {TaskId::Random(), type, session, base::WallMicros()};
 }
 
 bool ReceiveWithin(zmq::socket_t& socket, Frames& frames, milliseconds wait) {
   if (protocol::TryReceive(socket, frames)) return true;
-  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-  zmq::poll(&item, 1, wait);
+  base::WaitReady(socket, ZMQ_POLLIN, wait);
   return protocol::TryReceive(socket, frames);
 }
 
@@ -54,7 +55,7 @@ protocol::SchedulerEndpoints StandInHub::SchedulerEndpoints() const {
 
 void StandInHub::AnnounceEngine(int32_t id, const std::string& uuid) {
   protocol::EngineInfo info{id, uuid, "standin-" + std::to_string(id), "127.0.0.1", 0,
-                            EngineState::kRunning, protocol::NowMicros(), std::nullopt, std::nullopt,
+                            EngineState::kRunning, base::WallMicros(), std::nullopt, std::nullopt,
                             std::nullopt, std::nullopt};
   Send(notifier_, protocol::EncodeMessage(signer_, NewHeader(MsgType::kEngineRegistered, "hub"),
                                           std::nullopt, protocol::Empty{}, info));
@@ -117,7 +118,7 @@ size_t StandInHub::PumpMonitor(milliseconds wait) {
     // Acknowledged at once, as the hub does once the batch is recorded.
     const std::string_view peer[] = {protocol::View(frames[0])};
     const protocol::Header ack{TaskId::Random(), MsgType::kMonitorAck, "hub",
-                               protocol::NowMicros()};
+                               base::WallMicros()};
     (void)protocol::SendEncoded(monitor_socket_, peer,
                                 protocol::EncodeMessage(signer_, ack, std::nullopt,
                                                         protocol::Empty{},
@@ -215,7 +216,7 @@ void StandInEngine::Reply(const ReceivedTask& task, bool ok, ErrorType error, st
   protocol::TaskResult content;
   content.error_message = std::move(message);
   content.result = std::move(result);
-  content.started_us = content.completed_us = protocol::NowMicros();
+  content.started_us = content.completed_us = base::WallMicros();
   auto frames = protocol::EncodeMessage(signer_, NewHeader(MsgType::kTaskReply, uuid_),
                                         task.header, meta, content);
   Send(socket_, std::move(frames));
@@ -226,7 +227,7 @@ void StandInEngine::ReplyAll(const std::vector<ReceivedTask>& tasks) {
   for (const ReceivedTask& task : tasks) {
     protocol::ReplyMeta meta{true, ErrorType::kNone, id_, task.dispatch.attempt};
     protocol::TaskResult content;
-    content.started_us = content.completed_us = protocol::NowMicros();
+    content.started_us = content.completed_us = base::WallMicros();
     replies.push_back(protocol::EncodeInner(NewHeader(MsgType::kTaskReply, uuid_), task.header,
                                             meta, content));
   }
@@ -244,7 +245,7 @@ RawClient::RawClient(const std::string& endpoint, const protocol::Signer& signer
 
 TaskId RawClient::Submit(const protocol::RoutingMeta& meta, const protocol::TaskSpec& spec,
                          TaskId id) {
-  protocol::Header header{id, MsgType::kTaskRequest, session_, protocol::NowMicros()};
+  protocol::Header header{id, MsgType::kTaskRequest, session_, base::WallMicros()};
   Send(socket_, protocol::EncodeMessage(signer_, header, std::nullopt, meta, spec));
   return id;
 }
@@ -254,7 +255,7 @@ void RawClient::SubmitBatch(const std::vector<std::pair<TaskId, protocol::TaskSp
   std::vector<std::vector<std::string>> requests;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const std::string session = foreign == i ? "someone-else" : session_;
-    protocol::Header header{tasks[i].first, MsgType::kTaskRequest, session, protocol::NowMicros()};
+    protocol::Header header{tasks[i].first, MsgType::kTaskRequest, session, base::WallMicros()};
     requests.push_back(
         protocol::EncodeInner(header, std::nullopt, protocol::RoutingMeta{}, tasks[i].second));
   }

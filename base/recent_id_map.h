@@ -4,15 +4,15 @@
 // id already there changes nothing, and does not make it younger.
 //
 // Thread safety: none.
-#ifndef ZTASK_PROTOCOL_RECENT_ID_MAP_H_
-#define ZTASK_PROTOCOL_RECENT_ID_MAP_H_
+#ifndef ZTASK_BASE_RECENT_ID_MAP_H_
+#define ZTASK_BASE_RECENT_ID_MAP_H_
 
 #include <algorithm>
 #include <cstddef>
 #include <deque>
 #include <utility>
 
-#include "protocol/flat_id_map.h"
+#include "base/flat_id_map.h"
 
 namespace ztask {
 
@@ -57,4 +57,4 @@ class RecentIdMap {
 
 }  // namespace ztask
 
-#endif  // ZTASK_PROTOCOL_RECENT_ID_MAP_H_
+#endif  // ZTASK_BASE_RECENT_ID_MAP_H_

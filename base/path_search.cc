@@ -1,4 +1,4 @@
-#include "protocol/path_search.h"
+#include "base/path_search.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "protocol/signals.h"
+#include "base/signals.h"
 
 #include <atomic>
 #include <csignal>

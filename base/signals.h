@@ -3,8 +3,8 @@
 // RequestStop() once it does.
 //
 // Thread safety: call both from the main thread; the handler is async-signal-safe.
-#ifndef ZTASK_PROTOCOL_SIGNALS_H_
-#define ZTASK_PROTOCOL_SIGNALS_H_
+#ifndef ZTASK_BASE_SIGNALS_H_
+#define ZTASK_BASE_SIGNALS_H_
 
 namespace ztask {
 
@@ -24,4 +24,4 @@ bool StopRequested();
 
 }  // namespace ztask
 
-#endif  // ZTASK_PROTOCOL_SIGNALS_H_
+#endif  // ZTASK_BASE_SIGNALS_H_

@@ -4,8 +4,8 @@
 // flags every program has (--version, and the hidden --bash-completion that
 // prints a completion script made from the program's own definitions, so
 // that the installed completion never drifts from the options).
-#ifndef ZTASK_PROTOCOL_USAGE_H_
-#define ZTASK_PROTOCOL_USAGE_H_
+#ifndef ZTASK_BASE_USAGE_H_
+#define ZTASK_BASE_USAGE_H_
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -48,4 +48,4 @@ inline int UsageExit(CLI::App& app, const CLI::ParseError& e, const char* progra
 
 }  // namespace ztask
 
-#endif  // ZTASK_PROTOCOL_USAGE_H_
+#endif  // ZTASK_BASE_USAGE_H_

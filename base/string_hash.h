@@ -1,8 +1,8 @@
 // A hash of std::string keys that also takes std::string_view, so that a map
 // keyed by strings is looked up without making a string (C++20 transparent
 // lookup).
-#ifndef ZTASK_PROTOCOL_STRING_HASH_H_
-#define ZTASK_PROTOCOL_STRING_HASH_H_
+#ifndef ZTASK_BASE_STRING_HASH_H_
+#define ZTASK_BASE_STRING_HASH_H_
 
 #include <functional>
 #include <string_view>
@@ -16,4 +16,4 @@ struct StringHash {
 
 }  // namespace ztask::protocol
 
-#endif  // ZTASK_PROTOCOL_STRING_HASH_H_
+#endif  // ZTASK_BASE_STRING_HASH_H_

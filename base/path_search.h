@@ -1,6 +1,6 @@
 // Finding a program on PATH, for the processes that start others.
-#ifndef ZTASK_PROTOCOL_PATH_SEARCH_H_
-#define ZTASK_PROTOCOL_PATH_SEARCH_H_
+#ifndef ZTASK_BASE_PATH_SEARCH_H_
+#define ZTASK_BASE_PATH_SEARCH_H_
 
 #include <string>
 
@@ -12,4 +12,4 @@ std::string FindOnPath(const std::string& program);
 
 }  // namespace ztask
 
-#endif  // ZTASK_PROTOCOL_PATH_SEARCH_H_
+#endif  // ZTASK_BASE_PATH_SEARCH_H_

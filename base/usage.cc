@@ -1,6 +1,6 @@
 // The flags every program has: --version, and a bash completion script made
 // from the program's CLI11 definitions. Owns no state; touches no socket.
-#include "protocol/usage.h"
+#include "base/usage.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -15,8 +15,8 @@ namespace ztask {
 namespace {
 
 struct Node {
-  std::string path;                 // " job submit": the subcommands that lead here
-  std::vector<std::string> words;   // what may follow: subcommands, then options
+  std::string path;                // " job submit": the subcommands that lead here
+  std::vector<std::string> words;  // what may follow: subcommands, then options
 };
 
 bool Hidden(const CLI::Option* option) { return option->get_group().empty(); }
@@ -44,9 +44,8 @@ void Walk(const CLI::App& app, const std::string& path, std::vector<std::string>
           std::vector<Node>* nodes, std::set<std::string>* with_value,
           std::set<std::string>* directories) {
   Node node{path, {}};
-  std::vector<const CLI::App*> subs = app.get_subcommands([](const CLI::App* a) {
-    return !a->get_group().empty();
-  });
+  std::vector<const CLI::App*> subs =
+      app.get_subcommands([](const CLI::App* a) { return !a->get_group().empty(); });
   for (const CLI::App* sub : subs) node.words.push_back(sub->get_name());
   std::vector<std::string> options;
   AddOptions(app, &options, with_value, directories);

@@ -12,8 +12,8 @@
 // insert. The all-zero id marks an empty slot, so it is kept apart.
 //
 // Thread safety: none.
-#ifndef ZTASK_PROTOCOL_FLAT_ID_MAP_H_
-#define ZTASK_PROTOCOL_FLAT_ID_MAP_H_
+#ifndef ZTASK_BASE_FLAT_ID_MAP_H_
+#define ZTASK_BASE_FLAT_ID_MAP_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -168,4 +168,4 @@ class FlatIdMap {
 
 }  // namespace ztask
 
-#endif  // ZTASK_PROTOCOL_FLAT_ID_MAP_H_
+#endif  // ZTASK_BASE_FLAT_ID_MAP_H_

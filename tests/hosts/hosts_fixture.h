@@ -88,8 +88,10 @@ class HostsTest : public ::testing::Test {
                   kHeartbeatMs, "--heartbeat-misses", kHeartbeatMisses});
     ASSERT_NO_FATAL_FAILURE(
         WaitForEndpoint(*hub_, "hub", [](const auto& i) { return i.hub.registration; }));
-    scheduler_ = Start("server", "scheduler",
-                       {kBin + "/taskscheduler", "--profile-dir", profile(), "--ip", ip});
+    std::vector<std::string> scheduler = {kBin + "/taskscheduler", "--profile-dir", profile(),
+                                          "--ip", ip};
+    scheduler.insert(scheduler.end(), scheduler_args_.begin(), scheduler_args_.end());
+    scheduler_ = Start("server", "scheduler", scheduler);
     ASSERT_NO_FATAL_FAILURE(WaitForEndpoint(*scheduler_, "scheduler",
                                             [](const auto& i) { return i.scheduler.engine; }));
     auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile()));
@@ -229,6 +231,7 @@ class HostsTest : public ::testing::Test {
 
   TempDir dir_;
   std::unique_ptr<Client> client_;
+  std::vector<std::string> scheduler_args_;  // set before SetUp to add some
 
  private:
   std::unique_ptr<ChildProcess> Start(const std::string& host, const std::string& name,

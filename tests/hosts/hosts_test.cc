@@ -123,6 +123,66 @@ TEST_F(Hosts, AHostThatVanishesLosesItsTasksAndItsEnginesRejoinWhenItIsBack) {
   ExpectAnsweredOnce(load.all());
 }
 
+// Each engine holds a task beyond the one it runs (--hwm 2). Cut off, the
+// engine keeps running: once its running task ends it must start none of
+// what it holds, which the scheduler has meanwhile given to west.
+class HostsHoldingMore : public Hosts {
+ protected:
+  HostsHoldingMore() { scheduler_args_ = {"--hwm", "2"}; }
+};
+
+TEST_F(HostsHoldingMore, AHostCutOffStartsNoneOfTheTasksItHeldAfterItsEnginesWereRemoved) {
+  StartEngines("east", 2);
+  ASSERT_TRUE(client_->WaitForEngines(2, 60 * kSlow).ok()) << Log("hub");
+  const std::map<std::string, int32_t> east = EngineIds();
+  std::set<int32_t> east_ids;
+  for (const auto& [name, id] : east) east_ids.insert(id);
+  std::vector<TaskId> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(Submit(Marked(3 * kSlow, 1)));
+  // Two run, two wait on east's engines.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        int started = 0;
+        for (const TaskId& id : ids) started += !Runs(id).empty();
+        return started == 2;
+      },
+      std::chrono::seconds(static_cast<int>(30 * kSlow))))
+      << Log("scheduler");
+  StartEngines("west", 2);
+  ASSERT_TRUE(client_->WaitForEngines(4, 60 * kSlow).ok()) << Log("hub");
+  std::vector<TaskId> running;
+  for (const TaskId& id : ids) {
+    if (!Runs(id).empty()) running.push_back(id);
+  }
+  ASSERT_EQ(running.size(), 2u);
+  ASSERT_TRUE(Ends(running[0]).empty() && Ends(running[1]).empty())
+      << "east's tasks ended before east was cut off: the machine is too slow for this test";
+
+  ASSERT_EQ(hosts().SetLink("east", false), "");
+  ASSERT_TRUE(client_->WaitReplies(ids, 60 * kSlow).ok()) << Log("scheduler");
+  // Cut off, east's engines finish what they ran, and start nothing more.
+  ASSERT_TRUE(WaitFor([&] { return Ends(running[0]).size() == 2 && Ends(running[1]).size() == 2; },
+                      std::chrono::seconds(static_cast<int>(30 * kSlow))));
+  ASSERT_EQ(hosts().SetLink("east", true), "");
+  ASSERT_NO_FATAL_FAILURE(ExpectBackUnderTheirIds(east));
+  ASSERT_NO_FATAL_FAILURE(ExpectTheyTakeWork(east));
+
+  auto records = ExpectAnsweredOnce(ids);
+  int on_east = 0;
+  for (const TaskId& id : ids) {
+    EXPECT_EQ(records[id].status, "ok") << records[id].error_message;
+    EXPECT_EQ(records[id].attempts, 2) << "its attempt on east was lost";
+    EXPECT_FALSE(east_ids.count(records[id].engine_id.value_or(-1)));
+    for (const Mark& run : Runs(id)) on_east += east_ids.count(run.engine);
+  }
+  EXPECT_EQ(on_east, 2) << "only the two running at the cut ran on east";
+  for (const auto& [name, id] : east) {
+    EXPECT_NE(Log(name).find("dropped 1 tasks held while the hub had removed this engine"),
+              std::string::npos)
+        << Log(name);
+  }
+}
+
 TEST_F(Hosts, AClientCutOffFromTheSchedulerMidSubmitResumesAndEveryTaskRunsOnce) {
   StartEngines("east", 2);
   StartEngines("west", 2);

@@ -188,7 +188,7 @@ class VirtualHosts {
       if (dash == std::string::npos) continue;
       const std::string pid = name.substr(7, dash - 7);
       if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
-      if (std::filesystem::exists("/proc/" + pid)) continue;
+      if (cluster::ProcessRunning(std::stoi(pid))) continue;
       Remove(name);
     }
   }

@@ -76,8 +76,11 @@ class VirtualHosts {
       }
       if (std::string e = Ip({"-n", sw, "link", "set", "br0", "up"}); !e.empty()) return e;
     }
-    auto [it, fresh] = hosts_.emplace(name, static_cast<int>(hosts_.size()) + 1);
-    (void)fresh;
+    if (name.empty() || name.size() > 8 ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyz") != std::string::npos) {
+      return "a host's name is 1 to 8 lower-case letters, not '" + name + "'";
+    }
+    hosts_.emplace(name, static_cast<int>(hosts_.size()) + 1);  // a name made again keeps N
     const std::string ns = Namespace(name), port = "p-" + name, sw = prefix_ + "switch";
     for (const std::vector<std::string>& step : std::vector<std::vector<std::string>>{
              {"netns", "add", ns},

@@ -43,12 +43,15 @@ bool SchedulerCore::Submit(const Submission& s) {
     Place(task, s.running_on);
     return true;
   }
-  if (!CheckDependencies(task, after, follow)) {
-    Pump();
-    return true;
-  }
   Cause cause;  // the first dependency already finished with a rejected outcome
-  const Waiter last_wait = WaitForDependencies(task, after, follow, &cause);
+  Waiter last_wait{};
+  if (!after.empty() || !follow.empty()) {  // most tasks have none: no call
+    if (!CheckDependencies(task, after, follow)) {
+      Pump();
+      return true;
+    }
+    last_wait = WaitForDependencies(task, after, follow, &cause);
+  }
   AddDeadline(task);
   Settle(task, cause);
   if (options_.send_ahead && !last_wait.task.IsZero()) TrySendAhead(s.id, last_wait);
@@ -239,65 +242,66 @@ void SchedulerCore::AddDeadline(Task& task) {
   deadlines_.emplace(task.deadline_us, task.id);
 }
 
-SchedulerCore::Task* SchedulerCore::RunningTask(EngineSlot slot, const TaskId& id) {
+SchedulerCore::TaskMap::iterator SchedulerCore::RunningTask(EngineSlot slot, const TaskId& id) {
   auto it = tasks_.find(id);
   if (it == tasks_.end() || it->second.state != State::kRunning || it->second.slot != slot) {
     ++counters_.late_replies;
-    return nullptr;
+    return tasks_.end();
   }
-  return &it->second;
+  return it;
 }
 
 SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId& id, bool success,
                                                   ErrorType error, bool retriable) {
-  Task* task = RunningTask(slot, id);
-  if (task == nullptr) return Finish::kLate;
-  Release(*task);
+  const auto it = RunningTask(slot, id);
+  if (it == tasks_.end()) return Finish::kLate;
+  Release(it->second);
   ahead_.Forget(id);
   if (success) {
     ++counters_.succeeded;
-    Deliver(*task, slot, ErrorType::kNone);
+    Deliver(it, slot, ErrorType::kNone);
   } else {
-    AttemptFailed(*task, slot, error == ErrorType::kNone ? ErrorType::kTaskFailed : error, {},
-                  /*from_reply=*/true, retriable);
+    AttemptFailed(it->second, slot, error == ErrorType::kNone ? ErrorType::kTaskFailed : error,
+                  {}, /*from_reply=*/true, retriable);
   }
   Pump();
   return Finish::kAccepted;
 }
 
-void SchedulerCore::Deliver(Task& task, EngineSlot slot, ErrorType error) {
-  const TaskId id = task.id;
+void SchedulerCore::Deliver(TaskMap::iterator it, EngineSlot slot, ErrorType error) {
+  const TaskId id = it->first;
   actions_.push_back(
-      {Action::Kind::kDeliver, id, slot, book_.IdOf(slot), task.attempt, error, {}, true});
-  tasks_.erase(id);
+      {Action::Kind::kDeliver, id, slot, book_.IdOf(slot), it->second.attempt, error, {}, true});
+  tasks_.erase(it);
   Resolve(id, {slot, error == ErrorType::kNone});
 }
 
 SchedulerCore::Finish SchedulerCore::TaskNotRun(EngineSlot slot, const TaskId& id) {
-  Task* task = RunningTask(slot, id);
-  if (task == nullptr) return Finish::kLate;
-  Release(*task);
-  Return(*task, slot);
+  const auto it = RunningTask(slot, id);
+  if (it == tasks_.end()) return Finish::kLate;
+  Release(it->second);
+  Return(it->second, slot);
   Pump();
   return Finish::kAccepted;
 }
 
 SchedulerCore::Finish SchedulerCore::TaskUnmet(EngineSlot slot, const TaskId& id, std::string why) {
-  Task* task = RunningTask(slot, id);
-  if (task == nullptr) return Finish::kLate;
+  const auto it = RunningTask(slot, id);
+  if (it == tasks_.end()) return Finish::kLate;
+  Task& task = it->second;
   const int32_t engine_id = book_.IdOf(slot);
-  Release(*task);
-  NoteUnmet(task->deps, engine_id);
+  Release(task);
+  NoteUnmet(task.deps, engine_id);
   actions_.push_back(
-      {Action::Kind::kUnmet, id, slot, engine_id, task->attempt, ErrorType::kNone, why, true});
+      {Action::Kind::kUnmet, id, slot, engine_id, task.attempt, ErrorType::kNone, why, true});
   std::vector<EngineSlot> allowed;
   std::string never;
-  AllowedSlots(*task, &allowed, &never);
+  AllowedSlots(task, &allowed, &never);
   if (!never.empty()) {
-    Fail(*task, ErrorType::kImpossibleDependency, NowhereUnmet(id, task->deps, engine_id, why));
+    Fail(task, ErrorType::kImpossibleDependency, NowhereUnmet(id, task.deps, engine_id, why));
   } else {
-    AddDeadline(*task);  // it waits to start again, within its timeout
-    MakeReady(*task);
+    AddDeadline(task);  // it waits to start again, within its timeout
+    MakeReady(task);
   }
   Pump();
   return Finish::kAccepted;
@@ -322,7 +326,7 @@ void SchedulerCore::AttemptFailed(Task& task, EngineSlot slot, ErrorType error, 
   }
   if (from_reply) {
     ++counters_.failed;
-    Deliver(task, slot, error);
+    Deliver(tasks_.find(task.id), slot, error);
     return;
   }
   Fail(task, error, std::move(message), slot);

@@ -135,15 +135,8 @@ ReadyQueue::Iterator SchedulerCore::TakeReady(ReadyQueue::Iterator at, Task& tas
   return next;
 }
 
-ReadyQueue::Iterator SchedulerCore::PlaceReady(ReadyQueue::Iterator at,
-                                               std::vector<EngineView>* candidates) {
-  Task& task = tasks_.at(at->id);
-  if (!Constrained(task) && !task.demand.Wide()) {
-    const EngineSlot slot = book_.Pick();
-    at = TakeReady(at, task);
-    Assign(task, slot);
-    return at;
-  }
+ReadyQueue::Iterator SchedulerCore::PlaceConstrained(ReadyQueue::Iterator at, Task& task,
+                                                     std::vector<EngineView>* candidates) {
   std::string never;
   ErrorType why = ErrorType::kNone;
   Candidates(task, candidates, &never, &why);
@@ -169,7 +162,14 @@ void SchedulerCore::Pump() {
   do {
     ready_.ClearGrew();
     for (auto it = ready_.begin(); it != ready_.end() && !book_.SchemeEmpty();) {
-      it = PlaceReady(it, &candidates);
+      Task& task = tasks_.at(it->id);
+      if (!Constrained(task) && !task.demand.Wide()) {  // the common task: the scheme's pick
+        const EngineSlot slot = book_.Pick();
+        it = TakeReady(it, task);
+        Assign(task, slot);
+        continue;
+      }
+      it = PlaceConstrained(it, task, &candidates);
     }
   } while (ready_.grew() && !book_.SchemeEmpty());
   // What room is left after the ready tasks may take tasks sent ahead.

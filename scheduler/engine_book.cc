@@ -65,39 +65,6 @@ std::vector<TaskId> EngineBook::RunningOn(EngineSlot slot) const {
   return slot < engines_.size() ? engines_[slot].running : std::vector<TaskId>{};
 }
 
-uint32_t EngineBook::Place(EngineSlot slot, const TaskId& id, const Demand& demand) {
-  Engine& e = engines_[slot];
-  LeaveScheme(slot);
-  Book(e, demand, +1);
-  e.stamp = ++next_use_stamp_;
-  const auto index = static_cast<uint32_t>(e.running.size());
-  e.running.push_back(id);
-  JoinScheme(slot);
-  return index;
-}
-
-std::optional<TaskId> EngineBook::Unplace(EngineSlot slot, uint32_t index, const Demand& demand) {
-  Engine& e = engines_[slot];
-  LeaveScheme(slot);
-  Book(e, demand, -1);
-  std::optional<TaskId> moved;
-  if (index + 1 != e.running.size()) {
-    e.running[index] = e.running.back();
-    moved = e.running[index];
-  }
-  e.running.pop_back();
-  JoinScheme(slot);
-  return moved;
-}
-
-void EngineBook::Book(Engine& e, const Demand& demand, int sign) {
-  e.load += sign > 0 ? demand.slots : -demand.slots;
-  for (const auto& [r, units] : demand.units) {
-    if (e.booked.size() <= r) e.booked.resize(r + 1, 0);
-    e.booked[r] += sign * units;
-  }
-}
-
 void EngineBook::Apply(const Amounts& capacity, Engine& e) {
   e.slots = static_cast<uint32_t>(std::max(1, capacity.slots));
   std::fill(e.capacity.begin(), e.capacity.end(), 0);
@@ -108,13 +75,11 @@ void EngineBook::Apply(const Amounts& capacity, Engine& e) {
   }
 }
 
-Demand EngineBook::DemandOf(const Amounts& needs) {
-  Demand demand;
-  demand.slots = static_cast<uint32_t>(std::max(1, needs.slots));
-  for (const auto& [name, units] : needs.resources) {
-    if (units > 0) demand.units.emplace_back(ResourceIndex(name), units);
+void EngineBook::AddUnits(const std::map<std::string, int64_t>& resources,
+                          ReadyQueue::Units* units) {
+  for (const auto& [name, count] : resources) {
+    if (count > 0) units->emplace_back(ResourceIndex(name), count);
   }
-  return demand;
 }
 
 uint16_t EngineBook::ResourceIndex(const std::string& name) {

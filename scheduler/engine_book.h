@@ -15,6 +15,7 @@
 #ifndef ZTASK_SCHEDULER_ENGINE_BOOK_H_
 #define ZTASK_SCHEDULER_ENGINE_BOOK_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -106,8 +107,14 @@ class EngineBook {
   // returns the task moved into `index` to fill the gap, if one was.
   std::optional<TaskId> Unplace(EngineSlot slot, uint32_t index, const Demand& demand);
 
-  // Resource names to indices (a bounded table: see ResourceIndex).
-  Demand DemandOf(const Amounts& needs);
+  // What a task asking `needs` holds: resource names become indices (a
+  // bounded table: see ResourceIndex).
+  Demand DemandOf(const Amounts& needs) {
+    Demand demand;
+    demand.slots = static_cast<uint32_t>(std::max(1, needs.slots));
+    if (!needs.resources.empty()) AddUnits(needs.resources, &demand.units);  // most ask none
+    return demand;
+  }
   // Whether the engine could hold `demand` were it idle.
   bool CouldHold(const Demand& demand, EngineSlot slot) const;
   // Whether task `id` asking `demand` may go to the engine now.
@@ -159,6 +166,7 @@ class EngineBook {
   }
   void Book(Engine& e, const Demand& demand, int sign);
   void Apply(const Amounts& capacity, Engine& e);
+  void AddUnits(const std::map<std::string, int64_t>& resources, ReadyQueue::Units* units);
   uint16_t ResourceIndex(const std::string& name);
 
   uint32_t hwm_;
@@ -174,6 +182,41 @@ class EngineBook {
   int64_t next_new_stamp_ = INT64_MIN / 2;  // new engines: older than any use
   int64_t next_use_stamp_ = 0;
 };
+
+// Placing and releasing are on every task's path: defined here to be inlined.
+inline uint32_t EngineBook::Place(EngineSlot slot, const TaskId& id, const Demand& demand) {
+  Engine& e = engines_[slot];
+  LeaveScheme(slot);
+  Book(e, demand, +1);
+  e.stamp = ++next_use_stamp_;
+  const auto index = static_cast<uint32_t>(e.running.size());
+  e.running.push_back(id);
+  JoinScheme(slot);
+  return index;
+}
+
+inline std::optional<TaskId> EngineBook::Unplace(EngineSlot slot, uint32_t index,
+                                                 const Demand& demand) {
+  Engine& e = engines_[slot];
+  LeaveScheme(slot);
+  Book(e, demand, -1);
+  std::optional<TaskId> moved;
+  if (index + 1 != e.running.size()) {
+    e.running[index] = e.running.back();
+    moved = e.running[index];
+  }
+  e.running.pop_back();
+  JoinScheme(slot);
+  return moved;
+}
+
+inline void EngineBook::Book(Engine& e, const Demand& demand, int sign) {
+  e.load += sign > 0 ? demand.slots : -demand.slots;
+  for (const auto& [r, units] : demand.units) {
+    if (e.booked.size() <= r) e.booked.resize(r + 1, 0);
+    e.booked[r] += sign * units;
+  }
+}
 
 }  // namespace ztask::scheduler
 

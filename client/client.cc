@@ -97,7 +97,6 @@ TaskInfo FromRecord(const protocol::TaskRecord& r) {
   return info;
 }
 
-double Now() { return base::MonotonicSeconds(); }
 
 }  // namespace
 
@@ -215,9 +214,9 @@ class Client::Impl {
   // next (a Fetch in a loop, say) heals a lost connection.
   void Notice() {
     DrainReplies();
-    if (reconnected_ && Now() >= next_notice_check_) {
+    if (reconnected_ && base::MonotonicSeconds() >= next_notice_check_) {
       Resync();  // the hub may have been away at the reconnection too
-      next_notice_check_ = Now() + kRecheckS;
+      next_notice_check_ = base::MonotonicSeconds() + kRecheckS;
     }
   }
 
@@ -234,7 +233,7 @@ class Client::Impl {
   }
 
   Status WaitReplies(const std::vector<TaskId>& ids, double timeout_s) {
-    const double deadline = Now() + timeout_s;
+    const double deadline = base::MonotonicSeconds() + timeout_s;
     // A task with neither a reply remembered nor one to come (answered long
     // ago, or submitted elsewhere) is waited for in the hub's record.
     std::vector<TaskId> elsewhere;
@@ -242,10 +241,10 @@ class Client::Impl {
       if (!replied_.contains(id) && !unanswered_.contains(id)) elsewhere.push_back(id);
     }
     if (!elsewhere.empty()) ZTASK_RETURN_IF_ERROR(Wait(elsewhere, timeout_s));
-    double next_check = Now() + kRecheckS;
+    double next_check = base::MonotonicSeconds() + kRecheckS;
     for (const TaskId& id : ids) {
       while (!replied_.contains(id) && unanswered_.contains(id)) {
-        const double left = deadline - Now();
+        const double left = deadline - base::MonotonicSeconds();
         if (left <= 0) {
           return Status::TimedOut("no reply within " + std::to_string(timeout_s) + " s");
         }
@@ -253,9 +252,9 @@ class Client::Impl {
         DrainReplies();
         // After a reconnection, a reply the scheduler sent while this client
         // was not connected is only in the hub's record: look there too.
-        if (reconnected_ && Now() >= next_check) {
+        if (reconnected_ && base::MonotonicSeconds() >= next_check) {
           Resync();
-          next_check = Now() + kRecheckS;
+          next_check = base::MonotonicSeconds() + kRecheckS;
         }
       }
     }
@@ -354,7 +353,7 @@ class Client::Impl {
   }
 
   Status Wait(const std::vector<TaskId>& ids, double timeout_s) {
-    const double start = Now();
+    const double start = base::MonotonicSeconds();
     // A task just submitted (here or by another process) may not have
     // reached the hub yet: an id is unknown for good once the hub has
     // recorded or finished none of the awaited tasks for this long (a hub
@@ -376,14 +375,14 @@ class Client::Impl {
       // The hub answers when they are all final, or after a second at
       // most: no polling, and unknown ids and the timeout are looked at
       // again each second.
-      const double left = timeout_s < 0 ? 1.0 : timeout_s - (Now() - start);
+      const double left = timeout_s < 0 ? 1.0 : timeout_s - (base::MonotonicSeconds() - start);
       const int32_t wait_ms = static_cast<int32_t>(std::clamp(left, 0.0, 1.0) * 1000);
-      const double asked = Now();
+      const double asked = base::MonotonicSeconds();
       auto records = Fetch(ask, true, &unknown, "final", wait_ms);
       if (!records.ok()) return records.status();
       // A hub that could not hold the request (it holds at most so many)
       // answered at once: do not ask again at once.
-      if (Now() - asked < wait_ms / 2000.0) {
+      if (base::MonotonicSeconds() - asked < wait_ms / 2000.0) {
         WaitForReplyOrSleep(backoff_ms);
         backoff_ms = std::min(backoff_ms * 2, 50);
       } else {
@@ -393,12 +392,12 @@ class Client::Impl {
         if (r.finished()) pending.erase(r.id);
       }
       if (pending.empty()) return Status::Ok();
-      if (unknown.size() < last_unknown || pending.size() < last_pending) progress_at = Now();
+      if (unknown.size() < last_unknown || pending.size() < last_pending) progress_at = base::MonotonicSeconds();
       last_unknown = unknown.size();
       last_pending = pending.size();
-      const double waited = Now() - start;
+      const double waited = base::MonotonicSeconds() - start;
       for (const TaskId& id : unknown) {
-        if (Now() - progress_at > kGrace && !submitted_.contains(id)) {
+        if (base::MonotonicSeconds() - progress_at > kGrace && !submitted_.contains(id)) {
           return Status::NotFound("unknown task id " + id.ToHex());
         }
       }
@@ -621,21 +620,21 @@ class Client::Impl {
 
   // Flow control: at most max_in_flight_ tasks without a reply.
   Status WaitForRoom() {
-    double next_check = Now() + kRecheckS;
-    const double give_up = Now() + kStalledS;
+    double next_check = base::MonotonicSeconds() + kRecheckS;
+    const double give_up = base::MonotonicSeconds() + kStalledS;
     while (true) {
       DrainReplies();
       if (unanswered_.size() < max_in_flight_) return Status::Ok();
-      if (Now() > give_up) {
+      if (base::MonotonicSeconds() > give_up) {
         return Status::Unavailable("no reply from the scheduler at " + info_.scheduler.client +
                                    " for " + std::to_string(static_cast<int>(kStalledS)) +
                                    " s with " + std::to_string(unanswered_.size()) +
                                    " tasks in flight");
       }
       WaitForReplyOrSleep(100);
-      if (reconnected_ && Now() >= next_check) {
+      if (reconnected_ && base::MonotonicSeconds() >= next_check) {
         Resync();
-        next_check = Now() + kRecheckS;
+        next_check = base::MonotonicSeconds() + kRecheckS;
       }
     }
   }
@@ -643,11 +642,11 @@ class Client::Impl {
   // A full send queue (the scheduler reads slower than this client writes)
   // is waited out, not an error.
   Status SendToScheduler(const std::vector<std::string>& request) {
-    const double give_up = Now() + kStalledS;
+    const double give_up = base::MonotonicSeconds() + kStalledS;
     while (true) {
       Status sent = protocol::SendEncoded(scheduler_, {}, request);
       if (sent.ok()) return sent;
-      if (!protocol::IsQueueFull(sent) || Now() > give_up) {
+      if (!protocol::IsQueueFull(sent) || base::MonotonicSeconds() > give_up) {
         return Status::Unavailable("cannot send to the scheduler at " + info_.scheduler.client +
                                    ": " + sent.message());
       }
@@ -850,13 +849,13 @@ Result<std::vector<TaskInfo>> Client::FetchWhen(const std::vector<TaskId>& ids, 
   // once past that), one after the other within the one timeout.
   constexpr size_t kPart = 10000;
   const double held = std::clamp(timeout_s, 0.0, 60.0);
-  const double start = Now();
+  const double start = base::MonotonicSeconds();
   std::vector<TaskInfo> out;
   out.reserve(ids.size());
   for (size_t at = 0; at < ids.size(); at += kPart) {
     const std::vector<TaskId> part(ids.begin() + static_cast<std::ptrdiff_t>(at),
                                    ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), at + kPart)));
-    const double spent = Now() - start;
+    const double spent = base::MonotonicSeconds() - start;
     auto records = impl_->Fetch(part, false, nullptr, finished ? "final" : "recorded",
                                 static_cast<int32_t>(std::max(0.0, held - spent) * 1000));
     if (!records.ok()) return records.status();
@@ -893,7 +892,7 @@ Status Client::Watch(const std::function<bool(const Value&)>& on_event) {
 }
 
 Status Client::WaitForEngines(int n, double timeout_s) {
-  const double deadline = Now() + timeout_s;
+  const double deadline = base::MonotonicSeconds() + timeout_s;
   size_t seen = 0;
   while (true) {
     auto engines = Engines();
@@ -901,7 +900,7 @@ Status Client::WaitForEngines(int n, double timeout_s) {
     seen = static_cast<size_t>(std::count_if(engines->begin(), engines->end(),
                                              [](const auto& e) { return e.state == EngineState::kRunning; }));
     if (static_cast<int>(seen) >= n) return Status::Ok();
-    if (Now() > deadline) {
+    if (base::MonotonicSeconds() > deadline) {
       return Status::TimedOut(std::to_string(seen) + " of " + std::to_string(n) +
                               " engines registered within " + std::to_string(timeout_s) + " s");
     }

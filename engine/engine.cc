@@ -8,7 +8,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -24,7 +23,6 @@
 #include "base/clock.h"
 #include "base/reactor.h"
 #include "base/signals.h"
-#include "base/usage.h"
 #include "engine/capacity.h"
 #include "engine/command.h"
 #include "engine/ledger.h"
@@ -1005,68 +1003,6 @@ Status Engine::Run(const EngineOptions& options) {
   if (started.ok()) loop.Run();
   SetStopTarget(nullptr);
   return started;
-}
-
-int Engine::Main(int argc, char** argv) {
-  EngineOptions options;
-  std::string log_level = "info";
-  CLI::App app{"taskengine: runs ztask tasks"};
-  app.add_option(
-      "--profile-dir", options.profile_dir,
-      "profile directory holding the connection file (default ~/.ztask/profile_default)");
-  app.add_option("--name", options.name, "engine name (default HOST-PID, or HOST-mpi-RANK)");
-  app.add_option("--name-prefix", options.name_prefix,
-                 "under mpiexec or srun: the name is this prefix and the rank");
-  app.add_option("--max-output-bytes", options.max_output_bytes,
-                 "bytes of stdout and of stderr kept per command")
-      ->capture_default_str();
-  app.add_option("--max-result-bytes", options.max_result_bytes,
-                 "largest result of a function; a larger one fails the task")
-      ->capture_default_str();
-  app.add_option("--python", options.python,
-                 "the Python that runs Python function tasks (default $ZTASK_PYTHON, else "
-                 "/usr/bin/python3)");
-  app.add_option("--python-path", options.python_path,
-                 "put first on that Python's PYTHONPATH (default: the ztask package installed "
-                 "beside this program, PREFIX/lib/python3/dist-packages)");
-  app.add_option("--slots", options.slots,
-                 "tasks it runs at once, each holding the slots it asks (taskctl submit --slots)")
-      ->capture_default_str();
-  std::vector<std::string> resources;
-  app.add_option("--resource", resources,
-                 "a countable resource, NAME=COUNT (gpus=4: units 0-3, given to tasks that ask "
-                 "for them); may be repeated");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->capture_default_str();
-  // An engine binary of the user's own answers --version with its own name.
-  const std::string program =
-      argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "taskengine";
-  AddStandardFlags(app, program);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return UsageExit(app, e, program.c_str());
-  }
-  std::string error;
-  for (const std::string& r : resources) {
-    if (!protocol::ParseResource(r, 1, &options.resources, &error)) {
-      std::fprintf(stderr, "taskengine: --resource %s (see taskengine --help)\n", error.c_str());
-      return 2;
-    }
-  }
-  if (std::string e = protocol::AmountsError(options.slots, options.resources, 1); !e.empty()) {
-    std::fprintf(stderr, "taskengine: %s (see taskengine --help)\n", e.c_str());
-    return 2;
-  }
-  InstallStopSignals();
-  spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskengine %l: %v");
-  Status status = Run(options);
-  if (!status.ok()) {
-    std::fprintf(stderr, "taskengine: %s\n", status.message().c_str());
-    return 2;
-  }
-  return 0;
 }
 
 }  // namespace ztask

@@ -11,9 +11,11 @@ int64_t SystemClock::MonotonicMicros() { return base::MonotonicMicros(); }
 int64_t SystemClock::WallMicros() { return base::WallMicros(); }
 
 EngineCore::EngineCore(CoreOptions options, Clock* clock)
-    : options_(std::move(options)), clock_(clock), capacity_(options_.slots, options_.resources) {}
+    : options_(std::move(options)), clock_(clock), capacity_(options_.slots, options_.resources) {
+  running_ids_.reserve(static_cast<size_t>(options_.slots));
+}
 
-void EngineCore::Arrive(Job job) {
+void EngineCore::Arrive(Job&& job) {
   // Sent again while queued here: taken once. Ran here already (a restarted
   // scheduler did not hear): its reply again, not a second run.
   const TaskId id = job.header.id;
@@ -35,20 +37,21 @@ bool EngineCore::AnsweredWithoutRun(const Job& job) {
   return false;
 }
 
-EngineCore::Start EngineCore::Take(Job job) {
-  Grant grant = capacity_.Take(SlotsOf(job), ResourcesOf(job));
-  running_ids_.insert(job.header.id);
-  return {std::move(job), std::move(grant)};
-}
-
 std::optional<EngineCore::Start> EngineCore::NextToRun() {
+  std::optional<Start> start;
   while (!queue_.empty() && MayStart()) {
-    Job job = std::move(queue_.front());
+    if (AnsweredWithoutRun(queue_.front())) {
+      queue_.pop_front();
+      continue;
+    }
+    // Moved once, out of the queue: a task's body is many strings.
+    start.emplace(Start{std::move(queue_.front()), {}});
     queue_.pop_front();
-    if (AnsweredWithoutRun(job)) continue;
-    return Take(std::move(job));
+    start->grant = capacity_.Take(SlotsOf(start->job), ResourcesOf(start->job));
+    Running(start->job.header.id);
+    break;
   }
-  return std::nullopt;
+  return start;
 }
 
 std::vector<EngineCore::Start> EngineCore::StartWhatFits() {
@@ -61,7 +64,9 @@ std::vector<EngineCore::Start> EngineCore::StartWhatFits() {
     }
     // The first waits for what it needs: no task overtakes it.
     if (!capacity_.FitsNow(SlotsOf(job), ResourcesOf(job))) break;
-    starts.push_back(Take(std::move(job)));
+    Grant grant = capacity_.Take(SlotsOf(job), ResourcesOf(job));
+    Running(job.header.id);
+    starts.push_back({std::move(job), std::move(grant)});
     queue_.pop_front();
   }
   return starts;
@@ -69,7 +74,12 @@ std::vector<EngineCore::Start> EngineCore::StartWhatFits() {
 
 void EngineCore::Finished(const Done& done, const Grant& grant) {
   capacity_.Give(grant);
-  running_ids_.erase(done.request.id);
+  for (TaskId& id : running_ids_) {
+    if (id != done.request.id) continue;
+    id = running_ids_.back();
+    running_ids_.pop_back();
+    break;
+  }
   Reply(done);
 }
 

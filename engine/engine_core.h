@@ -27,7 +27,6 @@
 #include <deque>
 #include <optional>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "engine/capacity.h"
@@ -82,7 +81,7 @@ class EngineCore {
   // ---- events ----
   // The scheduler sent `job`: queued, or ignored (queued here already), or
   // answered with its kept reply (it ran here already).
-  void Arrive(Job job);
+  void Arrive(Job&& job);
   // One slot: the first queued task, once tasks may start; a task that
   // needs no run is answered on the way. nullopt: nothing to start now.
   std::optional<Start> NextToRun();
@@ -127,7 +126,7 @@ class EngineCore {
   // Answers `job` without running it when it needs no run; true if so.
   bool AnsweredWithoutRun(const Job& job);
   void Reply(const Done& done);
-  Start Take(Job job);
+  void Running(const TaskId& id) { running_ids_.push_back(id); }
 
   CoreOptions options_;
   Clock* clock_;
@@ -136,7 +135,8 @@ class EngineCore {
   Fence fence_;
   std::atomic<int32_t> engine_id_{-1};
   std::deque<Job> queue_;
-  std::unordered_set<TaskId, TaskIdHash> running_ids_;
+  // At most one per slot: a vector, reserved, so that no task allocates.
+  std::vector<TaskId> running_ids_;
 };
 
 }  // namespace ztask::engine

@@ -43,8 +43,7 @@ std::string ExpandOutputPath(const std::optional<std::string>& pattern, const Jo
 // The answer being made: ok until it fails or is unmet.
 class TaskRunner::Answer {
  public:
-  Answer(const Job& job, int32_t engine_id)
-      : done_{job.header, {true, ErrorType::kNone, engine_id, job.dispatch.attempt}, {}} {}
+  explicit Answer(Done& done) : done_(done) {}
   void Fail(ErrorType type, std::string message) {
     done_.meta.ok = false;
     done_.meta.error_type = type;
@@ -64,7 +63,7 @@ class TaskRunner::Answer {
   Done& done() { return done_; }
 
  private:
-  Done done_;
+  Done& done_;
 };
 
 TaskRunner::~TaskRunner() = default;
@@ -75,8 +74,9 @@ void TaskRunner::Kill() {
 }
 
 Done TaskRunner::Run(const Job& job, const Grant& grant, int32_t engine_id) {
-  Answer answer(job, engine_id);
-  answer.done().result.started_us = base::WallMicros();
+  Done done{job.header, {true, ErrorType::kNone, engine_id, job.dispatch.attempt}, {}};
+  done.result.started_us = base::WallMicros();
+  Answer answer(done);
   if (!job.unreadable.empty()) {
     answer.Fail(ErrorType::kBadTask, "engine " + std::to_string(engine_id) +
                                          " cannot read the task: " + job.unreadable);
@@ -89,8 +89,8 @@ Done TaskRunner::Run(const Job& job, const Grant& grant, int32_t engine_id) {
   } else {
     answer.Fail(ErrorType::kTaskFailed, "unknown task kind '" + job.spec.kind + "'");
   }
-  answer.done().result.completed_us = base::WallMicros();
-  return std::move(answer.done());
+  done.result.completed_us = base::WallMicros();
+  return done;
 }
 
 void TaskRunner::RunCommandTask(const Job& job, const Grant& grant, int32_t engine_id,

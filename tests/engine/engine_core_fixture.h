@@ -67,7 +67,7 @@ class EngineCoreTest : public ::testing::Test {
   EngineCore& core() { return *core_; }
   FakeClock& clock() { return clock_; }
 
-  void Arrive(const TaskJob& t) { core_->Arrive(t.job); }
+  void Arrive(const TaskJob& t) { core_->Arrive(Job(t.job)); }
   // One slot: the id of the task that starts next, after answering those
   // that need no run; nullopt when none may start.
   std::optional<uint64_t> Next() {

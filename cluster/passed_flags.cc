@@ -29,13 +29,28 @@ void Boolean(CLI::Option* o) {
       "true|false"));
 }
 
+// A number of slots, refused with the words every other place that checks
+// slots uses (protocol::AmountsError).
+void SlotCount(CLI::Option* o) {
+  o->check(CLI::Validator(
+      [](std::string& text) {
+        int32_t slots = 0;
+        if (!CLI::detail::lexical_cast(text, slots)) {
+          return "slots must be a whole number from 1 to " + std::to_string(protocol::kMaxSlots) +
+                 ", not '" + text + "'";
+        }
+        return protocol::AmountsError(slots, {}, 1);
+      },
+      "1.." + std::to_string(protocol::kMaxSlots)));
+}
+
 std::vector<PassedFlag> MakeTable() {
   return {
       {"--slots", kEngine,
-       "tasks each engine runs at once, each holding the slots it asks (taskctl submit --slots)",
-       "1", [](CLI::Option* o) { o->check(CLI::Range(1, protocol::kMaxSlots)); }},
+       "tasks an engine runs at once, each holding the slots it asks (taskctl submit --slots)",
+       "1", SlotCount},
       {"--resource", kEngine,
-       "a countable resource each engine has, NAME=COUNT (gpus=4: units 0-3, given to tasks "
+       "a countable resource an engine has, NAME=COUNT (gpus=4: units 0-3, given to tasks "
        "that ask for them); may be repeated",
        "",
        [](CLI::Option* o) {

@@ -9,6 +9,7 @@
 
 #include "base/signals.h"
 #include "base/usage.h"
+#include "cluster/passed_flags.h"
 #include "protocol/resources.h"
 
 namespace ztask {
@@ -22,24 +23,17 @@ void AddEngineFlags(CLI::App& app, CommandLineOptions* options) {
   app.add_option("--name", o.name, "engine name (default HOST-PID, or HOST-mpi-RANK)");
   app.add_option("--name-prefix", o.name_prefix,
                  "under mpiexec or srun: the name is this prefix and the rank");
-  app.add_option("--max-output-bytes", o.max_output_bytes,
-                 "bytes of stdout and of stderr kept per command")
-      ->capture_default_str();
-  app.add_option("--max-result-bytes", o.max_result_bytes,
-                 "largest result of a function; a larger one fails the task")
-      ->capture_default_str();
+  // The flags taskcluster passes on are declared once, in its table.
+  cluster::AddPassedFlag(app, "--max-output-bytes", o.max_output_bytes)->capture_default_str();
+  cluster::AddPassedFlag(app, "--max-result-bytes", o.max_result_bytes)->capture_default_str();
   app.add_option("--python", o.python,
                  "the Python that runs Python function tasks (default $ZTASK_PYTHON, else "
                  "/usr/bin/python3)");
   app.add_option("--python-path", o.python_path,
                  "put first on that Python's PYTHONPATH (default: the ztask package installed "
                  "beside this program, PREFIX/lib/python3/dist-packages)");
-  app.add_option("--slots", o.slots,
-                 "tasks it runs at once, each holding the slots it asks (taskctl submit --slots)")
-      ->capture_default_str();
-  app.add_option("--resource", options->resources,
-                 "a countable resource, NAME=COUNT (gpus=4: units 0-3, given to tasks that ask "
-                 "for them); may be repeated");
+  cluster::AddPassedFlag(app, "--slots", o.slots)->capture_default_str();
+  cluster::AddPassedFlag(app, "--resource", options->resources);
   app.add_option("--log-level", options->log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
 }

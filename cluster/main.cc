@@ -85,15 +85,15 @@ struct Subcommand {
 };
 using ztask::cluster::ClusterOptions;
 
-// Options of start that are handed on to the hub, the scheduler or the
-// engines as they were typed.
-Subcommand AddStart(CLI::App& app, ClusterOptions& options) {
-  struct Flags {
-    bool daemonize = false, dry_run = false;
-    std::vector<std::vector<std::string>> passed_on;  // by ztask::cluster::PassedFlags()
-  };
-  auto f = std::make_shared<Flags>();
-  auto* start = app.add_subcommand("start", "start hub, scheduler and engines");
+// What start takes beyond ClusterOptions: its own switches, and the words
+// of the flags handed on to the hub, the scheduler or the engines as typed.
+struct StartFlags {
+  bool daemonize = false, dry_run = false;
+  std::vector<std::vector<std::string>> passed_on;  // by ztask::cluster::PassedFlags()
+};
+
+// How many engines, how tasks are routed, where records and ports are.
+void AddShapeFlags(CLI::App* start, ClusterOptions& options) {
   start->add_option("-n,--engines", options.engines, "number of engines (default: cores)")
       ->check(CLI::Range(1, 100000));
   start->add_option("--scheme", options.scheme, "leastload, lru, twobin, weighted, random");
@@ -106,7 +106,10 @@ Subcommand AddStart(CLI::App& app, ClusterOptions& options) {
                     "every request needs the token in the printed URL)");
   start->add_option("--launch-timeout", options.launch_timeout_s,
                     "seconds for every engine to register");
-  start->add_flag("--daemonize", f->daemonize, "return once the cluster is ready");
+}
+
+// How the supervisor restarts engines that die.
+void AddSupervisionFlags(CLI::App* start, ClusterOptions& options) {
   start
       ->add_option("--max-restarts", options.max_restarts,
                    "restarts of one engine within the window before it is given up")
@@ -121,6 +124,10 @@ Subcommand AddStart(CLI::App& app, ClusterOptions& options) {
       ->add_option("--monitor-interval", options.monitor_interval_s,
                    "seconds between checks of the engines")
       ->check(ztask::kPositiveNumber);
+}
+
+// Where engines start: here, under mpiexec, over ssh, or as a Slurm job.
+void AddLauncherFlags(CLI::App* start, ClusterOptions& options, StartFlags& f) {
   start->add_option("--launcher", options.launcher, "how engines start: local, mpi, ssh or slurm")
       ->capture_default_str();
   start->add_option("--mpiexec", options.mpiexec, "the mpiexec to run (mpi launcher)")
@@ -151,8 +158,14 @@ Subcommand AddStart(CLI::App& app, ClusterOptions& options) {
       ->allow_extra_args(false);
   start->add_option("--sbatch", options.sbatch, "sbatch command (slurm launcher)");
   start->add_option("--scancel", options.scancel, "scancel command (slurm launcher)");
-  start->add_flag("--dry-run", f->dry_run,
+  start->add_flag("--dry-run", f.dry_run,
                   "slurm launcher: print the batch script and start nothing");
+  start->add_option("--engine-program", options.engine_program,
+                    "program to run as each engine (default: taskengine next to taskcluster)");
+}
+
+// Who may connect, and whether connections are encrypted.
+void AddSecurityFlags(CLI::App* start, ClusterOptions& options) {
   start->add_flag("--insecure", options.insecure,
                   "run without a key: anyone who can reach the ports can run commands");
   start->add_flag("--curve", options.curve,
@@ -160,35 +173,47 @@ Subcommand AddStart(CLI::App& app, ClusterOptions& options) {
                   "loopback)");
   start->add_flag("--no-encryption", options.no_encryption,
                   "no CurveZMQ even when --ip is beyond loopback (warns): signing only");
+}
+
+// Starts the cluster as parsed, and serves it until it is stopped (or
+// until it is ready, with --daemonize).
+int RunStart(const StartFlags& f, ClusterOptions& options) {
+  using ztask::cluster::PassedOnTo;
+  for (auto [daemon, args] : {std::pair{ztask::cluster::kHub, &options.hub_args},
+                              {ztask::cluster::kScheduler, &options.scheduler_args},
+                              {ztask::cluster::kEngine, &options.engine_args}}) {
+    const std::vector<std::string> words = PassedOnTo(daemon, f.passed_on);
+    args->insert(args->end(), words.begin(), words.end());
+  }
+  ztask::InstallStopSignals();
+  auto cluster = ztask::cluster::LocalCluster::Claim(options);
+  if (!cluster.ok()) return Fail(cluster.status().message());
+  if (f.dry_run) {
+    if (options.launcher != "slurm") return Fail("--dry-run goes with --launcher slurm");
+    std::printf("%s", (*cluster)->SlurmScript().c_str());
+    return 0;
+  }
+  ztask::SetStopTarget(cluster->get());
+  if (f.daemonize) return Daemonize(**cluster);
+  ztask::Status started = (*cluster)->Start();
+  if (!started.ok()) return Fail(started.message());
+  Announce(**cluster, (*cluster)->dashboard_url());
+  (*cluster)->Serve();
+  ztask::SetStopTarget(nullptr);
+  std::printf("cluster stopped\n");
+  return 0;
+}
+
+Subcommand AddStart(CLI::App& app, ClusterOptions& options) {
+  auto f = std::make_shared<StartFlags>();
+  auto* start = app.add_subcommand("start", "start hub, scheduler and engines");
+  AddShapeFlags(start, options);
+  start->add_flag("--daemonize", f->daemonize, "return once the cluster is ready");
+  AddSupervisionFlags(start, options);
+  AddLauncherFlags(start, options, *f);
+  AddSecurityFlags(start, options);
   ztask::cluster::AddEveryPassedFlag(*start, f->passed_on);
-  start->add_option("--engine-program", options.engine_program,
-                    "program to run as each engine (default: taskengine next to taskcluster)");
-  return {start, [f, &options] {
-            using ztask::cluster::PassedOnTo;
-            for (auto [daemon, args] : {std::pair{ztask::cluster::kHub, &options.hub_args},
-                                        {ztask::cluster::kScheduler, &options.scheduler_args},
-                                        {ztask::cluster::kEngine, &options.engine_args}}) {
-              const std::vector<std::string> words = PassedOnTo(daemon, f->passed_on);
-              args->insert(args->end(), words.begin(), words.end());
-            }
-            ztask::InstallStopSignals();
-            auto cluster = ztask::cluster::LocalCluster::Claim(options);
-            if (!cluster.ok()) return Fail(cluster.status().message());
-            if (f->dry_run) {
-              if (options.launcher != "slurm") return Fail("--dry-run goes with --launcher slurm");
-              std::printf("%s", (*cluster)->SlurmScript().c_str());
-              return 0;
-            }
-            ztask::SetStopTarget(cluster->get());
-            if (f->daemonize) return Daemonize(**cluster);
-            ztask::Status started = (*cluster)->Start();
-            if (!started.ok()) return Fail(started.message());
-            Announce(**cluster, (*cluster)->dashboard_url());
-            (*cluster)->Serve();
-            ztask::SetStopTarget(nullptr);
-            std::printf("cluster stopped\n");
-            return 0;
-          }};
+  return {start, [f, &options] { return RunStart(*f, options); }};
 }
 
 Subcommand AddStop(CLI::App& app, const ClusterOptions& options) {

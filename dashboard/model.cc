@@ -260,25 +260,15 @@ Value DashModel::Tasks(const std::string& state, const std::string& label,
   return list;
 }
 
-std::string DashModel::Metrics() const {
-  std::ostringstream m;
-  const auto family = [&](const char* name, const char* type, const char* help) {
-    m << "# HELP " << name << ' ' << help << '\n' << "# TYPE " << name << ' ' << type << '\n';
-  };
-  family("ztask_up", "gauge", "1 when the hub answered taskdash's last question.");
-  m << "ztask_up " << (error_.empty() && stats_ ? 1 : 0) << '\n';
-  family("ztask_dropped_messages_total", "counter",
-         "Messages dropped (unsigned, malformed or unexpected), by process.");
-  if (stats_) {
-    m << "ztask_dropped_messages_total{process=\"taskhub\"} " << stats_->hub_dropped << '\n';
-    if (stats_->scheduler) {
-      m << "ztask_dropped_messages_total{process=\"taskscheduler\"} " << stats_->scheduler->dropped
-        << '\n';
-    }
-  }
-  if (!stats_) return m.str();
-  const ClusterStats& s = *stats_;
-  family("ztask_tasks", "gauge",
+namespace {
+
+// A metric family's HELP and TYPE lines (Prometheus' text format).
+void Family(std::ostream& m, const char* name, const char* type, const char* help) {
+  m << "# HELP " << name << ' ' << help << '\n' << "# TYPE " << name << ' ' << type << '\n';
+}
+
+void TaskMetrics(std::ostream& m, const ClusterStats& s) {
+  Family(m, "ztask_tasks", "gauge",
          "Tasks by state: waiting (dependencies unmet), ready (for an engine), running, "
          "ok, failed (records the hub holds).");
   if (s.scheduler) {
@@ -290,27 +280,33 @@ std::string DashModel::Metrics() const {
   m << "ztask_tasks{state=\"running\"} " << s.running << '\n';
   m << "ztask_tasks{state=\"ok\"} " << s.ok << '\n';
   m << "ztask_tasks{state=\"failed\"} " << s.failed << '\n';
-  family("ztask_tasks_submitted_total", "counter", "Tasks submitted since the hub started.");
+  Family(m, "ztask_tasks_submitted_total", "counter", "Tasks submitted since the hub started.");
   m << "ztask_tasks_submitted_total " << s.submitted_total << '\n';
-  family("ztask_tasks_finished_total", "counter", "Tasks finished since the hub started.");
+  Family(m, "ztask_tasks_finished_total", "counter", "Tasks finished since the hub started.");
   m << "ztask_tasks_finished_total{status=\"ok\"} " << s.ok_total << '\n';
   m << "ztask_tasks_finished_total{status=\"failed\"} " << s.failed_total << '\n';
-  family("ztask_task_retries_total", "counter",
+  Family(m, "ztask_task_retries_total", "counter",
          "Attempts that failed and were queued again, since the hub started.");
   m << "ztask_task_retries_total " << s.retries_total << '\n';
-  family("ztask_engines", "gauge", "Engines by state.");
+}
+
+void EngineMetrics(std::ostream& m, const ClusterStats& s, const std::vector<EngineStatus>& engines) {
+  Family(m, "ztask_engines", "gauge", "Engines by state.");
   std::map<std::string, int64_t> by_state{{"running", 0}};
-  for (const EngineStatus& e : engines_) ++by_state[std::string(EngineStateName(e.state))];
+  for (const EngineStatus& e : engines) ++by_state[std::string(EngineStateName(e.state))];
   for (const auto& [state, n] : by_state) {
     m << "ztask_engines{state=" << Quoted(state) << "} " << n << '\n';
   }
   if (s.scheduler) {
-    family("ztask_clients", "gauge", "Client connections the scheduler knows.");
+    Family(m, "ztask_clients", "gauge", "Client connections the scheduler knows.");
     m << "ztask_clients " << s.scheduler->clients << '\n';
-    family("ztask_queue_depth", "gauge", "Tasks in the scheduler not yet sent to an engine.");
+    Family(m, "ztask_queue_depth", "gauge", "Tasks in the scheduler not yet sent to an engine.");
     m << "ztask_queue_depth " << s.scheduler->waiting + s.scheduler->ready << '\n';
   }
-  family("ztask_task_duration_seconds", "histogram",
+}
+
+void DurationMetrics(std::ostream& m, const ClusterStats& s) {
+  Family(m, "ztask_task_duration_seconds", "histogram",
          "Run time of the tasks finished since the hub started (started to completed).");
   int64_t cumulative = 0;
   for (size_t i = 0; i < s.duration_counts.size(); ++i) {
@@ -321,16 +317,37 @@ std::string DashModel::Metrics() const {
   }
   m << "ztask_task_duration_seconds_sum " << Number(s.duration_sum) << '\n';
   m << "ztask_task_duration_seconds_count " << cumulative << '\n';
-  family("ztask_label_tasks_total", "counter",
+}
+
+void LabelMetrics(std::ostream& m, const ClusterStats& s) {
+  Family(m, "ztask_label_tasks_total", "counter",
          "Tasks since the hub started by label prefix and outcome (submitted, ok, failed).");
   for (const auto& l : s.labels) {
-    m << "ztask_label_tasks_total{prefix=" << Quoted(l.prefix) << ",outcome=\"submitted\"} "
-      << l.submitted << '\n';
-    m << "ztask_label_tasks_total{prefix=" << Quoted(l.prefix) << ",outcome=\"ok\"} " << l.ok
-      << '\n';
-    m << "ztask_label_tasks_total{prefix=" << Quoted(l.prefix) << ",outcome=\"failed\"} "
-      << l.failed << '\n';
+    const std::string prefix = "ztask_label_tasks_total{prefix=" + Quoted(l.prefix);
+    m << prefix << ",outcome=\"submitted\"} " << l.submitted << '\n';
+    m << prefix << ",outcome=\"ok\"} " << l.ok << '\n';
+    m << prefix << ",outcome=\"failed\"} " << l.failed << '\n';
   }
+}
+
+}  // namespace
+
+std::string DashModel::Metrics() const {
+  std::ostringstream m;
+  Family(m, "ztask_up", "gauge", "1 when the hub answered taskdash's last question.");
+  m << "ztask_up " << (error_.empty() && stats_ ? 1 : 0) << '\n';
+  Family(m, "ztask_dropped_messages_total", "counter",
+         "Messages dropped (unsigned, malformed or unexpected), by process.");
+  if (!stats_) return m.str();
+  m << "ztask_dropped_messages_total{process=\"taskhub\"} " << stats_->hub_dropped << '\n';
+  if (stats_->scheduler) {
+    m << "ztask_dropped_messages_total{process=\"taskscheduler\"} " << stats_->scheduler->dropped
+      << '\n';
+  }
+  TaskMetrics(m, *stats_);
+  EngineMetrics(m, *stats_, engines_);
+  DurationMetrics(m, *stats_);
+  LabelMetrics(m, *stats_);
   return m.str();
 }
 

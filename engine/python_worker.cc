@@ -87,21 +87,31 @@ void PythonWorker::Reap(std::string* why) {
   *why = ExitText(wstatus);
 }
 
+namespace {
+
+// This process's environment with `python_path` first on PYTHONPATH.
+std::vector<std::string> WorkerEnvironment(const std::string& python_path) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0) env.emplace_back(*e);
+  }
+  std::string path = python_path;
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) {
+    path = path.empty() ? old : path + ":" + old;
+  }
+  if (!path.empty()) env.push_back("PYTHONPATH=" + path);
+  return env;
+}
+
+}  // namespace
+
 std::string PythonWorker::Start() {
   std::string program = FindOnPath(interpreter_);
   if (program.empty() || ::access(program.c_str(), X_OK) != 0) {
     return "cannot run the Python interpreter '" + interpreter_ +
            "': not found or not executable (taskengine --python PATH, or $ZTASK_PYTHON)";
   }
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0) env.emplace_back(*e);
-  }
-  std::string path = python_path_;
-  if (const char* old = std::getenv("PYTHONPATH"); old && *old) {
-    path = path.empty() ? old : path + ":" + old;
-  }
-  if (!path.empty()) env.push_back("PYTHONPATH=" + path);
+  std::vector<std::string> env = WorkerEnvironment(python_path_);
   int to[2], from[2];
   if (::pipe2(to, O_CLOEXEC) != 0) return std::string("cannot make pipes: ") + std::strerror(errno);
   if (::pipe2(from, O_CLOEXEC) != 0) {
@@ -128,6 +138,12 @@ std::string PythonWorker::Start() {
   to_worker_ = to[1];
   from_worker_ = from[0];
   ::fcntl(to_worker_, F_SETFL, O_NONBLOCK);  // writes wait in poll, within a deadline
+  return AwaitHello(program);
+}
+
+// The started worker's first word: "" when it is a hello, else why it
+// cannot serve (it is reaped then).
+std::string PythonWorker::AwaitHello(const std::string& program) {
   // Its first word: a hello, or why it cannot serve (a string).
   std::string hello;
   const IoStatus read = ReadMessage(&hello, base::MonotonicMicros() + kStartTimeoutUs);
@@ -287,16 +303,13 @@ void PythonWorker::Parse(const std::string& reply, const PythonTask& task, Pytho
   }
 }
 
-PythonOutcome PythonWorker::Run(const PythonTask& task) {
-  PythonOutcome outcome;
-  if (pid_.load() <= 0) {
-    if (std::string why = Start(); !why.empty()) {
-      outcome.evalue = std::move(why);
-      return outcome;
-    }
-  }
+namespace {
+
+// The task as the worker reads it: a little-endian length, then a msgpack
+// map; one write a task.
+msgpack::sbuffer EncodeTask(const PythonTask& task) {
   msgpack::sbuffer body;
-  body.write("\0\0\0\0", 4);  // its length, once known: one write a task
+  body.write("\0\0\0\0", 4);  // its length, once known
   msgpack::packer<msgpack::sbuffer> packer(body);
   packer.pack_map(7);
   packer.pack(std::string_view("payload"));
@@ -318,6 +331,58 @@ PythonOutcome PythonWorker::Run(const PythonTask& task) {
   const char size[4] = {static_cast<char>(n), static_cast<char>(n >> 8), static_cast<char>(n >> 16),
                         static_cast<char>(n >> 24)};
   std::memcpy(body.data(), size, 4);
+  return body;
+}
+
+}  // namespace
+
+// An answer too large to keep whole: what was kept of it, output cut as a
+// command's is; a result over its limit is dropped and the task fails.
+PythonOutcome PythonWorker::OutcomeOfTooLarge(const BoundedOutcome& bounded,
+                                              const PythonTask& task) {
+  PythonOutcome outcome;
+  if (!bounded.map.empty()) Parse(bounded.map, task, &outcome);
+  if (bounded.map.empty() || outcome.kind == PythonOutcome::Kind::kWorkerLost) {
+    outcome.kind = PythonOutcome::Kind::kTooLarge;
+    outcome.evalue = "its answer could not be read within the engine's limits";
+    return outcome;
+  }
+  outcome.stdout_truncated = outcome.stdout_truncated || bounded.stdout_cut;
+  outcome.stderr_truncated = outcome.stderr_truncated || bounded.stderr_cut;
+  if (bounded.result_dropped) {
+    outcome.kind = PythonOutcome::Kind::kTooLarge;
+    outcome.result.clear();
+    outcome.evalue = "its result is " + std::to_string(bounded.result_bytes) +
+                     " bytes, over the engine's limit of " + std::to_string(task.max_result_bytes) +
+                     " bytes (taskengine --max-result-bytes)";
+  }
+  return outcome;
+}
+
+// The worker timed out or went away mid-task: it is reaped, and started
+// again for the next task.
+PythonOutcome PythonWorker::OutcomeOfLostWorker(IoStatus read) {
+  PythonOutcome outcome;
+  std::string exit_text;
+  Reap(&exit_text);
+  if (read == IoStatus::kTimedOut) {
+    outcome.kind = PythonOutcome::Kind::kTimedOut;
+    return outcome;
+  }
+  outcome.evalue = "the Python worker " + exit_text +
+                   " while it ran the task; it is started again for the next task";
+  return outcome;
+}
+
+PythonOutcome PythonWorker::Run(const PythonTask& task) {
+  PythonOutcome outcome;
+  if (pid_.load() <= 0) {
+    if (std::string why = Start(); !why.empty()) {
+      outcome.evalue = std::move(why);
+      return outcome;
+    }
+  }
+  const msgpack::sbuffer body = EncodeTask(task);
   const int64_t deadline =
       task.time_limit_s > 0
           ? base::MonotonicMicros() + static_cast<int64_t>(task.time_limit_s * 1e6)
@@ -331,38 +396,8 @@ PythonOutcome PythonWorker::Run(const PythonTask& task) {
                        task.max_result_bytes + 2 * task.max_output_bytes + kAnswerSlackBytes,
                        &bounds, &bounded);
   }
-  if (read == IoStatus::kTooLarge) {
-    // Too large to keep whole: what was kept of it, output cut as a
-    // command's is; a result over its limit is dropped and the task fails.
-    if (!bounded.map.empty()) Parse(bounded.map, task, &outcome);
-    if (bounded.map.empty() || outcome.kind == PythonOutcome::Kind::kWorkerLost) {
-      outcome.kind = PythonOutcome::Kind::kTooLarge;
-      outcome.evalue = "its answer could not be read within the engine's limits";
-      return outcome;
-    }
-    outcome.stdout_truncated = outcome.stdout_truncated || bounded.stdout_cut;
-    outcome.stderr_truncated = outcome.stderr_truncated || bounded.stderr_cut;
-    if (bounded.result_dropped) {
-      outcome.kind = PythonOutcome::Kind::kTooLarge;
-      outcome.result.clear();
-      outcome.evalue = "its result is " + std::to_string(bounded.result_bytes) +
-                       " bytes, over the engine's limit of " +
-                       std::to_string(task.max_result_bytes) +
-                       " bytes (taskengine --max-result-bytes)";
-    }
-    return outcome;
-  }
-  if (read != IoStatus::kOk) {
-    std::string exit_text;
-    Reap(&exit_text);
-    if (read == IoStatus::kTimedOut) {
-      outcome.kind = PythonOutcome::Kind::kTimedOut;
-      return outcome;
-    }
-    outcome.evalue = "the Python worker " + exit_text +
-                     " while it ran the task; it is started again for the next task";
-    return outcome;
-  }
+  if (read == IoStatus::kTooLarge) return OutcomeOfTooLarge(bounded, task);
+  if (read != IoStatus::kOk) return OutcomeOfLostWorker(read);
   Parse(reply, task, &outcome);
   if (outcome.kind == PythonOutcome::Kind::kWorkerLost) {
     std::string exit_text;

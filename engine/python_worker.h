@@ -79,6 +79,7 @@ class PythonWorker {
 
  private:
   std::string Start();  // "" or why the worker could not start
+  std::string AwaitHello(const std::string& program);
   void Reap(std::string* why);
   // One message to or from the worker before `deadline_us` (steady µs; 0:
   // none).
@@ -91,6 +92,8 @@ class PythonWorker {
                        const AnswerBounds* bounds = nullptr, BoundedOutcome* bounded = nullptr);
   IoStatus Fill(int64_t deadline_us);
   static void Parse(const std::string& reply, const PythonTask& task, PythonOutcome* outcome);
+  static PythonOutcome OutcomeOfTooLarge(const BoundedOutcome& bounded, const PythonTask& task);
+  PythonOutcome OutcomeOfLostWorker(IoStatus read);
   static constexpr size_t kMaxHelloBytes = size_t{1} << 20;
 
   std::string interpreter_;

@@ -67,6 +67,67 @@ Result<const json*> Section(const json& root, const char* name, const fs::path& 
   return &*it;
 }
 
+// The signing scheme and its key: hmac-sha256 with a key, or none without.
+Status ParseSigning(const json& root, const fs::path& path, ConnectionInfo* info) {
+  std::string key_hex;
+  ZTASK_RETURN_IF_ERROR(Field(root, "", "signature_scheme", info->signature_scheme, path));
+  ZTASK_RETURN_IF_ERROR(Field(root, "", "key", key_hex, path));
+  if (info->signature_scheme != kSchemeHmac && info->signature_scheme != kSchemeNone) {
+    return Status::InvalidArgument("connection file " + path.string() +
+                                   ": signature_scheme must be 'hmac-sha256' or 'none'");
+  }
+  auto key = FromHex(key_hex);
+  if (!key.ok()) {
+    return Status::InvalidArgument("connection file " + path.string() + ": key is " +
+                                   key.status().message());
+  }
+  info->key = std::move(*key);
+  if (info->signature_scheme == kSchemeHmac && info->key.empty()) {
+    return Status::InvalidArgument("connection file " + path.string() +
+                                   ": scheme hmac-sha256 needs a key");
+  }
+  if (info->signature_scheme == kSchemeNone && !info->key.empty()) {
+    return Status::InvalidArgument("connection file " + path.string() +
+                                   ": scheme 'none' must have an empty key");
+  }
+  return Status::Ok();
+}
+
+// The hub's and the scheduler's addresses.
+Status ParseEndpoints(const json& root, const fs::path& path, ConnectionInfo* info) {
+  auto hub = Section(root, "hub", path);
+  if (!hub.ok()) return hub.status();
+  for (auto [name, out] : {std::pair{"registration", &info->hub.registration},
+                           {"query", &info->hub.query},
+                           {"notifier", &info->hub.notifier},
+                           {"monitor", &info->hub.monitor},
+                           {"events", &info->hub.events}}) {
+    ZTASK_RETURN_IF_ERROR(Field(**hub, "hub", name, *out, path));
+  }
+  auto scheduler = Section(root, "scheduler", path);
+  if (!scheduler.ok()) return scheduler.status();
+  ZTASK_RETURN_IF_ERROR(Field(**scheduler, "scheduler", "client", info->scheduler.client, path));
+  return Field(**scheduler, "scheduler", "engine", info->scheduler.engine, path);
+}
+
+// The CurveZMQ keys, when the file has them.
+Status ParseCurve(const json& root, const fs::path& path, ConnectionInfo* info) {
+  if (!root.contains("curve")) return Status::Ok();
+  auto curve = Section(root, "curve", path);
+  if (!curve.ok()) return curve.status();
+  CurveKeys& keys = info->curve;
+  for (auto [name, out] : {std::pair{"server_public", &keys.server_public},
+                           {"client_public", &keys.client_public},
+                           {"client_secret", &keys.client_secret}}) {
+    ZTASK_RETURN_IF_ERROR(Field(**curve, "curve", name, *out, path));
+    if (out->size() != 40) {
+      return Status::InvalidArgument("connection file " + path.string() + ": curve." + name +
+                                     " must be a 40-character Z85 key");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<ConnectionInfo> ParseText(const std::string& text, const fs::path& path) {
   json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
@@ -81,52 +142,9 @@ Result<ConnectionInfo> ParseText(const std::string& text, const fs::path& path) 
                                    " must have \"version\": 1");
   }
   ConnectionInfo info;
-  std::string key_hex;
-  ZTASK_RETURN_IF_ERROR(Field(root, "", "signature_scheme", info.signature_scheme, path));
-  ZTASK_RETURN_IF_ERROR(Field(root, "", "key", key_hex, path));
-  if (info.signature_scheme != kSchemeHmac && info.signature_scheme != kSchemeNone) {
-    return Status::InvalidArgument("connection file " + path.string() +
-                                   ": signature_scheme must be 'hmac-sha256' or 'none'");
-  }
-  auto key = FromHex(key_hex);
-  if (!key.ok()) {
-    return Status::InvalidArgument("connection file " + path.string() + ": key is " +
-                                   key.status().message());
-  }
-  info.key = std::move(*key);
-  if (info.signature_scheme == kSchemeHmac && info.key.empty()) {
-    return Status::InvalidArgument("connection file " + path.string() +
-                                   ": scheme hmac-sha256 needs a key");
-  }
-  if (info.signature_scheme == kSchemeNone && !info.key.empty()) {
-    return Status::InvalidArgument("connection file " + path.string() +
-                                   ": scheme 'none' must have an empty key");
-  }
-  auto hub = Section(root, "hub", path);
-  if (!hub.ok()) return hub.status();
-  ZTASK_RETURN_IF_ERROR(Field(**hub, "hub", "registration", info.hub.registration, path));
-  ZTASK_RETURN_IF_ERROR(Field(**hub, "hub", "query", info.hub.query, path));
-  ZTASK_RETURN_IF_ERROR(Field(**hub, "hub", "notifier", info.hub.notifier, path));
-  ZTASK_RETURN_IF_ERROR(Field(**hub, "hub", "monitor", info.hub.monitor, path));
-  ZTASK_RETURN_IF_ERROR(Field(**hub, "hub", "events", info.hub.events, path));
-  auto scheduler = Section(root, "scheduler", path);
-  if (!scheduler.ok()) return scheduler.status();
-  ZTASK_RETURN_IF_ERROR(Field(**scheduler, "scheduler", "client", info.scheduler.client, path));
-  ZTASK_RETURN_IF_ERROR(Field(**scheduler, "scheduler", "engine", info.scheduler.engine, path));
-  if (root.contains("curve")) {
-    auto curve = Section(root, "curve", path);
-    if (!curve.ok()) return curve.status();
-    CurveKeys& keys = info.curve;
-    for (auto [name, out] : {std::pair{"server_public", &keys.server_public},
-                             {"client_public", &keys.client_public},
-                             {"client_secret", &keys.client_secret}}) {
-      ZTASK_RETURN_IF_ERROR(Field(**curve, "curve", name, *out, path));
-      if (out->size() != 40) {
-        return Status::InvalidArgument("connection file " + path.string() + ": curve." + name +
-                                       " must be a 40-character Z85 key");
-      }
-    }
-  }
+  ZTASK_RETURN_IF_ERROR(ParseSigning(root, path, &info));
+  ZTASK_RETURN_IF_ERROR(ParseEndpoints(root, path, &info));
+  ZTASK_RETURN_IF_ERROR(ParseCurve(root, path, &info));
   return info;
 }
 

@@ -155,7 +155,7 @@ Status WaitIds(Client& c, const std::vector<TaskId>& ids, double timeout_s, Prog
       if (r.finished()) {
         pending.erase(r.id);
         ++(r.ok() ? ok : failed);
-      } else if (r.status == "running") {
+      } else if (r.status == TaskState::kRunning) {
         ++running;
       }
     }
@@ -178,9 +178,12 @@ std::string When(const std::optional<double>& t) {
   return text;
 }
 
-const std::set<std::string>& Statuses() {
-  static const std::set<std::string> statuses = {"waiting", "running", "ok", "failed"};
-  return statuses;
+// A record's status as `taskctl list` shows it: a failed task submitted
+// again is "replaced", one not (yet) is "failed".
+std::string_view ListedStatus(const TaskInfo& r) {
+  if (r.replaced_by) return "replaced";
+  if (r.status == TaskState::kError) return TaskFilterName(TaskFilter::kFailed);
+  return TaskStateName(r.status);
 }
 
 // The ids given, or a job, for wait and abort.
@@ -318,6 +321,7 @@ void AddList(CLI::App& app, Subcommands& out) {
   struct Flags {
     bool json = false;
     std::string job, status;
+    TaskFilter filter = TaskFilter::kAll;
   };
   auto f = std::make_shared<Flags>();
   auto* sub = app.add_subcommand("list", "the tasks of a job (or every task), in array order");
@@ -327,10 +331,13 @@ void AddList(CLI::App& app, Subcommands& out) {
   out.push_back(
       {sub,
        [f] {
-         if (!f->status.empty() && !Statuses().contains(f->status)) {
+         if (f->status.empty()) return Status::Ok();
+         const auto filter = ParseTaskFilter(f->status);
+         if (!filter) {
            return Status::InvalidArgument("--status takes waiting, running, ok or failed, not '" +
                                           f->status + "'");
          }
+         f->filter = *filter;
          return Status::Ok();
        },
        [f](Client& c) {
@@ -339,7 +346,7 @@ void AddList(CLI::App& app, Subcommands& out) {
            if (!jobs.ok()) return Error(jobs.status());
            if (jobs->empty()) return Error(NoSuchJob(f->job));
          }
-         auto records = c.List(f->job, f->status);
+         auto records = c.List(f->job, f->filter);
          if (!records.ok()) return Error(records.status());
          SortByIndex(*records);
          if (f->json) {
@@ -349,11 +356,9 @@ void AddList(CLI::App& app, Subcommands& out) {
          std::printf("%-32s %-8s %6s %6s %4s  %-20s %s\n", "id", "status", "index", "engine",
                      "exit", "label", "error");
          for (const auto& r : *records) {
-           const std::string status = r.replaced_by        ? "replaced"
-                                      : r.status == "error" ? "failed"
-                                                            : r.status;
+           const std::string status(ListedStatus(r));
            std::string error;
-           if (r.status == "error") {
+           if (r.status == TaskState::kError) {
              error = std::string(ErrorTypeName(r.error_type)) + ": " + r.error_message;
              if (error.size() > 72) error = error.substr(0, 69) + "...";
            }
@@ -389,7 +394,7 @@ void AddAbort(CLI::App& app, Subcommands& out) {
                    auto jobs = c.Jobs(which->job);
                    if (!jobs.ok()) return Error(jobs.status());
                    if (jobs->empty()) return Error(NoSuchJob(which->job));
-                   auto waiting = c.List(which->job, "waiting");
+                   auto waiting = c.List(which->job, TaskFilter::kWaiting);
                    if (!waiting.ok()) return Error(waiting.status());
                    size_t aborted = 0, started = 0;
                    for (size_t at = 0; at < waiting->size(); at += kAtOnce) {
@@ -418,7 +423,7 @@ int Resubmit(Client& c, const std::string& job, bool json) {
   auto jobs = c.Jobs(job);
   if (!jobs.ok()) return Error(jobs.status());
   if (jobs->empty()) return Error(NoSuchJob(job));
-  auto failed = c.List(job, "failed");
+  auto failed = c.List(job, TaskFilter::kFailed);
   if (!failed.ok()) return Error(failed.status());
   SortByIndex(*failed);
   std::unordered_map<TaskId, TaskId, TaskIdHash> replacement;
@@ -508,7 +513,7 @@ void AddResubmit(CLI::App& app, Subcommands& out) {
   sub->add_flag("--json", f->json, "print JSON lines");
   out.push_back({sub,
                  [f] {
-                   if (f->status != "failed") {
+                   if (ParseTaskFilter(f->status) != TaskFilter::kFailed) {
                      return Status::InvalidArgument(
                          "--status failed is the only tasks resubmit takes, not '" + f->status + "'");
                    }

@@ -22,6 +22,11 @@ int64_t MonotonicMicros();
 inline int64_t MonotonicMillis() { return MonotonicMicros() / 1000; }
 inline double MonotonicSeconds() { return static_cast<double>(MonotonicMicros()) / 1e6; }
 
+// The monotonic clock as std::chrono time points, for what takes one
+// (a condition variable's wait_until, durations printed by benchmarks).
+using MonotonicClock = std::chrono::steady_clock;
+inline MonotonicClock::time_point MonotonicNow() { return MonotonicClock::now(); }
+
 // Microseconds since the Unix epoch, strictly increasing within the process
 // even when the system clock steps back, so that a receiver can refuse a
 // replayed message by its date (protocol/replay_guard.h).

@@ -58,15 +58,16 @@
 #include "cluster/child_process.h"
 #include "protocol/connection_file.h"
 #include "ztask/client.h"
+#include "base/clock.h"
 
 namespace ztask::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = base::MonotonicClock;
 using cluster::ChildProcess;
 
 double Since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
+  return std::chrono::duration<double>(base::MonotonicNow() - t).count();
 }
 
 struct Options {
@@ -226,7 +227,7 @@ Result<double> RunGraph(Client& c, const std::vector<std::vector<size_t>>& after
   ids.reserve(after.size());
   for (size_t i = 0; i < after.size(); ++i) ids.push_back(TaskId::New());
   std::vector<TaskOptions> tasks;
-  const auto start = Clock::now();
+  const auto start = base::MonotonicNow();
   for (size_t first = 0; first < after.size(); first += kPerCall) {
     const size_t end = std::min(after.size(), first + kPerCall);
     tasks.assign(end - first, TaskOptions{});
@@ -275,7 +276,7 @@ Result<WaitingMemory> WaitingBytes(Cluster& cluster, int n) {
       if (!id.ok()) return id.status();
       ids.push_back(*id);
     }
-    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    const auto deadline = base::MonotonicNow() + std::chrono::seconds(120);
     while (true) {
       auto queue = c.Queue();
       if (!queue.ok()) return queue.status();
@@ -283,7 +284,7 @@ Result<WaitingMemory> WaitingBytes(Cluster& cluster, int n) {
       int64_t held = queue->unassigned;
       for (const auto& e : queue->engines) held += e.running + e.queued;
       if (held >= total + 1) break;
-      if (Clock::now() > deadline) {
+      if (base::MonotonicNow() > deadline) {
         return Status::TimedOut("the hub recorded " + std::to_string(held) + " of " +
                                 std::to_string(total + 1) + " tasks");
       }
@@ -309,7 +310,7 @@ Result<Latency> RoundTrips(Client& c, int n) {
   TaskOptions noop;
   noop.function = "noop";
   for (int i = 0; i < n; ++i) {
-    const auto t = Clock::now();
+    const auto t = base::MonotonicNow();
     auto id = c.Submit(noop);
     if (!id.ok() || !c.WaitReplies({*id}, 60).ok()) return Status::TimedOut("a round trip stalled");
     us.push_back(Since(t) * 1e6);

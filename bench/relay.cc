@@ -1,4 +1,5 @@
 #include "bench/relay.h"
+#include "base/clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,9 +13,9 @@
 namespace ztask::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = base::MonotonicClock;
 double Since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
+  return std::chrono::duration<double>(base::MonotonicNow() - t).count();
 }
 
 }  // namespace
@@ -102,7 +103,7 @@ RelayResult RunRelay(int workers, int tasks, int latency_tasks, int per_message)
   const int window = std::max(1000 / per_message, 1);  // messages in flight
   int sent = 0, got = 0;
   zmq::message_t reply;
-  auto start = Clock::now();
+  auto start = base::MonotonicNow();
   while (got < messages) {
     while (sent < messages && sent - got < window) {
       client.send(zmq::buffer(payload), zmq::send_flags::none);
@@ -117,7 +118,7 @@ RelayResult RunRelay(int workers, int tasks, int latency_tasks, int per_message)
   result.tasks_per_s = static_cast<double>(messages) * per_message / Since(start);
   std::vector<double> rtt;
   for (int i = 0; i < latency_tasks; ++i) {
-    auto t = Clock::now();
+    auto t = base::MonotonicNow();
     client.send(zmq::buffer(payload.data(), 32), zmq::send_flags::none);
     (void)client.recv(reply);
     rtt.push_back(Since(t) * 1e6);

@@ -25,7 +25,6 @@ constexpr size_t kAtOnce = 10000;  // ids per request
 // the hub does not answer.
 constexpr double kHubSilentS = 6;
 
-double Now() { return base::MonotonicSeconds(); }
 
 // A progress bar on stderr, redrawn in place, only on a terminal.
 class ProgressBar {
@@ -35,7 +34,7 @@ class ProgressBar {
 
   void Draw(int64_t total, int64_t ok, int64_t failed, int64_t running) {
     if (!on_) return;
-    const double now = Now();
+    const double now = base::MonotonicSeconds();
     if (now - last_draw_ < 0.1 && ok + failed < total) return;
     last_draw_ = now;
     const int64_t done = ok + failed;
@@ -115,7 +114,7 @@ Status NoSuchJob(const std::string& job) {
 
 // Waits for the job's tasks, from its counts.
 Status WaitJob(Client& c, const std::string& job, double timeout_s, ProgressBar& bar) {
-  const double start = Now();
+  const double start = base::MonotonicSeconds();
   while (true) {
     auto jobs = c.Jobs(job);
     if (!jobs.ok()) return jobs.status();
@@ -123,7 +122,7 @@ Status WaitJob(Client& c, const std::string& job, double timeout_s, ProgressBar&
     const JobInfo& j = jobs->front();
     bar.Draw(j.total(), j.ok, j.failed, j.running);
     if (j.done()) return Status::Ok();
-    if (timeout_s >= 0 && Now() - start >= timeout_s) {
+    if (timeout_s >= 0 && base::MonotonicSeconds() - start >= timeout_s) {
       return Status::TimedOut("job " + job + " did not finish within " +
                               std::to_string(timeout_s) + " s");
     }
@@ -133,7 +132,7 @@ Status WaitJob(Client& c, const std::string& job, double timeout_s, ProgressBar&
 
 // Waits for tasks by id, drawing what their records say.
 Status WaitIds(Client& c, const std::vector<TaskId>& ids, double timeout_s, ProgressBar& bar) {
-  const double start = Now();
+  const double start = base::MonotonicSeconds();
   constexpr double kGrace = 3.0;  // for ids not recorded yet
   std::set<TaskId> pending(ids.begin(), ids.end());
   const auto total = static_cast<int64_t>(pending.size());
@@ -145,7 +144,7 @@ Status WaitIds(Client& c, const std::vector<TaskId>& ids, double timeout_s, Prog
     }
     auto records = c.FetchWhen(part, /*finished=*/true, 0.25);
     if (!records.ok()) {
-      if (records.status().code() != Status::Code::kNotFound || Now() - start > kGrace) {
+      if (records.status().code() != Status::Code::kNotFound || base::MonotonicSeconds() - start > kGrace) {
         return records.status();
       }
       continue;
@@ -160,7 +159,7 @@ Status WaitIds(Client& c, const std::vector<TaskId>& ids, double timeout_s, Prog
       }
     }
     bar.Draw(total, ok, failed, running);
-    if (!pending.empty() && timeout_s >= 0 && Now() - start >= timeout_s) {
+    if (!pending.empty() && timeout_s >= 0 && base::MonotonicSeconds() - start >= timeout_s) {
       return Status::TimedOut(std::to_string(pending.size()) + " tasks did not finish within " +
                               std::to_string(timeout_s) + " s");
     }
@@ -212,12 +211,12 @@ int WaitAndPrint(Client& c, const std::string& job, const std::vector<TaskId>& i
   Status waited = Status::Ok();
   {
     ProgressBar bar(progress);
-    const double start = Now();
+    const double start = base::MonotonicSeconds();
     double unreachable_since = -1;
     bool said = false;
     while (true) {
-      const double left = timeout_s < 0 ? -1 : std::max(0.0, timeout_s - (Now() - start));
-      const double began = Now();
+      const double left = timeout_s < 0 ? -1 : std::max(0.0, timeout_s - (base::MonotonicSeconds() - start));
+      const double began = base::MonotonicSeconds();
       if (!job.empty()) {
         waited = WaitJob(c, job, left, bar);
       } else if (progress) {
@@ -229,15 +228,15 @@ int WaitAndPrint(Client& c, const std::string& job, const std::vector<TaskId>& i
       // about 6 s). Waited for again, up to the limit, counted from the
       // first request it left unanswered.
       if (waited.code() != Status::Code::kUnavailable) break;
-      if (unreachable_since < 0) unreachable_since = std::max(began, Now() - kHubSilentS);
-      const double away = Now() - unreachable_since;
+      if (unreachable_since < 0) unreachable_since = std::max(began, base::MonotonicSeconds() - kHubSilentS);
+      const double away = base::MonotonicSeconds() - unreachable_since;
       if (away >= unreachable_s) {
         waited = Status::Unavailable(waited.message() + "; gave up after " +
                                      std::to_string(static_cast<int>(away)) +
                                      " s without an answer (--unreachable-timeout)");
         break;
       }
-      if (timeout_s >= 0 && Now() - start >= timeout_s) {
+      if (timeout_s >= 0 && base::MonotonicSeconds() - start >= timeout_s) {
         waited = Status::TimedOut("the hub did not answer within --timeout " +
                                   std::to_string(timeout_s) + " s");
         break;
@@ -248,7 +247,7 @@ int WaitAndPrint(Client& c, const std::string& job, const std::vector<TaskId>& i
                      waited.message().c_str(), unreachable_s);
       }
       // A refusal that came at once is not asked again at once.
-      if (Now() - began < 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (base::MonotonicSeconds() - began < 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
   if (!waited.ok() && waited.code() != Status::Code::kTimedOut) return Error(waited);

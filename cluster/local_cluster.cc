@@ -380,8 +380,8 @@ bool LocalCluster::KeepServersUp(double now) {
 void LocalCluster::Serve() {
   const auto interval = std::chrono::microseconds(
       static_cast<int64_t>(std::max(0.001, options_.monitor_interval_s) * 1e6));
-  while (!stop_ && KeepServersUp(SteadySeconds())) {
-    Supervise(SteadySeconds());
+  while (!stop_ && KeepServersUp(base::MonotonicSeconds())) {
+    Supervise(base::MonotonicSeconds());
     if (control_) {
       ServeControl(interval);
     } else {

@@ -14,6 +14,7 @@
 #include "base/signals.h"
 #include "base/usage.h"
 #include "cluster/local_cluster.h"
+#include "cluster/passed_flags.h"
 #include "cluster/report.h"
 #include "protocol/resources.h"
 
@@ -86,113 +87,10 @@ using ztask::cluster::ClusterOptions;
 
 // Options of start that are handed on to the hub, the scheduler or the
 // engines as they were typed.
-struct PassedOn {
-  std::string max_task_bytes, max_dependencies, max_queued, max_result_bytes, max_output_bytes,
-      replay_window, heartbeat_ms, heartbeat_misses, recover_grace, socket_hwm, send_ahead,
-      durability, keep_finished, slots;
-  std::vector<std::string> resources;
-
-  void Add(CLI::App* start) {
-    start
-        ->add_option("--slots", slots,
-                     "tasks each engine runs at once, each holding the slots it asks (default 1)")
-        ->check(CLI::Range(1, ztask::protocol::kMaxSlots));
-    start
-        ->add_option("--resource", resources,
-                     "a countable resource each engine has, NAME=COUNT (gpus=4: units 0-3); may "
-                     "be repeated")
-        ->expected(1)
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-        ->check([seen = std::make_shared<ztask::protocol::ResourceMap>()](const std::string& text) {
-          std::string error;  // also when a name comes twice
-          return ztask::protocol::ParseResource(text, 1, seen.get(), &error) ? std::string()
-                                                                             : error;
-        });
-    start
-        ->add_option("--keep-finished", keep_finished,
-                     "finished tasks the hub keeps in memory (default 100000) and whose outcomes "
-                     "the scheduler remembers (default 1000000); older ones are read from the "
-                     "hub's database when asked for")
-        ->check(CLI::Range(size_t{1}, size_t{1} << 40));
-    start
-        ->add_option("--durability", durability,
-                     "what the hub's records and the scheduler's journal survive: a process "
-                     "crash (process, the default) or a power loss too (power: synced to disk, "
-                     "once per turn)")
-        ->check(CLI::IsMember({"process", "power"}));
-    start->add_option("--heartbeat-ms", heartbeat_ms, "engines heartbeat this often (default 1000)")
-        ->check(ztask::kPositiveNumber);
-    start
-        ->add_option("--heartbeat-misses", heartbeat_misses,
-                     "heartbeats an engine may miss before it is lost (default 3)")
-        ->check(ztask::kPositiveNumber);
-    start
-        ->add_option("--recover-grace", recover_grace,
-                     "after a scheduler restart, seconds engines holding tasks have to come "
-                     "back, and a task may wait for a dependency not seen yet (default 10)")
-        ->check(ztask::kNonNegativeNumber);
-    start
-        ->add_option("--send-ahead", send_ahead,
-                     "send a task waiting for one last dependency to the engine running it, to "
-                     "run there once it succeeds (true or false; default true)")
-        ->check(CLI::IsMember({"true", "false"}));
-    start
-        ->add_option("--socket-hwm", socket_hwm,
-                     "ZeroMQ high-water mark of the scheduler's sockets (default 1000000)")
-        ->check(ztask::kPositiveNumber);
-    start
-        ->add_option("--replay-window", replay_window,
-                     "seconds a message's date may differ from the servers' clock (replay "
-                     "protection; 0: no check; default 300)")
-        ->check(ztask::kNonNegativeNumber);
-    start->add_option("--max-task-bytes", max_task_bytes, "largest task a client may submit")
-        ->check(ztask::kPositiveNumber);
-    start->add_option("--max-dependencies", max_dependencies, "most after+follow ids of a task")
-        ->check(ztask::kPositiveNumber);
-    start
-        ->add_option("--max-queued-per-client", max_queued,
-                     "most tasks of one client waiting or running at once")
-        ->check(ztask::kPositiveNumber);
-    start->add_option("--max-result-bytes", max_result_bytes, "largest result an engine returns")
-        ->check(ztask::kPositiveNumber);
-    start
-        ->add_option("--max-output-bytes", max_output_bytes,
-                     "stdout and stderr kept of a command task, each")
-        ->check(ztask::kPositiveNumber);
-  }
-
-  void Apply(ClusterOptions& options) const {
-    for (auto [value, flag, args] :
-         {std::tuple{&max_task_bytes, "--max-task-bytes", &options.scheduler_args},
-          {&max_dependencies, "--max-dependencies", &options.scheduler_args},
-          {&max_queued, "--max-queued-per-client", &options.scheduler_args},
-          {&max_result_bytes, "--max-result-bytes", &options.engine_args},
-          {&max_output_bytes, "--max-output-bytes", &options.engine_args},
-          {&heartbeat_ms, "--heartbeat-ms", &options.hub_args},
-          {&heartbeat_misses, "--heartbeat-misses", &options.hub_args},
-          {&recover_grace, "--recover-grace", &options.scheduler_args},
-          {&socket_hwm, "--socket-hwm", &options.scheduler_args},
-          {&send_ahead, "--send-ahead", &options.scheduler_args},
-          {&slots, "--slots", &options.engine_args}}) {
-      if (!value->empty()) args->insert(args->end(), {flag, *value});
-    }
-    for (const std::string& r : resources) {
-      options.engine_args.insert(options.engine_args.end(), {"--resource", r});
-    }
-    for (auto [flag, value] : {std::pair{"--replay-window", &replay_window},
-                               std::pair{"--durability", &durability},
-                               std::pair{"--keep-finished", &keep_finished}}) {
-      if (value->empty()) continue;
-      options.hub_args.insert(options.hub_args.end(), {flag, *value});
-      options.scheduler_args.insert(options.scheduler_args.end(), {flag, *value});
-    }
-  }
-};
-
 Subcommand AddStart(CLI::App& app, ClusterOptions& options) {
   struct Flags {
     bool daemonize = false, dry_run = false;
-    PassedOn passed_on;
+    std::vector<std::vector<std::string>> passed_on;  // by ztask::cluster::PassedFlags()
   };
   auto f = std::make_shared<Flags>();
   auto* start = app.add_subcommand("start", "start hub, scheduler and engines");
@@ -262,11 +160,17 @@ Subcommand AddStart(CLI::App& app, ClusterOptions& options) {
                   "loopback)");
   start->add_flag("--no-encryption", options.no_encryption,
                   "no CurveZMQ even when --ip is beyond loopback (warns): signing only");
-  f->passed_on.Add(start);
+  ztask::cluster::AddEveryPassedFlag(*start, f->passed_on);
   start->add_option("--engine-program", options.engine_program,
                     "program to run as each engine (default: taskengine next to taskcluster)");
   return {start, [f, &options] {
-            f->passed_on.Apply(options);
+            using ztask::cluster::PassedOnTo;
+            for (auto [daemon, args] : {std::pair{ztask::cluster::kHub, &options.hub_args},
+                                        {ztask::cluster::kScheduler, &options.scheduler_args},
+                                        {ztask::cluster::kEngine, &options.engine_args}}) {
+              const std::vector<std::string> words = PassedOnTo(daemon, f->passed_on);
+              args->insert(args->end(), words.begin(), words.end());
+            }
             ztask::InstallStopSignals();
             auto cluster = ztask::cluster::LocalCluster::Claim(options);
             if (!cluster.ok()) return Fail(cluster.status().message());

@@ -1,4 +1,3 @@
-#include "base/clock.h"
 #include "cluster/util.h"
 
 #include <algorithm>
@@ -69,6 +68,5 @@ Result<std::vector<HostSpec>> ParseHostSpecs(const std::vector<std::string>& spe
   return parsed;
 }
 
-double SteadySeconds() { return base::MonotonicSeconds(); }
 
 }  // namespace ztask::cluster

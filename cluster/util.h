@@ -19,7 +19,6 @@ inline std::string Which(const std::string& program) {
   std::string found = FindOnPath(program);
   return found.empty() ? program : found;
 }
-double SteadySeconds();
 
 // `text` as one word for a POSIX shell: single-quoted, with each ' written
 // as '\''. For command lines a remote shell (ssh) or a batch script runs.

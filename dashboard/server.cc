@@ -21,15 +21,11 @@
 #include "protocol/connection_file.h"
 #include "protocol/security.h"
 #include "ztask/client.h"
+#include "base/clock.h"
 
 namespace ztask::dashboard {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double SteadySeconds() {
-  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-}
 
 // Graphs are drawn up to this many tasks.
 constexpr size_t kMaxGraph = 3000;
@@ -193,23 +189,23 @@ class DashServer::Impl {
     }
     {
       std::lock_guard lock(mu_);
-      model_.ApplyStats(*stats, SteadySeconds());
+      model_.ApplyStats(*stats, base::MonotonicSeconds());
       if (engines) model_.ApplyEngines(*engines, *queue);
     }
     changed_.notify_all();
   }
 
   void PollLoop() {
-    auto next_engines = Clock::now() + std::chrono::seconds(1);
+    auto next_engines = base::MonotonicNow() + std::chrono::seconds(1);
     while (!stop_.load()) {
-      const auto next = Clock::now() + std::chrono::milliseconds(options_.interval_ms);
+      const auto next = base::MonotonicNow() + std::chrono::milliseconds(options_.interval_ms);
       {
         std::unique_lock lock(mu_);
         changed_.wait_until(lock, next, [this] { return stop_.load(); });
       }
       if (stop_.load()) return;
-      const bool engines = Clock::now() >= next_engines;
-      if (engines) next_engines = Clock::now() + std::chrono::seconds(1);
+      const bool engines = base::MonotonicNow() >= next_engines;
+      if (engines) next_engines = base::MonotonicNow() + std::chrono::seconds(1);
       PollOnce(engines);
     }
   }
@@ -321,17 +317,17 @@ class DashServer::Impl {
               "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
               "X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n");
     DashModel::Cursor cursor;
-    auto last = Clock::now() - std::chrono::hours(1);
+    auto last = base::MonotonicNow() - std::chrono::hours(1);
     while (!stop_.load()) {
       std::optional<Value> delta;
       {
         std::unique_lock lock(mu_);
         const auto pace = last + std::chrono::milliseconds(options_.interval_ms);
-        changed_.wait_until(lock, std::max(pace, Clock::now() + std::chrono::seconds(15)), [&] {
-          return stop_.load() || (model_.version() != cursor.version && Clock::now() >= pace);
+        changed_.wait_until(lock, std::max(pace, base::MonotonicNow() + std::chrono::seconds(15)), [&] {
+          return stop_.load() || (model_.version() != cursor.version && base::MonotonicNow() >= pace);
         });
         if (stop_.load()) break;
-        if (Clock::now() < pace) continue;  // woken early: wait out the pace
+        if (base::MonotonicNow() < pace) continue;  // woken early: wait out the pace
         delta = model_.Delta(&cursor);
       }
       // A comment line when nothing changed: proxies and browsers keep the
@@ -340,7 +336,7 @@ class DashServer::Impl {
           delta ? "data: " + delta->dump(-1, ' ', false, Value::error_handler_t::replace) + "\n\n"
                 : std::string(": idle\n\n");
       if (mg_write(c, text.data(), text.size()) <= 0) break;
-      last = Clock::now();
+      last = base::MonotonicNow();
     }
     streams_.fetch_sub(1);
   }

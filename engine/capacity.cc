@@ -1,3 +1,4 @@
+// What an engine can hold, and who holds it (engine/capacity.h).
 #include "engine/capacity.h"
 
 #include <cassert>

@@ -2,7 +2,7 @@
 // which of it each running task holds: its slots, and the indices of the
 // resource units it was given (gpus 1 and 3). No I/O.
 //
-// Thread safety: owned by the engine's worker thread.
+// Thread safety: owned by the engine core (engine/engine_core.h).
 #ifndef ZTASK_ENGINE_CAPACITY_H_
 #define ZTASK_ENGINE_CAPACITY_H_
 

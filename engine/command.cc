@@ -1,3 +1,4 @@
+// Running a command task (engine/command.h).
 #include "engine/command.h"
 
 #include <fcntl.h>

@@ -1,6 +1,10 @@
 // Runs a command task: argv executed directly (no shell), in its own process
 // group, with stdout and stderr captured up to a bound, killed with its whole
 // group when its time limit passes.
+//
+// Must not: decide what the outcome means for the task (engine/task_runner.h
+// does). Thread safety: reentrant; RunCommand blocks its caller's thread
+// until the command ended, and `running_group` lets another thread kill it.
 #ifndef ZTASK_ENGINE_COMMAND_H_
 #define ZTASK_ENGINE_COMMAND_H_
 

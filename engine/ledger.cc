@@ -1,3 +1,4 @@
+// The engine's ledger (engine/ledger.h).
 #include "engine/ledger.h"
 
 #include <utility>

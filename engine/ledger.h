@@ -8,7 +8,7 @@
 // here), and the replies waiting to go together in one batch, with when
 // they must go.
 //
-// Thread safety: none; the engine holds its io mutex around every call.
+// Thread safety: none; owned by the engine core (engine/engine_core.h).
 #ifndef ZTASK_ENGINE_LEDGER_H_
 #define ZTASK_ENGINE_LEDGER_H_
 

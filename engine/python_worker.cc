@@ -1,3 +1,4 @@
+// The engine's Python worker process (engine/python_worker.h).
 #include "engine/python_worker.h"
 
 #include <fcntl.h>

@@ -17,7 +17,7 @@
 // limits whatever a task prints or returns. The worker's own stdout and
 // stderr are the engine's (its log).
 //
-// Thread safety: owned by the engine's worker thread; Kill() may be called
+// Thread safety: owned by the thread of its TaskRunner; Kill() may be called
 // from another thread.
 #ifndef ZTASK_ENGINE_PYTHON_WORKER_H_
 #define ZTASK_ENGINE_PYTHON_WORKER_H_

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/usage.h"
+#include "cluster/passed_flags.h"
 #include "hub/server.h"
 
 int main(int argc, char** argv) {
@@ -21,26 +22,15 @@ int main(int argc, char** argv) {
                  "profile directory holding the connection file (default ~/.ztask/profile_default)");
   app.add_option("--db", options.db, "task records: a SQLite file, or :memory: (default PROFILE/tasks.db)");
   app.add_option("--ip", options.ip, "address to bind every socket to")->capture_default_str();
-  app.add_option("--durability", options.durability,
-                 "what acknowledged records survive: a process crash (process) or a power loss "
-                 "too (power: every commit synced to disk)")
-      ->check(CLI::IsMember({"process", "power"}))
-      ->capture_default_str();
-  app.add_option("--heartbeat-ms", options.heartbeat_ms, "engines heartbeat this often")
-      ->capture_default_str()->check(CLI::Range(10, 600000));
-  app.add_option("--heartbeat-misses", options.heartbeat_misses,
-                 "an engine silent for this many periods is lost")
-      ->capture_default_str()->check(CLI::Range(1, 1000));
-  app.add_option("--keep-finished", options.keep_finished,
-                 "finished records kept in memory; older ones are read from the database when "
-                 "asked for (with --db :memory: every record stays)")
-      ->capture_default_str()
-      ->check(CLI::Range(size_t{1}, size_t{1} << 40));
+  using ztask::cluster::AddPassedFlag;
+  AddPassedFlag(app, "--durability", options.durability)->capture_default_str();
+  AddPassedFlag(app, "--heartbeat-ms", options.heartbeat_ms)->capture_default_str();
+  AddPassedFlag(app, "--heartbeat-misses", options.heartbeat_misses)->capture_default_str();
+  // With --db :memory: every record stays in memory.
+  AddPassedFlag(app, "--keep-finished", options.keep_finished)->capture_default_str();
   app.add_option("--max-engines", options.max_engines, "engines registered at once")
       ->capture_default_str();
-  app.add_option("--replay-window", options.replay_window_s,
-                 "seconds a message's date may differ from this host's clock; 0: no check")
-      ->capture_default_str()->check(ztask::kNonNegativeNumber);
+  AddPassedFlag(app, "--replay-window", options.replay_window_s)->capture_default_str();
   app.add_flag("--insecure", options.insecure,
                "run without a key: anyone who can reach the ports can run commands");
   app.add_flag("--curve", options.curve,

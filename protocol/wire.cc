@@ -221,8 +221,7 @@ Result<std::string> BindPreferring(zmq::socket_t& socket, const std::string& end
   }
   // Every peer knows only `previous`: a new port would be one no engine or
   // client ever finds. While another process holds it, wait for it.
-  using Clock = std::chrono::steady_clock;
-  const auto started = Clock::now();
+  const auto started = base::MonotonicNow();
   auto next_word = started;
   while (true) {
     int error = 0;
@@ -240,14 +239,14 @@ Result<std::string> BindPreferring(zmq::socket_t& socket, const std::string& end
     if (StopRequested()) {
       return Status::Unavailable("stopped while waiting for " + previous + " to be free");
     }
-    if (Clock::now() >= next_word) {
+    if (base::MonotonicNow() >= next_word) {
       spdlog::warn(
           "{} is taken by another process; waiting for it, since every engine and client of "
           "this cluster knows only that port ({} s so far; free it, or start a new cluster "
           "with taskcluster start)",
           previous,
-          std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count());
-      next_word = Clock::now() + std::chrono::seconds(10);
+          std::chrono::duration_cast<std::chrono::seconds>(base::MonotonicNow() - started).count());
+      next_word = base::MonotonicNow() + std::chrono::seconds(10);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

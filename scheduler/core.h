@@ -8,26 +8,31 @@
 // Every task submitted and accepted gets exactly one final action (kDeliver
 // or kFail). The core never sees a task's arguments: only what routing needs.
 //
+// The core keeps each task's state (waiting, ready, running) and turns
+// events into actions; it composes the parts that own the rest, each
+// tested alone: the engines and what they hold (engine_book.h), the ready
+// tasks in order (ready_queue.h), what tasks wait for (dependency_tracker.h)
+// and the retry and send-ahead policy (retry_policy.h).
+//
 // Thread safety: owned by one thread.
 #ifndef ZTASK_SCHEDULER_CORE_H_
 #define ZTASK_SCHEDULER_CORE_H_
 
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <memory>
 #include <optional>
 #include <queue>
-#include <set>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "base/flat_id_map.h"
 #include "base/recent_id_map.h"
 #include "scheduler/dependencies.h"
+#include "scheduler/dependency_tracker.h"
+#include "scheduler/engine_book.h"
 #include "scheduler/ready_queue.h"
+#include "scheduler/retry_policy.h"
 #include "scheduler/scheme.h"
 #include "ztask/task.h"
 #include "ztask/task_id.h"
@@ -38,13 +43,6 @@ class Clock {
  public:
   virtual ~Clock() = default;
   virtual int64_t NowMicros() = 0;  // monotonic
-};
-
-// What an engine can hold at once, or what a task holds while it runs:
-// slots, and units of countable resources by name ("gpus": 2).
-struct Amounts {
-  int32_t slots = 1;
-  std::map<std::string, int64_t> resources;
 };
 
 struct CoreOptions {
@@ -182,14 +180,11 @@ class SchedulerCore {
   // them otherwise.
   void LookedUp(const TaskId& dep, Lookup answer, bool success = false, int32_t engine_id = -1);
   // Dependencies asked about and not answered yet.
-  size_t lookups_pending() const { return looking_up_.size(); }
+  size_t lookups_pending() const { return tracker_.lookups_pending(); }
   // The slot of a live engine id, or kNoSlot.
-  EngineSlot SlotOf(int32_t engine_id) const {
-    auto it = slot_of_id_.find(engine_id);
-    return it == slot_of_id_.end() ? kNoSlot : it->second;
-  }
+  EngineSlot SlotOf(int32_t engine_id) const { return book_.SlotOf(engine_id); }
   // Whether the task finished here (and is still remembered).
-  bool HasFinished(const TaskId& id) const { return finished_.contains(id); }
+  bool HasFinished(const TaskId& id) const { return tracker_.HasFinished(id); }
   // Whether the task is waiting or running here.
   bool Knows(const TaskId& id) const { return tasks_.count(id) > 0; }
   // The latest attempt of a task waiting or running here, or -1.
@@ -216,7 +211,7 @@ class SchedulerCore {
   // the connection broke are sent again after those still queued in its
   // socket. Tasks still waiting for a dependency never seen at the deadline
   // fail with InvalidDependency.
-  void AwaitUnknownUntil(int64_t deadline_us) { await_unknown_until_us_ = deadline_us; }
+  void AwaitUnknownUntil(int64_t deadline_us) { tracker_.AwaitUnknownUntil(deadline_us); }
 
   // Fails every listed task still waiting with TaskAborted.
   AbortOutcome Abort(const std::vector<TaskId>& tasks);
@@ -234,94 +229,57 @@ class SchedulerCore {
   size_t unassigned_tasks() const { return tasks_.size() - running_; }
   // Tasks whose dependencies are met, waiting for an engine.
   size_t ready_tasks() const { return ready_.size(); }
-  size_t finished_tasks() const { return finished_.size(); }
+  size_t finished_tasks() const { return tracker_.finished_count(); }
   // Slots booked on the engine by the tasks it holds.
-  uint32_t LoadOf(EngineSlot slot) const;
-  size_t live_engines() const { return slot_of_id_.size(); }
+  uint32_t LoadOf(EngineSlot slot) const { return book_.LoadOf(slot); }
+  size_t live_engines() const { return book_.live().size(); }
 
  private:
   enum class State : uint8_t { kWaiting, kReady, kRunning };
 
+  // Fields ordered to leave no padding: every live task holds one
+  // (BM_Memory in bench/core_bench.cc counts the bytes).
   struct Task {
     TaskId id;
     State state = State::kWaiting;
     bool ahead = false;     // running: sent before its dependencies were met
     bool followed = false;  // running: one of its waiters was sent ahead behind it
-    int32_t priority = 0;
-    uint64_t seq = 0;
-    DependencyProgress after;
-    DependencyProgress follow;
-    uint32_t follow_unlocated = 0;     // accepted follow deps that never ran
-    std::vector<EngineSlot> location;  // follow: where it may run
-    std::vector<int32_t> targets;
-    std::vector<int32_t> blacklist;  // engine ids where it failed
-    std::vector<int32_t> unmet;      // engine ids that cannot run it (TaskUnmet)
-    int64_t timeout_us = 0;
-    int64_t deadline_us = 0;
-    int32_t retries_left = 0;
-    int32_t attempt = 0;
-    EngineSlot slot = kNoSlot;
-    uint32_t running_index = 0;  // in Engine::running
-    uint32_t slots = 1;
-    // Units of each resource (by resource_index_), none zero.
-    std::vector<std::pair<uint16_t, int64_t>> needs;
     // Some engine it may use could hold it (not Unsatisfiable): once found,
     // it waits for one to have room, even through engines leaving.
     bool judged = false;
     bool grouped = false;  // ready, in a group of ready_
-  };
-
-  struct Engine {
-    int32_t id = -1;
-    bool alive = false;
-    bool draining = false;
-    bool accepting = true;
-    // Held whole for the oldest wide task that fits nowhere yet, which
-    // lacks slots here (Reserve): out of the scheme.
-    bool reserved = false;
-    uint32_t load = 0;   // slots booked by the tasks it holds
-    uint32_t slots = 1;  // what it has
-    std::vector<int64_t> capacity, booked;  // units by resource index
-    int64_t stamp = 0;
-    std::vector<TaskId> running;
-  };
-
-  // What later dependents need of a finished task, in 4 bytes: where it
-  // last ran (kNoSlot: nowhere) and whether it succeeded.
-  class Finished {
-   public:
-    Finished() = default;
-    Finished(EngineSlot slot, bool success)
-        : bits_((slot == kNoSlot ? kNowhere : slot) << 1 | (success ? 1u : 0u)) {}
-    EngineSlot slot() const { return (bits_ >> 1) == kNowhere ? kNoSlot : bits_ >> 1; }
-    bool success() const { return bits_ & 1; }
-
-   private:
-    static constexpr uint32_t kNowhere = UINT32_MAX >> 1;
-    uint32_t bits_ = 0;
+    int32_t priority = 0;
+    int32_t attempt = 0;
+    uint64_t seq = 0;
+    TaskDependencies deps;
+    std::vector<int32_t> targets;
+    Attempts attempts;  // retries left, engines where it failed
+    int64_t timeout_us = 0;
+    int64_t deadline_us = 0;
+    EngineSlot slot = kNoSlot;
+    uint32_t running_index = 0;  // in the engine's list (EngineBook::Place)
+    Demand demand;
   };
 
   using ReadyKey = ReadyQueue::Key;
 
-  struct Waiter {
-    TaskId task;
-    bool is_follow;
-  };
-
-  enum class Verdict { kWait, kReady, kImpossible };
-  // The dependency whose outcome is being applied, for error messages.
-  struct Cause {
-    TaskId dep;
-    bool success = false;
-  };
-
-  // Re-checks a waiting task's dependency sets; may prune dead engines from
-  // a follow-any location.
-  Verdict Evaluate(Task& task, const Cause& cause, std::string* reason) const;
+  // --- tasks and their outcomes (core.cc) ---
+  Task& NewTask(const Submission& s);
+  // A task restored as running: its dependencies counted, none waited for
+  // unless live here.
+  void CountRestored(Task& task, const std::vector<TaskId>& after,
+                     const std::vector<TaskId>& follow);
+  // Fails the task (and returns false) when it depends on itself or on a
+  // task unknown here and not to be waited for.
+  bool CheckDependencies(Task& task, const std::vector<TaskId>& after,
+                         const std::vector<TaskId>& follow);
+  // Counts the dependencies finished, waits for the others; returns the
+  // last one waited for (zero id: none) and sets *cause to the first that
+  // finished in a rejected outcome.
+  Waiter WaitForDependencies(Task& task, const std::vector<TaskId>& after,
+                             const std::vector<TaskId>& follow, Cause* cause);
   // Evaluates a waiting task and acts: fails it, makes it ready, or leaves it.
   void Settle(Task& task, const Cause& cause);
-  // Applies one finished dependency; returns whether its outcome was accepted.
-  bool CountDependency(Task& task, bool is_follow, const Finished& f);
   void MakeReady(Task& task);
   // Takes a ready task out of ready_ and its group (the group's next goes
   // into ready_); its state is left to the caller.
@@ -333,31 +291,36 @@ class SchedulerCore {
   // Final failure of a task not running; `slot` is where it last ran, if it
   // matters to follow dependents. Cascades to dependents.
   void Fail(Task& task, ErrorType error, std::string message, EngineSlot slot = kNoSlot);
-  // Records a final outcome and applies it to every waiting dependent,
-  // iteratively (a failed chain of a million tasks must not recurse).
+  // Records a final outcome and applies it to every waiting dependent.
   void Resolve(const TaskId& id, Finished outcome);
+  void DependencyDone(const Waiter& w, const TaskId& dep, const Finished& f);
+  using TaskMap = std::unordered_map<TaskId, Task, TaskIdHash>;
+  // The task running on `slot` with this id, or end() (counted late).
+  TaskMap::iterator RunningTask(EngineSlot slot, const TaskId& id);
   void AttemptFailed(Task& task, EngineSlot slot, ErrorType error, std::string message,
                      bool from_reply, bool retriable = true);
+  // The engine's reply is final: delivered, and the task forgotten.
+  void Deliver(TaskMap::iterator it, EngineSlot slot, ErrorType error);
+  void AddDeadline(Task& task);
+  // At the AwaitUnknownUntil deadline: fails the tasks still waiting for a
+  // dependency never seen.
+  void FailAwaitingUnknown();
+  // Fails every task waiting for `dep` with InvalidDependency.
+  void FailWaitersOf(const TaskId& dep);
+
+  // --- engines and placement (core_engines.cc) ---
   void Assign(Task& task, EngineSlot slot, const TaskId& run_after = TaskId{});
-  // Send ahead (CoreOptions::send_ahead): whether `task`, waiting, may go
-  // now to the engine running `dep`, its one unfinished dependency.
-  bool MayGoAhead(const Task& task, const Task& dep, bool is_follow, bool* no_room) const;
-  // Sends `task` ahead behind `dep` if it may go, or notes `dep` to be looked
-  // at again when only its engine's room was missing. True in both cases.
-  bool GoAheadIfMay(Task& task, Task& dep, bool is_follow);
-  // Sends `id` ahead behind `wait.task`, its one unfinished dependency, if it may go.
-  void TrySendAhead(const TaskId& id, const Waiter& wait);
-  // Sends ahead the first waiter of `dep` that may go (of kAheadScan looked at).
-  void SendAheadAfter(const TaskId& dep);
-  // Sends ahead what waits for the tasks noted in ahead_check_.
-  void SendAhead();
-  // A task sent ahead whose dependencies are not met comes back: it waits
-  // again, its attempt not counted against its retries.
-  void Return(Task& task, EngineSlot slot);
-  bool Met(const Task& task) const { return task.after.Met() && task.follow.Met(); }
   // Puts the task on the engine's list, with no dispatch (Assign's first half).
   void Place(Task& task, EngineSlot slot);
   void Release(Task& task);
+  void Pump();
+  // Places the ready task at `at` (constrained or wide) if it may go
+  // somewhere now, or fails it if it never can; returns where the walk
+  // goes on.
+  ReadyQueue::Iterator PlaceConstrained(ReadyQueue::Iterator at, Task& task,
+                                        std::vector<EngineView>* candidates);
+  // Takes the task at `at` out of ready_; where to go on.
+  ReadyQueue::Iterator TakeReady(ReadyQueue::Iterator at, Task& task);
   bool Constrained(const Task& task) const;
   // The live engines `task` may use, whatever their load; sets *never when
   // it can never run.
@@ -365,100 +328,49 @@ class SchedulerCore {
   // Engines with room that `task` may use now; sets *never (and *why) when
   // it can never run.
   void Candidates(Task& task, std::vector<EngineView>* out, std::string* never, ErrorType* why);
-  // Why no engine it may use could ever hold a wide task, or "" when one
-  // could (or none is there to judge by).
-  std::string Unsatisfiable(const Task& task, const std::vector<EngineSlot>& allowed) const;
-  // Packing fairness: `task`, wide and fitting nowhere now, holds the
-  // engine that could hold it with the most slots free. When it lacks
-  // slots there no other task goes there; when it lacks only units of
-  // some resources, no task asking any of those goes there. Held until the
-  // next Pump, which looks again.
+  // Packing fairness (EngineBook::Reserve) for `task`, fitting nowhere now.
   void Reserve(const Task& task);
-  void Unreserve();
-  static bool Wide(const Task& task) { return task.slots > 1 || !task.needs.empty(); }
-  uint16_t ResourceIndex(const std::string& name);
-  void Apply(const Amounts& capacity, Engine& e);
-  static int64_t UnitsOf(const std::vector<int64_t>& v, uint16_t r) {
-    return r < v.size() ? v[r] : 0;
-  }
-  // Whether `engine` could hold `task` were it idle.
-  static bool CouldHold(const Task& task, const Engine& e);
-  // Whether `task` may go to `e` now.
-  bool Fits(const Task& task, const Engine& e) const;
-  void Book(Engine& e, const Task& task, int sign);
-  void Pump();
-  void AddDeadline(Task& task);
-  // At the AwaitUnknownUntil deadline: fails the tasks still waiting for a
-  // dependency never seen.
-  void FailAwaitingUnknown();
-  // The tasks waiting for `dep`, no longer waiting for it here.
-  std::vector<Waiter> TakeWaiters(const TaskId& dep);
-  // Fails every task waiting for `dep` with InvalidDependency.
-  void FailWaitersOf(const TaskId& dep);
-
-  static bool Open(const Engine& e) { return e.alive && e.accepting && !e.draining; }
-  // Room for `slots` more slots, within the HWM.
-  bool SlotRoom(const Engine& e, uint32_t slots) const {
-    return options_.hwm == 0 || e.load + slots <= e.slots + options_.hwm - 1;
-  }
-  // Room for a one-slot task with no resources: what the scheme holds.
-  bool HasRoom(const Engine& e) const { return Open(e) && !e.reserved && SlotRoom(e, 1); }
   void RetireIfDrained(EngineSlot slot);
-  EngineView ViewOf(EngineSlot slot) const {
-    const Engine& e = engines_[slot];
-    return {slot, e.load, e.stamp};
-  }
-  void LeaveScheme(EngineSlot slot);
-  void JoinScheme(EngineSlot slot);
+  // The tasks that ran on a lost engine: retried, failed or returned.
+  void RunningLost(EngineSlot slot, int32_t engine_id, const std::vector<TaskId>& running);
+  // Ready tasks that may follow only onto a lost engine fail.
+  void LocatedLost(EngineSlot slot, int32_t engine_id);
+
+  // --- send ahead (core_ahead.cc; CoreOptions::send_ahead) ---
+  // Whether `task`, waiting, may go now to the engine running `dep`, its
+  // one unfinished dependency.
+  bool MayGoAhead(const Task& task, const Task& dep, bool is_follow, bool* no_room) const;
+  // Sends `task` ahead behind `dep` if it may go, or notes `dep` to be looked
+  // at again when only its engine's room was missing. True in both cases.
+  bool GoAheadIfMay(Task& task, Task& dep, bool is_follow);
+  // Sends `id` ahead behind `wait.task`, its one unfinished dependency, if it may go.
+  void TrySendAhead(const TaskId& id, const Waiter& wait);
+  // Sends ahead the first waiter of `dep` that may go (of SendAhead::kScan looked at).
+  void SendAheadAfter(const TaskId& dep);
+  // Sends ahead what waits for the tasks just dispatched or unblocked.
+  void SendAheadAll();
+  // A task sent ahead whose dependencies are not met comes back: it waits
+  // again, its attempt not counted against its retries.
+  void Return(Task& task, EngineSlot slot);
 
   CoreOptions options_;
-  std::unique_ptr<Scheme> scheme_;
   Clock* clock_;
-
-  std::unordered_map<TaskId, Task, TaskIdHash> tasks_;
-  // The latest keep_finished outcomes: 21 bytes a slot (flat_id_map.h) and
-  // 16 in the order they came.
-  RecentIdMap<Finished> finished_{options_.keep_finished};
-  // Dependencies asked about: in lookups_ until taken, here until answered.
-  std::vector<TaskId> lookups_;
-  std::unordered_set<TaskId, TaskIdHash> looking_up_;
-  std::unordered_map<TaskId, std::vector<Waiter>, TaskIdHash> waiters_;
+  EngineBook book_;
+  DependencyTracker tracker_;
+  SendAhead ahead_;
+  TaskMap tasks_;
   // Tasks ready to be placed; wide ones that may go anywhere in groups.
   ReadyQueue ready_;
   size_t running_ = 0;
   uint64_t next_seq_ = 0;
-
-  std::vector<Engine> engines_;  // by slot
-  std::unordered_map<int32_t, EngineSlot> slot_of_id_;
+  // Ready tasks by the engines their follow dependencies ran on: checked
+  // when such an engine goes.
   std::unordered_map<EngineSlot, std::vector<TaskId>> located_on_;
-  static constexpr size_t kMaxResourceNames = 1024;
-  std::unordered_map<std::string, uint16_t> resource_index_;
-  std::vector<std::string> resource_names_;
-  EngineSlot reserved_slot_ = kNoSlot;
-  TaskId reserved_for_;
-  std::vector<uint16_t> held_units_;  // the resources it lacks there
-  int64_t next_new_stamp_ = INT64_MIN / 2;  // new engines: older than any use
-  int64_t next_use_stamp_ = 0;
-
-  // Tasks waiting for a dependency never seen (AwaitUnknownUntil): task, dependency.
-  int64_t await_unknown_until_us_ = 0;
-  std::vector<std::pair<TaskId, TaskId>> awaiting_unknown_;
 
   using Deadline = std::pair<int64_t, TaskId>;
   std::priority_queue<Deadline, std::vector<Deadline>, std::greater<>> deadlines_;
 
-  // Send ahead: tasks just dispatched whose waiters may follow them, and per
-  // engine those that found it full, looked at again once it has room.
-  static constexpr size_t kAheadScan = 64;
-  std::vector<TaskId> ahead_check_;
-  std::unordered_map<EngineSlot, std::vector<TaskId>> ahead_blocked_;
-  // A task sent ahead whose dependency ended in a rejected outcome: which
-  // one, for the message when it comes back.
-  std::unordered_map<TaskId, Cause, TaskIdHash> ahead_cause_;
-
   std::vector<Action> actions_;
-  std::vector<std::pair<TaskId, Finished>> resolving_;
-  bool draining_ = false;
   CoreCounters counters_;
 };
 

@@ -10,6 +10,7 @@
 #include "base/usage.h"
 #include "scheduler/scheme.h"
 #include "scheduler/server.h"
+#include "cluster/passed_flags.h"
 
 int main(int argc, char** argv) {
   // What it writes (records, journal, logs) holds commands, environments and
@@ -27,15 +28,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--hwm", options.hwm, "most tasks outstanding per engine; 0: no limit")
       ->capture_default_str();
-  app.add_option("--keep-finished", options.keep_finished,
-                 "outcomes of finished tasks remembered; a task naming an older one waits while "
-                 "the hub is asked")
-      ->capture_default_str()
-      ->check(CLI::Range(size_t{1}, size_t{1} << 40));
-  app.add_option("--send-ahead", options.send_ahead,
-                 "send a task waiting for one last dependency to the engine running it, to run "
-                 "there once it succeeds (true/false)")
-      ->capture_default_str();
+  using ztask::cluster::AddPassedFlag;
+  // A task naming an outcome older than --keep-finished waits while the hub
+  // is asked.
+  AddPassedFlag(app, "--keep-finished", options.keep_finished)->capture_default_str();
+  AddPassedFlag(app, "--send-ahead", options.send_ahead)->capture_default_str();
   app.add_option(
       "--profile-dir", options.profile_dir,
       "profile directory holding the connection file (default ~/.ztask/profile_default)");
@@ -47,40 +44,22 @@ int main(int argc, char** argv) {
   app.add_option("--max-message-bytes", options.limits.max_message_bytes,
                  "largest message accepted")
       ->capture_default_str();
-  app.add_option("--max-task-bytes", options.task_limits.max_task_bytes,
-                 "largest task (content and buffers); a larger one fails with TaskRejected")
+  AddPassedFlag(app, "--max-task-bytes", options.task_limits.max_task_bytes)
       ->capture_default_str();
-  app.add_option("--max-dependencies", options.task_limits.max_dependencies,
-                 "most after+follow ids of one task")
+  AddPassedFlag(app, "--max-dependencies", options.task_limits.max_dependencies)
       ->capture_default_str();
-  app.add_option("--max-queued-per-client", options.task_limits.max_queued_per_client,
-                 "most tasks of one client waiting or running at once")
+  AddPassedFlag(app, "--max-queued-per-client", options.task_limits.max_queued_per_client)
       ->capture_default_str();
   app.add_flag("--insecure", options.insecure, "accept a connection file without a key");
-  app.add_option("--replay-window", options.replay_window_s,
-                 "seconds a message's date may differ from this host's clock; 0: no check")
-      ->capture_default_str()
-      ->check(ztask::kNonNegativeNumber);
+  AddPassedFlag(app, "--replay-window", options.replay_window_s)->capture_default_str();
   app.add_option("--recover-timeout", options.recover_timeout_s,
                  "at start, seconds without a word from the hub (which says which tasks were "
                  "in flight) before each error in the log; the scheduler keeps asking")
       ->capture_default_str()
       ->check(ztask::kNonNegativeNumber);
-  app.add_option("--recover-grace", options.recover_grace_s,
-                 "after a restart, seconds engines holding tasks have to come back (and a task "
-                 "may wait for a dependency not seen yet)")
-      ->capture_default_str()
-      ->check(ztask::kNonNegativeNumber);
-  app.add_option("--socket-hwm", options.socket_hwm,
-                 "ZeroMQ high-water mark of the client and engine sockets (messages; what a "
-                 "peer will not take waits in the scheduler)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000000));
-  app.add_option("--durability", options.durability,
-                 "what the journal survives: a process crash (process) or a power loss too "
-                 "(power: synced to disk once per turn)")
-      ->check(CLI::IsMember({"process", "power"}))
-      ->capture_default_str();
+  AddPassedFlag(app, "--recover-grace", options.recover_grace_s)->capture_default_str();
+  AddPassedFlag(app, "--socket-hwm", options.socket_hwm)->capture_default_str();
+  AddPassedFlag(app, "--durability", options.durability)->capture_default_str();
   app.add_option("--seed", options.seed, "seed of the sampling schemes; 0: random");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();

@@ -18,7 +18,6 @@ namespace {
 
 using protocol::MsgType;
 
-int64_t SteadyMillis() { return base::MonotonicMillis(); }
 
 constexpr int32_t kPageTasks = 2000;
 constexpr int64_t kAskAgainMs = 2000;
@@ -36,7 +35,7 @@ Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::Co
   RecoveredState state;
   // The unfinished tasks, page by page, with the outcomes they depend on.
   protocol::RecoverRequest request{std::nullopt, kPageTasks, std::nullopt};
-  int64_t deadline = SteadyMillis() + timeout_ms;
+  int64_t deadline = base::MonotonicMillis() + timeout_ms;
   size_t pages = 0;
   while (!stop.load()) {
     const protocol::Header header{TaskId::Random(), MsgType::kRecoverRequest, session,
@@ -58,18 +57,18 @@ Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::Co
     if (!page) {
       // Without the hub's word the scheduler would run without the tasks in
       // flight, and their clients would wait for ever: it keeps asking.
-      if (SteadyMillis() >= deadline) {
+      if (base::MonotonicMillis() >= deadline) {
         spdlog::error(
             "the hub at {} has not answered for {} s: the tasks an earlier scheduler had "
             "cannot be restored without it; still asking",
             info.hub.query, timeout_ms / 1000);
-        deadline = SteadyMillis() + timeout_ms;
+        deadline = base::MonotonicMillis() + timeout_ms;
       } else {
         spdlog::info("waiting for the hub to tell which tasks were in flight");
       }
       continue;
     }
-    deadline = SteadyMillis() + timeout_ms;  // it answers: each page gets the full time
+    deadline = base::MonotonicMillis() + timeout_ms;  // it answers: each page gets the full time
     for (auto& f : page->finished) state.finished.push_back(f);
     for (auto& t : page->tasks) state.tasks.push_back(std::move(t));
     // Outcomes of other finished tasks are not read: a task naming one is

@@ -17,6 +17,7 @@ packages=(
   python3-zmq python3-msgpack python3-cloudpickle python3-pytest python3-tqdm python3-venv
   libcivetweb-dev chromium chromium-driver python3-selenium python3-prometheus-client
   help2man dpkg-dev file
+  iproute2
   python3-ipython python3-joblib
 )
 case "${1:-}" in

@@ -12,11 +12,16 @@
 //     return engine.Main(argc, argv);
 //   }
 //
-// Thread safety: Register before Run or Main. With one slot (the default) a
-// function runs on the engine's worker thread, one task at a time; with
-// --slots N up to N tasks run at once, each on a runner thread of its own,
-// so a function registered for such an engine must be safe to call from
-// several threads at once.
+// Thread safety: call Register before Run or Main, never while they run. Run
+// (and Main) blocks the thread that calls it until the engine stops; that
+// thread keeps the hub's heartbeats, so a task never delays them. A
+// process runs one engine at a time (SIGINT/SIGTERM stop the latest). With
+// one slot (the default) every function runs on one thread of the engine,
+// the worker thread, one task at a time. With --slots N it runs on any of
+// N runner threads of a pool, reused from task to task: up to N tasks run at
+// once (fewer when tasks ask several slots), so one function may be called
+// from several threads at once, and thread-local state outlives a task.
+// A TaskContext is valid during its call only.
 #ifndef ZTASK_ENGINE_H_
 #define ZTASK_ENGINE_H_
 
@@ -118,12 +123,13 @@ class Engine {
   // Registers with the cluster and serves tasks until SIGINT/SIGTERM or the
   // cluster goes away. Returns an error when it cannot start.
   Status Run(const EngineOptions& options);
-  // Parses the command line into EngineOptions (every option `taskengine
-  // --help` lists: --profile-dir, --name, --name-prefix, --slots,
-  // --resource, the output and result limits, the Python interpreter and
-  // path, --log-level; --version and --help print and return 0), then
-  // Run(). Returns the exit code: 0, or 2 with one line on stderr for a
-  // command line it cannot use or a cluster it cannot join.
+  // Parses the command line into EngineOptions, then Run(). Its flags
+  // (`taskengine --help`): --profile-dir, --name,
+  // --name-prefix, --slots, --resource NAME=COUNT (repeated),
+  // --max-output-bytes, --max-result-bytes, --python, --python-path,
+  // --log-level; --version and --help print and return 0. Returns the exit
+  // code: 0, or 2 with one line on stderr for a command line it cannot use
+  // or a cluster it cannot join.
   int Main(int argc, char** argv);
 
  private:

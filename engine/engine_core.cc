@@ -1,0 +1,120 @@
+// The engine's logic without I/O (engine/engine_core.h).
+#include "engine/engine_core.h"
+
+#include <utility>
+
+#include "base/clock.h"
+
+namespace ztask::engine {
+
+int64_t SystemClock::MonotonicMicros() { return base::MonotonicMicros(); }
+int64_t SystemClock::WallMicros() { return base::WallMicros(); }
+
+EngineCore::EngineCore(CoreOptions options, Clock* clock)
+    : options_(std::move(options)), clock_(clock), capacity_(options_.slots, options_.resources) {
+  running_ids_.reserve(static_cast<size_t>(options_.slots));
+}
+
+void EngineCore::Arrive(Job&& job) {
+  // Sent again while queued here: taken once. Ran here already (a restarted
+  // scheduler did not hear): its reply again, not a second run.
+  const TaskId id = job.header.id;
+  if (ledger_.Arrive(id, job.dispatch.attempt, clock_->MonotonicMicros()) ==
+      Ledger::Arrival::kQueued) {
+    queue_.push_back(std::move(job));
+  }
+}
+
+bool EngineCore::AnsweredWithoutRun(const Job& job) {
+  if (!ledger_.MayRun(job.dispatch.run_after)) {
+    Reply(NotRunAnswer(job, engine_id()));
+    return true;
+  }
+  if (std::string why = capacity_.NeverFits(SlotsOf(job), ResourcesOf(job)); !why.empty()) {
+    Reply(UnsatisfiableAnswer(job, engine_id(), why, clock_->WallMicros()));
+    return true;
+  }
+  return false;
+}
+
+std::optional<EngineCore::Start> EngineCore::NextToRun() {
+  std::optional<Start> start;
+  while (!queue_.empty() && MayStart()) {
+    if (AnsweredWithoutRun(queue_.front())) {
+      queue_.pop_front();
+      continue;
+    }
+    // Moved once, out of the queue: a task's body is many strings.
+    start.emplace(Start{std::move(queue_.front()), {}});
+    queue_.pop_front();
+    start->grant = capacity_.Take(SlotsOf(start->job), ResourcesOf(start->job));
+    Running(start->job.header.id);
+    break;
+  }
+  return start;
+}
+
+std::vector<EngineCore::Start> EngineCore::StartWhatFits() {
+  std::vector<Start> starts;
+  while (!queue_.empty() && MayStart()) {
+    Job& job = queue_.front();
+    if (AnsweredWithoutRun(job)) {
+      queue_.pop_front();
+      continue;
+    }
+    // The first waits for what it needs: no task overtakes it.
+    if (!capacity_.FitsNow(SlotsOf(job), ResourcesOf(job))) break;
+    Grant grant = capacity_.Take(SlotsOf(job), ResourcesOf(job));
+    Running(job.header.id);
+    starts.push_back({std::move(job), std::move(grant)});
+    queue_.pop_front();
+  }
+  return starts;
+}
+
+void EngineCore::Finished(const Done& done, const Grant& grant) {
+  capacity_.Give(grant);
+  for (TaskId& id : running_ids_) {
+    if (id != done.request.id) continue;
+    id = running_ids_.back();
+    running_ids_.pop_back();
+    break;
+  }
+  Reply(done);
+}
+
+size_t EngineCore::ResendReplies() { return ledger_.ResendAll(clock_->MonotonicMicros()); }
+
+std::optional<size_t> EngineCore::DropIfRemoved() {
+  if (!fence_.drop_held()) return std::nullopt;
+  const size_t dropped = queue_.size();
+  for (const Job& job : queue_) Reply(NotRunAnswer(job, engine_id()));
+  queue_.clear();
+  fence_.Dropped();
+  return dropped;
+}
+
+std::vector<TaskId> EngineCore::Held() const {
+  std::vector<TaskId> held(running_ids_.begin(), running_ids_.end());
+  for (const Job& job : queue_) held.push_back(job.header.id);
+  return held;
+}
+
+EngineCore::BeforeRun EngineCore::FlushBeforeRun(const Job& job) const {
+  if (!ledger_.has_unsent()) return BeforeRun::kNothingWaits;
+  return ledger_.FlushBeforeRun(job.spec.kind == "command", clock_->MonotonicMicros())
+             ? BeforeRun::kFlushNow
+             : BeforeRun::kFlushIfItLasts;
+}
+
+void EngineCore::Reply(const Done& done) {
+  // Every answered task leaves the queue's bookkeeping here, run or not.
+  ledger_.Dequeued(done.request.id);
+  protocol::Header header{TaskId::Random(), protocol::MsgType::kTaskReply, options_.uuid,
+                          clock_->WallMicros()};
+  ledger_.Reply(done.request.id, done.meta.attempt, done.meta.ok && !done.meta.not_run,
+                protocol::EncodeInner(header, done.request, done.meta, done.result),
+                clock_->MonotonicMicros());
+}
+
+}  // namespace ztask::engine

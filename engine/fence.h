@@ -1,0 +1,78 @@
+// The fence: whether this engine may start tasks, judged from what the hub
+// answered, without I/O (the caller passes the times).
+//
+// The hub removes an engine it has not heard from for heartbeat_misses
+// heartbeats, and the scheduler then gives its tasks to others (or fails
+// them). An engine that has had no answer to a heartbeat sent within that
+// window cannot know it was not removed, so it starts nothing until the hub
+// answers one again (it was not removed: it carries on) or it has
+// registered again (it was: what it held is dropped, answered "not run").
+// The window is counted from when the answered heartbeat left, not when its
+// answer came: the hub touched the engine after that, so the engine always
+// fences itself no later than the hub can remove it, and answers that
+// waited in its socket through a pause (SIGSTOP) do not count as fresh. A
+// task already running is not stopped (docs/reliability.md).
+//
+// Must not: send, receive or read a clock. Thread safety: the hub link's
+// thread (the loop thread) calls everything but Fenced, drop_held and
+// Dropped, which any thread may call.
+#ifndef ZTASK_ENGINE_FENCE_H_
+#define ZTASK_ENGINE_FENCE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <utility>
+
+namespace ztask::engine {
+
+class Fence {
+ public:
+  // Recent heartbeats remembered, to match the hub's answers to them.
+  static constexpr size_t kBeatsKept = 64;
+
+  // What a refusal of the hub (it does not know this engine) calls for.
+  enum class Refusal {
+    kStale,            // it refused a heartbeat sent before the latest registration
+    kRegister,         // register again; the tasks held stay
+    kRegisterAndDrop,  // it removed this engine: register again, drop what is held
+  };
+
+  // The hub answered a registration request dated `date_us` (wall) that
+  // left at `sent_us` (monotonic); it removes an engine silent for
+  // `window_us`.
+  void Registered(int64_t date_us, int64_t sent_us, int64_t window_us);
+  // A heartbeat dated `date_us` left at `sent_us`.
+  void BeatSent(int64_t date_us, int64_t sent_us);
+  // The hub answered the heartbeat dated `parent_date_us`. True when that
+  // lifts the fence (tasks may start again).
+  bool BeatAnswered(int64_t parent_date_us, int64_t now_us);
+  // The hub refused the heartbeat dated `parent_date_us`.
+  Refusal Refused(int64_t parent_date_us, int64_t now_us);
+
+  // Any thread: whether tasks may not start now.
+  bool Fenced(int64_t now_us) const {
+    return drop_held_.load() || now_us - heard_us_.load() > window_us_.load();
+  }
+  // Any thread: the hub removed this engine; what it holds goes back unstarted.
+  bool drop_held() const { return drop_held_.load(); }
+  // Any thread: what was held is dropped.
+  void Dropped() { drop_held_.store(false); }
+  int64_t window_us() const { return window_us_.load(); }
+
+ private:
+  void HeardFromHub(int64_t sent_us);
+
+  std::atomic<int64_t> heard_us_{0};
+  std::atomic<int64_t> window_us_{3'000'000};
+  std::atomic<bool> drop_held_{false};
+  // The loop thread's: the date of the latest registration request, and the
+  // date and time each recent heartbeat left.
+  int64_t registered_date_us_ = 0;
+  std::deque<std::pair<int64_t, int64_t>> beats_sent_;
+};
+
+}  // namespace ztask::engine
+
+#endif  // ZTASK_ENGINE_FENCE_H_

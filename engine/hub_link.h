@@ -1,0 +1,64 @@
+// The engine's link to the hub, on the loop thread: the hub socket,
+// registration (again when the hub lost this engine), heartbeats, and what
+// their answers say to the fence (engine/fence.h: whether tasks may start,
+// whether what is held must be dropped), and unregistration at the end.
+//
+// Must not: touch the scheduler socket or run tasks; a registration made
+// again is told to the scheduler link through the caller (`registered_again`),
+// never by sending on its socket. Thread safety: owned by the loop thread;
+// made and Register()ed on the thread that starts the engine, before the
+// loop runs.
+#ifndef ZTASK_ENGINE_HUB_LINK_H_
+#define ZTASK_ENGINE_HUB_LINK_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <zmq.hpp>
+
+#include "engine/engine_core.h"
+#include "engine/task_runner.h"
+#include "ztask/status.h"
+
+namespace ztask::engine {
+
+class HubLink {
+ public:
+  // `setup` names the engine (options, uuid, rank) and the hub; `core` gets
+  // the engine id and keeps the fence. REQUIRES: all outlive the link.
+  HubLink(const RunnerSetup& setup, EngineCore& core, const std::atomic<bool>& stop);
+
+  // Connects and registers: ok once the hub accepted this engine; else why
+  // not (no answer within the registration timeout, or a refusal).
+  Status Connect();
+  // Sends a heartbeat.
+  void Beat();
+  // Reads what the hub sent; calls `registered_again` after this engine
+  // registered again because the hub no longer knew it.
+  void OnReadable(const std::function<void()>& registered_again);
+  // Tells the hub this engine leaves.
+  void Unregister();
+
+  zmq::socket_t& socket() { return hub_; }
+  // How often to beat, as the hub asked at registration.
+  int heartbeat_ms() const { return heartbeat_ms_; }
+
+ private:
+  Status Register();
+  void OnHeartbeatAnswer(const std::vector<std::string_view>& views);
+  void OnRefusal(int64_t parent_date_us, const std::function<void()>& registered_again);
+
+  const RunnerSetup& setup_;
+  EngineCore& core_;
+  const std::atomic<bool>& stop_;
+  zmq::socket_t hub_;
+  int heartbeat_ms_ = 1000;
+};
+
+}  // namespace ztask::engine
+
+#endif  // ZTASK_ENGINE_HUB_LINK_H_

@@ -415,6 +415,36 @@ void AddAbort(CLI::App& app, Subcommands& out) {
 
 namespace {
 
+// The positions of `tasks` in an order where each comes after those of them
+// it depends on (Kahn's, by position; dependencies on tasks not among them
+// do not count).
+std::vector<size_t> DependencyOrder(const std::vector<const TaskInfo*>& tasks) {
+  std::unordered_map<TaskId, size_t, TaskIdHash> position;
+  for (size_t i = 0; i < tasks.size(); ++i) position[tasks[i]->id] = i;
+  std::vector<std::vector<size_t>> dependents(tasks.size());
+  std::vector<size_t> unmet(tasks.size(), 0);
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    for (const auto* deps : {&tasks[i]->after.ids, &tasks[i]->follow.ids}) {
+      for (const TaskId& dep : *deps) {
+        if (auto it = position.find(dep); it != position.end()) {
+          dependents[it->second].push_back(i);
+          ++unmet[i];
+        }
+      }
+    }
+  }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (unmet[i] == 0) order.push_back(i);
+  }
+  for (size_t k = 0; k < order.size(); ++k) {
+    for (size_t d : dependents[order[k]]) {
+      if (--unmet[d] == 0) order.push_back(d);
+    }
+  }
+  return order;
+}
+
 // The failed tasks again, in the same job, each marked as replacing the
 // one it stands for; a dependency on another task submitted again becomes
 // a dependency on its replacement, and they go in dependency order.
@@ -442,30 +472,7 @@ int Resubmit(Client& c, const std::string& job, bool json) {
                  "recorded by an earlier version)\n",
                  skipped);
   }
-  // Dependency order among those submitted again (Kahn's, by position).
-  std::unordered_map<TaskId, size_t, TaskIdHash> position;
-  for (size_t i = 0; i < again.size(); ++i) position[again[i]->id] = i;
-  std::vector<std::vector<size_t>> dependents(again.size());
-  std::vector<size_t> unmet(again.size(), 0);
-  for (size_t i = 0; i < again.size(); ++i) {
-    for (const auto* deps : {&again[i]->after.ids, &again[i]->follow.ids}) {
-      for (const TaskId& dep : *deps) {
-        if (auto it = position.find(dep); it != position.end()) {
-          dependents[it->second].push_back(i);
-          ++unmet[i];
-        }
-      }
-    }
-  }
-  std::vector<size_t> order;
-  for (size_t i = 0; i < again.size(); ++i) {
-    if (unmet[i] == 0) order.push_back(i);
-  }
-  for (size_t k = 0; k < order.size(); ++k) {
-    for (size_t d : dependents[order[k]]) {
-      if (--unmet[d] == 0) order.push_back(d);
-    }
-  }
+  const std::vector<size_t> order = DependencyOrder(again);
   std::vector<TaskOptions> tasks;
   std::vector<TaskId> ids;
   for (size_t i : order) {

@@ -29,7 +29,7 @@ inline CLI::Validator NumberAbove(double least, bool inclusive) {
 inline const CLI::Validator kPositiveNumber = NumberAbove(0, false);
 inline const CLI::Validator kNonNegativeNumber = NumberAbove(0, true);
 
-// "taskctl 0.1.0 (protocol ZTASK1)": what every program's --version prints.
+// "taskctl 0.2.0 (protocol ZTASK1)": what every program's --version prints.
 std::string VersionLine(const std::string& program);
 
 // Adds --version and the hidden --bash-completion to `app`. Call it after

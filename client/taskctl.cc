@@ -36,7 +36,7 @@ int PrintRecords(const std::vector<TaskInfo>& records) {
   int failed = 0;
   for (const auto& r : records) {
     std::printf("%s\n", r.ToJson().dump().c_str());
-    if (r.status == "error") ++failed;
+    if (r.status == TaskState::kError) ++failed;
   }
   std::fflush(stdout);
   if (failed) {
@@ -102,8 +102,11 @@ void PrintDot(const std::vector<TaskInfo>& records) {
   std::printf("digraph ztask {\n  node [shape=box];\n");
   for (const auto& r : records) {
     const std::string label =
-        Escape(r.label.empty() ? r.id.ToHex().substr(0, 8) : r.label) + "\\n" + r.status;
-    const char* color = r.status == "ok" ? "darkgreen" : r.status == "error" ? "red" : "gray40";
+        Escape(r.label.empty() ? r.id.ToHex().substr(0, 8) : r.label) + "\\n" +
+        std::string(TaskStateName(r.status));
+    const char* color = r.status == TaskState::kOk      ? "darkgreen"
+                        : r.status == TaskState::kError ? "red"
+                                                        : "gray40";
     std::printf("  %s [label=\"%s\", color=%s];\n", Quote(r.id.ToHex()).c_str(), label.c_str(),
                 color);
     for (const auto& dep : r.after.ids) {

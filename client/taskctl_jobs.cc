@@ -154,7 +154,7 @@ Status WaitIds(Client& c, const std::vector<TaskId>& ids, double timeout_s, Prog
       if (r.finished()) {
         pending.erase(r.id);
         ++(r.ok() ? ok : failed);
-      } else if (r.status == "running") {
+      } else if (r.status == TaskState::kRunning) {
         ++running;
       }
     }
@@ -177,9 +177,12 @@ std::string When(const std::optional<double>& t) {
   return text;
 }
 
-const std::set<std::string>& Statuses() {
-  static const std::set<std::string> statuses = {"waiting", "running", "ok", "failed"};
-  return statuses;
+// A record's status as `taskctl list` shows it: a failed task submitted
+// again is "replaced", one not (yet) is "failed".
+std::string_view ListedStatus(const TaskInfo& r) {
+  if (r.replaced_by) return "replaced";
+  if (r.status == TaskState::kError) return TaskFilterName(TaskFilter::kFailed);
+  return TaskStateName(r.status);
 }
 
 // The ids given, or a job, for wait and abort.
@@ -317,6 +320,7 @@ void AddList(CLI::App& app, Subcommands& out) {
   struct Flags {
     bool json = false;
     std::string job, status;
+    TaskFilter filter = TaskFilter::kAll;
   };
   auto f = std::make_shared<Flags>();
   auto* sub = app.add_subcommand("list", "the tasks of a job (or every task), in array order");
@@ -326,10 +330,13 @@ void AddList(CLI::App& app, Subcommands& out) {
   out.push_back(
       {sub,
        [f] {
-         if (!f->status.empty() && !Statuses().contains(f->status)) {
+         if (f->status.empty()) return Status::Ok();
+         const auto filter = ParseTaskFilter(f->status);
+         if (!filter) {
            return Status::InvalidArgument("--status takes waiting, running, ok or failed, not '" +
                                           f->status + "'");
          }
+         f->filter = *filter;
          return Status::Ok();
        },
        [f](Client& c) {
@@ -338,7 +345,7 @@ void AddList(CLI::App& app, Subcommands& out) {
            if (!jobs.ok()) return Error(jobs.status());
            if (jobs->empty()) return Error(NoSuchJob(f->job));
          }
-         auto records = c.List(f->job, f->status);
+         auto records = c.List(f->job, f->filter);
          if (!records.ok()) return Error(records.status());
          SortByIndex(*records);
          if (f->json) {
@@ -348,11 +355,9 @@ void AddList(CLI::App& app, Subcommands& out) {
          std::printf("%-32s %-8s %6s %6s %4s  %-20s %s\n", "id", "status", "index", "engine",
                      "exit", "label", "error");
          for (const auto& r : *records) {
-           const std::string status = r.replaced_by        ? "replaced"
-                                      : r.status == "error" ? "failed"
-                                                            : r.status;
+           const std::string status(ListedStatus(r));
            std::string error;
-           if (r.status == "error") {
+           if (r.status == TaskState::kError) {
              error = std::string(ErrorTypeName(r.error_type)) + ": " + r.error_message;
              if (error.size() > 72) error = error.substr(0, 69) + "...";
            }
@@ -388,7 +393,7 @@ void AddAbort(CLI::App& app, Subcommands& out) {
                    auto jobs = c.Jobs(which->job);
                    if (!jobs.ok()) return Error(jobs.status());
                    if (jobs->empty()) return Error(NoSuchJob(which->job));
-                   auto waiting = c.List(which->job, "waiting");
+                   auto waiting = c.List(which->job, TaskFilter::kWaiting);
                    if (!waiting.ok()) return Error(waiting.status());
                    size_t aborted = 0, started = 0;
                    for (size_t at = 0; at < waiting->size(); at += kAtOnce) {
@@ -410,6 +415,36 @@ void AddAbort(CLI::App& app, Subcommands& out) {
 
 namespace {
 
+// The positions of `tasks` in an order where each comes after those of them
+// it depends on (Kahn's, by position; dependencies on tasks not among them
+// do not count).
+std::vector<size_t> DependencyOrder(const std::vector<const TaskInfo*>& tasks) {
+  std::unordered_map<TaskId, size_t, TaskIdHash> position;
+  for (size_t i = 0; i < tasks.size(); ++i) position[tasks[i]->id] = i;
+  std::vector<std::vector<size_t>> dependents(tasks.size());
+  std::vector<size_t> unmet(tasks.size(), 0);
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    for (const auto* deps : {&tasks[i]->after.ids, &tasks[i]->follow.ids}) {
+      for (const TaskId& dep : *deps) {
+        if (auto it = position.find(dep); it != position.end()) {
+          dependents[it->second].push_back(i);
+          ++unmet[i];
+        }
+      }
+    }
+  }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (unmet[i] == 0) order.push_back(i);
+  }
+  for (size_t k = 0; k < order.size(); ++k) {
+    for (size_t d : dependents[order[k]]) {
+      if (--unmet[d] == 0) order.push_back(d);
+    }
+  }
+  return order;
+}
+
 // The failed tasks again, in the same job, each marked as replacing the
 // one it stands for; a dependency on another task submitted again becomes
 // a dependency on its replacement, and they go in dependency order.
@@ -417,7 +452,7 @@ int Resubmit(Client& c, const std::string& job, bool json) {
   auto jobs = c.Jobs(job);
   if (!jobs.ok()) return Error(jobs.status());
   if (jobs->empty()) return Error(NoSuchJob(job));
-  auto failed = c.List(job, "failed");
+  auto failed = c.List(job, TaskFilter::kFailed);
   if (!failed.ok()) return Error(failed.status());
   SortByIndex(*failed);
   std::unordered_map<TaskId, TaskId, TaskIdHash> replacement;
@@ -437,30 +472,7 @@ int Resubmit(Client& c, const std::string& job, bool json) {
                  "recorded by an earlier version)\n",
                  skipped);
   }
-  // Dependency order among those submitted again (Kahn's, by position).
-  std::unordered_map<TaskId, size_t, TaskIdHash> position;
-  for (size_t i = 0; i < again.size(); ++i) position[again[i]->id] = i;
-  std::vector<std::vector<size_t>> dependents(again.size());
-  std::vector<size_t> unmet(again.size(), 0);
-  for (size_t i = 0; i < again.size(); ++i) {
-    for (const auto* deps : {&again[i]->after.ids, &again[i]->follow.ids}) {
-      for (const TaskId& dep : *deps) {
-        if (auto it = position.find(dep); it != position.end()) {
-          dependents[it->second].push_back(i);
-          ++unmet[i];
-        }
-      }
-    }
-  }
-  std::vector<size_t> order;
-  for (size_t i = 0; i < again.size(); ++i) {
-    if (unmet[i] == 0) order.push_back(i);
-  }
-  for (size_t k = 0; k < order.size(); ++k) {
-    for (size_t d : dependents[order[k]]) {
-      if (--unmet[d] == 0) order.push_back(d);
-    }
-  }
+  const std::vector<size_t> order = DependencyOrder(again);
   std::vector<TaskOptions> tasks;
   std::vector<TaskId> ids;
   for (size_t i : order) {
@@ -507,7 +519,7 @@ void AddResubmit(CLI::App& app, Subcommands& out) {
   sub->add_flag("--json", f->json, "print JSON lines");
   out.push_back({sub,
                  [f] {
-                   if (f->status != "failed") {
+                   if (ParseTaskFilter(f->status) != TaskFilter::kFailed) {
                      return Status::InvalidArgument(
                          "--status failed is the only tasks resubmit takes, not '" + f->status + "'");
                    }

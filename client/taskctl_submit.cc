@@ -43,7 +43,9 @@ Status FillDependencies(const std::vector<std::string>& ids, const std::string& 
   return Status::Ok();
 }
 
-Status Check(SubmitFlags& f, const std::vector<std::string>& command) {
+// What one task asks for: what it runs, its dependencies, environment,
+// slots and resources, job and output paths.
+Status CheckTask(SubmitFlags& f, const std::vector<std::string>& command) {
   auto& o = f.options;
   o.command = command;
   o.function = f.function;
@@ -81,17 +83,12 @@ Status Check(SubmitFlags& f, const std::vector<std::string>& command) {
   if (!o.function.empty() && (!o.stdout_path.empty() || !o.stderr_path.empty())) {
     return Status::InvalidArgument("--stdout and --stderr are for commands, not --fn");
   }
-  if (!f.each_line.empty() && !f.from_json.empty()) {
-    return Status::InvalidArgument("give --each-line or --from-json, not both");
-  }
-  f.is_array = !f.array.empty() || !f.each_line.empty() || !f.from_json.empty();
-  if (f.is_array && f.each_engine) {
-    return Status::InvalidArgument("--each-engine makes one task per engine: it takes no array");
-  }
-  if (f.progress && !f.wait) {
-    return Status::InvalidArgument("--progress draws while waiting: give --wait too");
-  }
-  if (!f.is_array) return Status::Ok();
+  return Status::Ok();
+}
+
+// The entries of an array (--array, --each-line, --from-json) into
+// f.entries. REQUIRES: f.is_array.
+Status ReadArrayEntries(SubmitFlags& f) {
   std::optional<std::vector<int64_t>> indices;
   if (!f.array.empty()) {
     auto parsed = ParseArraySpec(f.array);
@@ -117,6 +114,21 @@ Status Check(SubmitFlags& f, const std::vector<std::string>& command) {
   }
   if (f.entries.empty()) return Status::InvalidArgument("the array has no entries: nothing to submit");
   return Status::Ok();
+}
+
+Status Check(SubmitFlags& f, const std::vector<std::string>& command) {
+  ZTASK_RETURN_IF_ERROR(CheckTask(f, command));
+  if (!f.each_line.empty() && !f.from_json.empty()) {
+    return Status::InvalidArgument("give --each-line or --from-json, not both");
+  }
+  f.is_array = !f.array.empty() || !f.each_line.empty() || !f.from_json.empty();
+  if (f.is_array && f.each_engine) {
+    return Status::InvalidArgument("--each-engine makes one task per engine: it takes no array");
+  }
+  if (f.progress && !f.wait) {
+    return Status::InvalidArgument("--progress draws while waiting: give --wait too");
+  }
+  return f.is_array ? ReadArrayEntries(f) : Status::Ok();
 }
 
 // The tasks of an array: one per entry, each with its index, its entry in

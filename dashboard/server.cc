@@ -398,8 +398,8 @@ class DashServer::Impl {
       for (const TaskInfo& r : FetchKnown(frontier)) {
         nodes.push_back({{"id", r.id.ToHex()},
                          {"label", r.label},
-                         {"status", r.status},
-                         {"error_type", r.status == "error"
+                         {"status", std::string(TaskStateName(r.status))},
+                         {"error_type", r.status == TaskState::kError
                                             ? std::string(ErrorTypeName(r.error_type))
                                             : std::string()},
                          {"engine", r.engine_id ? Value(*r.engine_id) : Value(nullptr)}});

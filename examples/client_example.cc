@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
     std::string what = task.stdout_text;
     while (!what.empty() && what.back() == '\n') what.pop_back();
     if (what.empty()) what = task.result.dump();
-    std::printf("%s %s engine %d: %s\n", task.id.ToHex().c_str(), task.status.c_str(),
-                task.engine_id.value_or(-1), what.c_str());
+    std::printf("%s %s engine %d: %s\n", task.id.ToHex().c_str(),
+                std::string(TaskStateName(task.status)).c_str(), task.engine_id.value_or(-1),
+                what.c_str());
   }
 }

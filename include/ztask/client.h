@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ztask/status.h"
@@ -67,7 +68,7 @@ struct TaskOptions {
 // A task's record, as the hub keeps it.
 struct TaskInfo {
   TaskId id;
-  std::string status;  // "waiting", "running", "ok" or "error"
+  TaskState status = TaskState::kNone;  // JSON and taskctl show its name (TaskStateName)
   ErrorType error_type = ErrorType::kNone;
   std::string error_message;
   std::optional<int32_t> engine_id;
@@ -90,11 +91,21 @@ struct TaskInfo {
   // What it runs, as submitted, ready to submit again (with its routing).
   std::optional<TaskOptions> spec;
 
-  bool finished() const { return status == "ok" || status == "error"; }
-  bool ok() const { return status == "ok"; }
+  bool finished() const { return IsFinal(status); }
+  bool ok() const { return status == TaskState::kOk; }
   // The JSON object `taskctl wait` and `taskctl result` print.
   Value ToJson() const;
 };
+
+// Which records a listing (Client::List) keeps, by their status. The hub
+// is asked by name (TaskFilterName): "waiting", "running", "ok", or
+// "failed" (an error not replaced by a resubmission); kAll asks no filter.
+enum class TaskFilter : uint8_t { kAll = 0, kWaiting, kRunning, kOk, kFailed };
+
+std::string_view TaskFilterName(TaskFilter filter);
+// The inverse of TaskFilterName; nullopt for an unknown name (and for "",
+// which kAll stands for).
+std::optional<TaskFilter> ParseTaskFilter(std::string_view name);
 
 struct EngineStatus {
   int32_t id = 0;
@@ -266,10 +277,10 @@ class Client {
                                           double timeout_s);
   // Every record the hub holds.
   Result<std::vector<TaskInfo>> FetchAll();
-  // The records of a job (empty: of every task), in id order, of one
-  // status only when given: "waiting", "running", "ok" or "failed" (an
-  // error not replaced by a resubmission). Read page by page.
-  Result<std::vector<TaskInfo>> List(const std::string& job, const std::string& status = "");
+  // The records of a job (empty: of every task), in id order, of those
+  // `filter` keeps only. Read page by page.
+  Result<std::vector<TaskInfo>> List(const std::string& job,
+                                     TaskFilter filter = TaskFilter::kAll);
   // A name for a new job, from the hub (the next number).
   Result<std::string> NewJob();
   // Every job the hub counts, by name; or the named one only (none when

@@ -74,10 +74,10 @@ TEST_F(ClusterTest, ATaskNoProcessCanReadFailsAsBadTaskAndItsEngineGoesOn) {
 
   ASSERT_TRUE(client_->Wait({*after}, 60).ok()) << "the engine went on to the next task";
   ASSERT_TRUE(client_->Wait(ids, 60).ok()) << "every unreadable task has a final record";
-  EXPECT_EQ(FetchOne(*client_, *after).status, "ok");
+  EXPECT_EQ(FetchOne(*client_, *after).status, TaskState::kOk);
   for (size_t i = 0; i < cases.size(); ++i) {
     const TaskInfo r = FetchOne(*client_, ids[i]);
-    EXPECT_EQ(r.status, "error") << i;
+    EXPECT_EQ(r.status, TaskState::kError) << i;
     EXPECT_EQ(r.error_type, ErrorType::kBadTask) << i << ": " << r.error_message;
     EXPECT_NE(r.error_message.find(cases[i].why), std::string::npos) << i << ": " << r.error_message;
     EXPECT_EQ(r.attempts, 1) << "a task that cannot be read is not retried";
@@ -127,14 +127,14 @@ TEST_F(ClusterTest, AResultBeyondTheLimitsOnValuesIsRecordedAsBadTask) {
   auto third = client_->Submit(next);
   ASSERT_TRUE(third.ok());
   ASSERT_TRUE(client_->Wait({*first, *second, *third}, 60).ok());
-  EXPECT_EQ(FetchOne(*client_, *first).status, "ok");
+  EXPECT_EQ(FetchOne(*client_, *first).status, TaskState::kOk);
   const TaskInfo r = FetchOne(*client_, *second);
   EXPECT_EQ(r.error_type, ErrorType::kBadTask) << r.error_message;
   EXPECT_NE(r.error_message.find("its result breaks the limits on values"), std::string::npos)
       << r.error_message;
   EXPECT_EQ(r.attempts, 1) << "not retried: it would fail the same way";
   EXPECT_TRUE(r.result.is_null());
-  EXPECT_EQ(FetchOne(*client_, *third).status, "ok");
+  EXPECT_EQ(FetchOne(*client_, *third).status, TaskState::kOk);
 }
 
 // True while a process whose command line contains `marker` lives.
@@ -166,12 +166,12 @@ TEST_F(ClusterTest, ACommandEndsWithItsProcessThoughAChildStillHoldsItsOutput) {
   ASSERT_TRUE(third.ok());
   ASSERT_TRUE(client_->Wait({*first, *second, *third}, 60).ok()) << "the engine is not held";
   const TaskInfo a = FetchOne(*client_, *first);
-  EXPECT_EQ(a.status, "ok") << a.error_message;
+  EXPECT_EQ(a.status, TaskState::kOk) << a.error_message;
   EXPECT_EQ(a.stdout_text, "started\n");
   EXPECT_EQ(a.stderr_text, "also\n");
   const TaskInfo b = FetchOne(*client_, *second);
   EXPECT_EQ(b.error_type, ErrorType::kTimeLimitExceeded) << b.error_message;
-  EXPECT_EQ(FetchOne(*client_, *third).status, "ok");
+  EXPECT_EQ(FetchOne(*client_, *third).status, TaskState::kOk);
   // What the tasks left behind went with them.
   EXPECT_TRUE(WaitFor([] { return !Alive("600.4711") && !Alive("600.4712"); }));
 }

@@ -34,8 +34,8 @@ std::string Describe(const std::vector<TaskInfo>& records, const std::vector<siz
   std::string out;
   for (size_t d : deps) {
     const TaskInfo& r = records[d];
-    out += "; dep " + std::to_string(d) + " " + r.status + " attempts " +
-           std::to_string(r.attempts) + " engine " + std::to_string(r.engine_id.value_or(-1)) +
+    out += "; dep " + std::to_string(d) + " " + std::string(TaskStateName(r.status)) +
+           " attempts " + std::to_string(r.attempts) + " engine " + std::to_string(r.engine_id.value_or(-1)) +
            " started " + std::to_string(r.started.value_or(0)) + " completed " +
            std::to_string(r.completed.value_or(0));
   }
@@ -58,7 +58,8 @@ std::string Unfinished(Client* client, const std::vector<TaskId>& ids) {
       continue;
     }
     if (it->second.finished() || ++shown > 10) continue;
-    out += "; " + id.ToHex().substr(0, 8) + " " + it->second.status + " attempts " +
+    out += "; " + id.ToHex().substr(0, 8) + " " +
+           std::string(TaskStateName(it->second.status)) + " attempts " +
            std::to_string(it->second.attempts) + " engine " +
            std::to_string(it->second.engine_id.value_or(-1));
   }
@@ -156,9 +157,9 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
     // The client heard what the hub recorded.
     const std::optional<ErrorType> reply = client_->ReplyOf(t.id);
     ASSERT_TRUE(reply.has_value()) << where;
-    EXPECT_EQ(*reply, t.status == "ok" ? ErrorType::kNone : t.error_type)
-        << where << ": replied " << ErrorTypeName(*reply) << ", recorded " << t.status << " "
-        << ErrorTypeName(t.error_type);
+    EXPECT_EQ(*reply, t.status == TaskState::kOk ? ErrorType::kNone : t.error_type)
+        << where << ": replied " << ErrorTypeName(*reply) << ", recorded "
+        << TaskStateName(t.status) << " " << ErrorTypeName(t.error_type);
     const int ran = runs[t.id.ToHex()];
     EXPECT_LE(ran, t.attempts) << where << " ran more often than its recorded attempts";
     ran_twice += ran > 1;
@@ -166,12 +167,12 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
     bool deps_ok = true;
     double latest_dep = 0;
     for (size_t d : dag[i].after) {
-      deps_ok = deps_ok && records[d].status == "ok";
+      deps_ok = deps_ok && records[d].status == TaskState::kOk;
       if (records[d].completed) latest_dep = std::max(latest_dep, *records[d].completed);
     }
-    if (t.status != "ok") ++failed;
+    if (t.status != TaskState::kOk) ++failed;
     if (!deps_ok) {
-      EXPECT_EQ(t.status, "error") << where;
+      EXPECT_EQ(t.status, TaskState::kError) << where;
       EXPECT_EQ(t.error_type, ErrorType::kImpossibleDependency)
           << where << ": " << ErrorTypeName(t.error_type) << ": " << t.error_message
           << Describe(records, dag[i].after);
@@ -179,7 +180,7 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
       continue;
     }
     if (dag[i].fails) {
-      EXPECT_EQ(t.status, "error") << where;
+      EXPECT_EQ(t.status, TaskState::kError) << where;
       // Its last attempt failed, or its engine died under it.
       EXPECT_TRUE(t.error_type == ErrorType::kTaskFailed ||
                   (t.error_type == ErrorType::kEngineError && t.attempts == kRetries + 1))
@@ -187,7 +188,7 @@ TEST_F(ClusterTest, ChaosLosesNothingAndKeepsEveryDependencyInOrder) {
       continue;
     }
     // Ran: ok, unless its engines died under every one of its attempts.
-    if (t.status != "ok") {
+    if (t.status != TaskState::kOk) {
       EXPECT_EQ(t.error_type, ErrorType::kEngineError)
           << where << ": " << ErrorTypeName(t.error_type) << ": " << t.error_message
           << "; attempts " << t.attempts << Describe(records, dag[i].after);

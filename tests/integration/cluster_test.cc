@@ -259,7 +259,7 @@ TEST_F(ClusterTest, EngineKilledMidTaskIsAnEngineError) {
   std::optional<int32_t> engine;
   ASSERT_TRUE(WaitFor([&] {
     auto r = client_->Fetch({*TaskId::FromHex(id)});
-    if (r.ok() && (*r)[0].status == "running") engine = (*r)[0].engine_id;
+    if (r.ok() && (*r)[0].status == TaskState::kRunning) engine = (*r)[0].engine_id;
     return engine.has_value();
   }));
   auto engines = client_->Engines();
@@ -380,12 +380,12 @@ TEST_F(ClusterTest, FetchWhenIsAnsweredOnceTheTasksAreThere) {
   const TaskId task = *TaskId::FromHex(id);
   auto recorded = (*other)->FetchWhen({task}, /*finished=*/false, 30);
   ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
-  EXPECT_NE((*recorded)[0].status, "ok");
+  EXPECT_NE((*recorded)[0].status, TaskState::kOk);
   // Not finished within its time: answered then, unfinished.
   const auto start = std::chrono::steady_clock::now();
   auto early = (*other)->FetchWhen({task}, /*finished=*/true, 0.3);
   ASSERT_TRUE(early.ok());
-  EXPECT_NE((*early)[0].status, "ok");
+  EXPECT_NE((*early)[0].status, TaskState::kOk);
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
   std::thread open([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -394,7 +394,7 @@ TEST_F(ClusterTest, FetchWhenIsAnsweredOnceTheTasksAreThere) {
   auto finished = (*other)->FetchWhen({task}, /*finished=*/true, 30);
   open.join();
   ASSERT_TRUE(finished.ok()) << finished.status().ToString();
-  EXPECT_EQ((*finished)[0].status, "ok");
+  EXPECT_EQ((*finished)[0].status, TaskState::kOk);
   EXPECT_EQ((*finished)[0].stdout_text, "out\n");
   // An id no one submitted: not found once the time is up.
   auto unknown = (*other)->FetchWhen({TaskId::New()}, false, 0.2);
@@ -416,7 +416,7 @@ TEST_F(ClusterTest, WaitingForManyTasksFromAnotherProcessSeesThemAllFinish) {
   ASSERT_TRUE(waited.ok()) << waited.ToString();
   auto records = (*other)->Fetch(*ids);
   ASSERT_TRUE(records.ok()) << records.status().ToString();
-  for (const TaskInfo& r : *records) ASSERT_EQ(r.status, "ok") << r.id.ToHex();
+  for (const TaskInfo& r : *records) ASSERT_EQ(r.status, TaskState::kOk) << r.id.ToHex();
 }
 
 TEST_F(ClusterTest, StatusAndEnginesDescribeTheCluster) {

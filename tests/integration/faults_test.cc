@@ -83,10 +83,10 @@ class Faults : public ClusterTest {
     const std::vector<TaskInfo> records = FinalRecords({a, b});
     EXPECT_EQ(records.size(), 2u);
     if (records.size() != 2) return {};
-    EXPECT_EQ(records[0].status, "ok");
+    EXPECT_EQ(records[0].status, TaskState::kOk);
     EXPECT_EQ(records[0].attempts, 2);
     EXPECT_NE(records[0].engine_id, lost);
-    EXPECT_EQ(records[1].status, "ok") << "its dependent ran once it was done";
+    EXPECT_EQ(records[1].status, TaskState::kOk) << "its dependent ran once it was done";
     // The heartbeat window is 0.6 s; with the retry's own second, well
     // under 10 s.
     EXPECT_LT(detected, std::chrono::seconds(10));
@@ -151,7 +151,7 @@ TEST_F(Faults, SchedulerKilledWithTasksWaitingAndRunningPicksUpWhereItStopped) {
   ASSERT_EQ(records.size(), ids.size());
   std::map<TaskId, TaskInfo> by_id;
   for (const TaskInfo& r : records) {
-    EXPECT_EQ(r.status, "ok") << r.id.ToHex() << ": " << r.error_message;
+    EXPECT_EQ(r.status, TaskState::kOk) << r.id.ToHex() << ": " << r.error_message;
     by_id[r.id] = r;
   }
   // Each ran once: a task that had been sent to an engine (alive) was not
@@ -173,7 +173,7 @@ TEST_F(Faults, SchedulerKilledWithTasksWaitingAndRunningPicksUpWhereItStopped) {
   ASSERT_TRUE(client_->WaitReplies({*id}, 60).ok());
   const std::vector<TaskInfo> last = FinalRecords({*id});
   ASSERT_EQ(last.size(), 1u);
-  EXPECT_EQ(last[0].status, "ok") << last[0].error_message;
+  EXPECT_EQ(last[0].status, TaskState::kOk) << last[0].error_message;
 }
 
 TEST_F(Faults, HubKilledWhileTasksFlowLosesNoRecordAndEnginesKeepTheirIds) {
@@ -222,7 +222,7 @@ TEST_F(Faults, HubKilledWhileTasksFlowLosesNoRecordAndEnginesKeepTheirIds) {
   ASSERT_EQ(records.size(), ids.size())
       << "no record is missing; the hub has " << client_->FetchAll()->size() << "\n"
       << Log("hub") << Log("scheduler");
-  for (const TaskInfo& r : records) EXPECT_EQ(r.status, "ok") << r.error_message;
+  for (const TaskInfo& r : records) EXPECT_EQ(r.status, TaskState::kOk) << r.error_message;
   EXPECT_EQ(records[0].stdout_text, "before the kill\n") << "written before the kill, intact";
 
   std::set<std::pair<std::string, int32_t>> after;
@@ -377,7 +377,7 @@ TEST_F(Faults, AClientKilledMidStreamLeavesNoTaskHanging) {
   std::set<TaskId> recorded;
   for (const TaskInfo& r : records) {
     recorded.insert(r.id);
-    EXPECT_EQ(r.status, "ok") << r.id.ToHex() << ": " << r.error_message;
+    EXPECT_EQ(r.status, TaskState::kOk) << r.id.ToHex() << ": " << r.error_message;
     EXPECT_EQ(r.attempts, 1);
     EXPECT_EQ(runs[r.id.ToHex()], 1) << r.id.ToHex();
   }
@@ -418,7 +418,7 @@ TEST_F(Faults, AClientFarFasterThanTheEnginesIsSlowedNotRefused) {
   const std::vector<TaskInfo> records = FinalRecords(ids);
   ASSERT_EQ(records.size(), ids.size());
   size_t ok = 0;
-  for (const TaskInfo& r : records) ok += r.status == "ok";
+  for (const TaskInfo& r : records) ok += r.status == TaskState::kOk;
   EXPECT_EQ(ok, ids.size()) << "none refused (TaskRejected), none dropped";
 }
 
@@ -466,7 +466,7 @@ TEST_F(Faults, AClientWhoseLinkFlapsAtItsLimitLosesNothingAndIsNotRejected) {
   size_t rejected = 0, not_ok = 0;
   for (const TaskInfo& r : records) {
     rejected += r.error_type == ErrorType::kTaskRejected;
-    not_ok += r.status != "ok";
+    not_ok += r.status != TaskState::kOk;
     EXPECT_EQ(r.attempts, 1) << r.id.ToHex();
   }
   EXPECT_EQ(rejected, 0u) << "a task sent again is not a new task over the limit";
@@ -494,7 +494,7 @@ TEST_F(Faults, ATaskSentAgainAtTheClientsLimitIsNotRejected) {
   peer.Send(CommandRequest(signer, "limited", id, argv));  // a later date: not a replay
   const std::vector<TaskInfo> records = FinalRecords({id});
   ASSERT_EQ(records.size(), 1u);
-  EXPECT_EQ(records[0].status, "ok") << ErrorTypeName(records[0].error_type) << ": "
+  EXPECT_EQ(records[0].status, TaskState::kOk) << ErrorTypeName(records[0].error_type) << ": "
                                      << records[0].error_message;
   EXPECT_EQ(ReadFile(marks), "run\n");
   // The first reply the client gets is the real one (a rejection would
@@ -582,7 +582,7 @@ TEST(PortTaken, ARestartedServerWhosePortIsTakenWaitsForItAndTheClusterCarriesOn
     ASSERT_TRUE((*client)->Wait({*id}, 60).ok()) << servers[victim.index]->Log();
     auto records = (*client)->Fetch({*id});
     ASSERT_TRUE(records.ok());
-    EXPECT_EQ((*records)[0].status, "ok");
+    EXPECT_EQ((*records)[0].status, TaskState::kOk);
     EXPECT_NE(servers[victim.index]->Log().find("bound " + victim.endpoint + " again"),
               std::string::npos);
     auto now = protocol::ReadConnectionFile(connection);
@@ -632,7 +632,7 @@ TEST(HubDisk, AnUnwritableDatabaseIsLoggedAndLosesNothingWhenTheHubDies) {
   std::vector<TaskInfo> records;
   ASSERT_TRUE(WaitForFinalRecords(**client, ids, &records, std::chrono::seconds(10)));
   for (const TaskInfo& r : records) {
-    EXPECT_EQ(r.status, "ok");
+    EXPECT_EQ(r.status, TaskState::kOk);
     EXPECT_EQ(r.stdout_text.size(), 20000u);
   }
 
@@ -645,7 +645,7 @@ TEST(HubDisk, AnUnwritableDatabaseIsLoggedAndLosesNothingWhenTheHubDies) {
   ASSERT_TRUE(WaitForFinalRecords(**client, ids, &records, std::chrono::seconds(30)))
       << writable.Log() << scheduler.Log();
   for (const TaskInfo& r : records) {
-    EXPECT_EQ(r.status, "ok");
+    EXPECT_EQ(r.status, TaskState::kOk);
     EXPECT_EQ(r.stdout_text.size(), 20000u);
   }
   // And they are on disk now: a third hub reads them from the database.

@@ -112,7 +112,7 @@ class Fencing : public ClusterTest {
     ASSERT_TRUE(client_->WaitReplies({*last}, 60).ok());
     std::vector<TaskInfo> last_record;
     ASSERT_TRUE(WaitForFinalRecords(*client_, {*last}, &last_record));
-    EXPECT_EQ(last_record[0].status, "ok") << last_record[0].error_message;
+    EXPECT_EQ(last_record[0].status, TaskState::kOk) << last_record[0].error_message;
     EXPECT_EQ(last_record[0].engine_id, stopped);
 
     // No body of the tasks it held started on it once it ran again: while
@@ -132,7 +132,7 @@ class Fencing : public ClusterTest {
       EXPECT_LE(static_cast<int32_t>(runs.size()), records[i].attempts)
           << "task " << ids[i].ToHex() << " ran more often than its recorded attempts";
       if (retries > 0) {
-        EXPECT_EQ(records[i].status, "ok") << records[i].error_message;
+        EXPECT_EQ(records[i].status, TaskState::kOk) << records[i].error_message;
       } else if (!records[i].ok()) {
         EXPECT_EQ(records[i].error_type, ErrorType::kEngineError) << records[i].error_message;
         ++held_failed;

@@ -82,7 +82,7 @@ class Flood : public ClusterTest {
     ASSERT_TRUE(id.ok()) << id.status().ToString();
     std::vector<TaskInfo> records;
     ASSERT_TRUE(WaitForFinalRecords(*client_, {*id}, &records, std::chrono::seconds(30)));
-    EXPECT_EQ(records[0].status, "ok");
+    EXPECT_EQ(records[0].status, TaskState::kOk);
     EXPECT_EQ(records[0].stdout_text, "served\n");
     EXPECT_EQ(PidOf("taskscheduler", profile()), scheduler_) << "the scheduler died";
     EXPECT_EQ(PidOf("taskhub", profile()), hub_) << "the hub died";

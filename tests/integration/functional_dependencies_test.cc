@@ -30,7 +30,7 @@ TEST_F(ClusterTest, AFunctionUnmetOnSomeEnginesRunsWhereItCan) {
   ASSERT_TRUE(records.ok());
   for (size_t i = 0; i < ids.size(); ++i) {
     const TaskInfo& r = (*records)[i];
-    EXPECT_EQ(r.status, "ok") << r.error_message;
+    EXPECT_EQ(r.status, TaskState::kOk) << r.error_message;
     EXPECT_EQ(r.engine_id, wanted[i]);
     EXPECT_EQ(r.result, wanted[i]);
     EXPECT_LE(r.attempts, 3);
@@ -52,7 +52,7 @@ TEST_F(ClusterTest, ATaskUnmetOnEveryEngineIsImpossible) {
   auto records = client_->Fetch(*ids);
   ASSERT_TRUE(records.ok());
   for (const TaskInfo& r : *records) {
-    EXPECT_EQ(r.status, "error");
+    EXPECT_EQ(r.status, TaskState::kError);
     EXPECT_EQ(r.error_type, ErrorType::kImpossibleDependency);
     EXPECT_NE(r.error_message.find("unmet"), std::string::npos) << r.error_message;
     EXPECT_EQ(r.attempts, 2);  // once on each engine, no retry used

@@ -51,7 +51,7 @@ TEST(HubRestart, RecordsSurviveAKilledHubAndAreServedAgain) {
     if (fetched.ok()) record = (*fetched)[0];
     return record.has_value() && record->finished();
   }, std::chrono::seconds(20))) << hub->Log();
-  EXPECT_EQ(record->status, "ok");
+  EXPECT_EQ(record->status, TaskState::kOk);
   record.reset();
   ASSERT_TRUE(WaitFor([&] {
     auto again = Client::Connect(profile);
@@ -60,7 +60,7 @@ TEST(HubRestart, RecordsSurviveAKilledHubAndAreServedAgain) {
     if (fetched.ok()) record = (*fetched)[0];
     return record.has_value() && record->finished();
   }, std::chrono::seconds(20))) << hub->Log();
-  EXPECT_EQ(record->status, "ok");
+  EXPECT_EQ(record->status, TaskState::kOk);
   EXPECT_EQ(record->stdout_text, "durable\n");
 }
 

@@ -79,7 +79,7 @@ TEST_F(ClusterTest, AKeylessPeerThatClaimsEnginesIdsReceivesNoTaskAndEveryTaskFi
     ASSERT_TRUE(WaitForFinalRecords(*client_, ids, &records, std::chrono::seconds(60)))
         << "a task went to the intruder and never ended";
     for (const TaskInfo& r : records) {
-      EXPECT_EQ(r.status, "ok") << r.ToJson().dump();
+      EXPECT_EQ(r.status, TaskState::kOk) << r.ToJson().dump();
       EXPECT_EQ(r.attempts, 1) << r.ToJson().dump();
     }
   };

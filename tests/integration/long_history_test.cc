@@ -83,7 +83,7 @@ TEST(LongHistory, ASchedulerKilledOverAMillionRecordsRecoversAndItsTasksFinish) 
   }
   ASSERT_TRUE(WaitFor([&] {
     auto records = (*client)->Fetch({ids[0]});
-    return records.ok() && (*records)[0].status == "running";
+    return records.ok() && (*records)[0].status == TaskState::kRunning;
   }, std::chrono::seconds(60)));
   scheduler->Kill(SIGKILL);
   ASSERT_TRUE(scheduler->Wait(std::chrono::seconds(10)).has_value());
@@ -93,7 +93,7 @@ TEST(LongHistory, ASchedulerKilledOverAMillionRecordsRecoversAndItsTasksFinish) 
   std::vector<TaskInfo> records;
   ASSERT_TRUE(WaitForFinalRecords(**client, ids, &records, std::chrono::seconds(180)))
       << scheduler->Log();
-  for (const TaskInfo& r : records) EXPECT_EQ(r.status, "ok") << r.error_message;
+  for (const TaskInfo& r : records) EXPECT_EQ(r.status, TaskState::kOk) << r.error_message;
   std::printf("with %zu finished records, all 10 tasks ended %.1f s after the scheduler "
               "restarted\n",
               kFinished,
@@ -118,7 +118,7 @@ TEST(LongHistory, ASchedulerKilledOverAMillionRecordsRecoversAndItsTasksFinish) 
   ASSERT_TRUE(again.ok());
   auto all = (*again)->Fetch(ids);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
-  EXPECT_EQ((*all)[9].status, "ok");
+  EXPECT_EQ((*all)[9].status, TaskState::kOk);
   Ran status = RunProgram({kBin + "/taskcluster", "status", "--profile-dir", profile.string()},
                           dir, 120);
   EXPECT_EQ(status.code, 0) << status.out << status.err;

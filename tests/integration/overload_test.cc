@@ -90,7 +90,7 @@ TEST_F(ClusterTest, AMillionTasksAreSlowedNotDroppedWithinTheMemoryBounds) {
   auto records = client_->Fetch(sample);
   ASSERT_TRUE(records.ok()) << records.status().ToString();
   for (const TaskInfo& r : *records) {
-    ASSERT_EQ(r.status, "ok") << r.id.ToHex() << ": " << ErrorTypeName(r.error_type) << ": "
+    ASSERT_EQ(r.status, TaskState::kOk) << r.id.ToHex() << ": " << ErrorTypeName(r.error_type) << ": "
                               << r.error_message;
   }
 

@@ -42,7 +42,7 @@ TEST_F(Supervision, AKilledEngineComesBackWithItsIdWhileItsTaskIsRetriedElsewher
   std::optional<int32_t> engine;
   ASSERT_TRUE(WaitFor([&] {
     auto r = client_->Fetch({*TaskId::FromHex(id)});
-    if (r.ok() && (*r)[0].status == "running") engine = (*r)[0].engine_id;
+    if (r.ok() && (*r)[0].status == TaskState::kRunning) engine = (*r)[0].engine_id;
     return engine.has_value();
   }));
   const EngineStatus back = KillAndAwaitReturn(*engine);

@@ -7,11 +7,12 @@
 # engine binary of the user's own. Also: every installed program answers
 # --version with the project's version, and the installed Python package has
 # that version and runs a Python function on the installed engines.
-# usage: check-install.sh BUILD_DIR SOURCE_DIR VERSION
+# usage: check-install.sh BUILD_DIR SOURCE_DIR VERSION ABI_VERSION (the SONAME's number)
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
 version=$3
+abi=$4
 tmp=$(mktemp -d)
 prefix=$tmp/prefix
 profile=$tmp/profile
@@ -38,7 +39,7 @@ libdir=$(dirname "$(find "$prefix" -name libztask_client.so -print -quit)")
 for lib in libztask_client libztask_engine; do
   [ -f "$libdir/$lib.a" ] || fail "no static $lib.a"
   soname=$(readelf -d "$libdir/$lib.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-  [ "$soname" = "$lib.so.${version%%.*}" ] || fail "$lib.so has SONAME '$soname'"
+  [ "$soname" = "$lib.so.$abi" ] || fail "$lib.so has SONAME '$soname'"
   [ -f "$libdir/$lib.so.$version" ] || fail "no $lib.so.$version"
 done
 for f in ztask/client.h ztask/engine.h ztask/version.h; do
@@ -88,7 +89,7 @@ c++ -o "$pc/client" "$src/tests/package/consumer/client.cc" $(pkg-config --cflag
 c++ -o "$pc/engine" "$src/tests/package/consumer/engine.cc" \
   $(pkg-config --cflags --libs ztask-engine) -Wl,-rpath,"$(pkg-config --variable=libdir ztask-engine)" ||
   fail "the pkg-config engine does not build"
-ldd "$consumer/consumer_client" | grep -q "libztask_client.so.${version%%.*} => $libdir/" ||
+ldd "$consumer/consumer_client" | grep -q "libztask_client.so.$abi => $libdir/" ||
   fail "consumer_client is not linked with the installed shared library"
 ! ldd "$consumer/consumer_client_static" | grep -q libztask_client ||
   fail "consumer_client_static is linked with the shared library"

@@ -18,6 +18,13 @@
 #include "tests/support/temp_dir.h"
 #include "ztask/client.h"
 
+namespace ztask {
+
+// A record's status by its name in failed assertions ("ok", not a byte).
+inline void PrintTo(TaskState state, std::ostream* os) { *os << TaskStateName(state); }
+
+}  // namespace ztask
+
 namespace ztask::testing {
 
 inline const std::string kBin = ZTASK_BIN_DIR;

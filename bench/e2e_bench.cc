@@ -51,6 +51,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "bench/relay.h"
@@ -339,99 +340,115 @@ int Attached(const std::string& profile, int n, int tasks) {
   return 0;
 }
 
-int Main(const Options& o) {
-  char pattern[] = "/tmp/ztask-bench-XXXXXX";
-  const std::string dir = ::mkdtemp(pattern);
+// The dependency graphs the bench runs: each task lists the tasks it waits for.
+using Graph = std::vector<std::vector<size_t>>;
+
+Graph ChainGraph(int n) {
+  Graph g(static_cast<size_t>(n));
+  for (size_t i = 1; i < g.size(); ++i) g[i] = {i - 1};
+  return g;
+}
+
+Graph FanInGraph(int n) {
+  Graph g(static_cast<size_t>(n) + 1);
+  for (size_t i = 0; i + 1 < g.size(); ++i) g.back().push_back(i);
+  return g;
+}
+
+// Each task waits for 0 to 3 earlier ones, the same graph every run.
+Graph RandomDag(int n) {
+  std::mt19937_64 rng(20261121);
+  Graph g(static_cast<size_t>(n));
+  for (size_t i = 1; i < g.size(); ++i) {
+    for (int k = static_cast<int>(rng() % 4); k > 0; --k) g[i].push_back(rng() % i);
+  }
+  return g;
+}
+
+// What one run measured.
+struct Figures {
   double throughput = 0, chain = 0, fan_in = 0, dag = 0, bytes_per_record = 0;
   WaitingMemory waiting;  // bytes per waiting task
   CpuSample cpu;          // µs per task over the no-op run
   Latency rtt;
-  {
-    Cluster cluster;
-    if (Status s = cluster.Start(o, dir); !s.ok()) return Fail(s.message());
-    Client& c = cluster.client();
-    if (o.tasks > 0) {
-      const int64_t before = ResidentBytes(cluster.hub_pid());
-      const CpuSample cpu_before = cluster.Cpu();
-      auto rate = RunGraph(c, std::vector<std::vector<size_t>>(static_cast<size_t>(o.tasks)));
-      if (!rate.ok()) return Fail("throughput: " + rate.status().message());
-      throughput = *rate;
-      cluster.WaitForHubIdle();
-      const CpuSample used = cluster.Cpu() - cpu_before;
-      cpu = {used.hub / o.tasks, used.scheduler / o.tasks, used.engines / o.tasks,
-             used.client / o.tasks};
-      bytes_per_record = static_cast<double>(ResidentBytes(cluster.hub_pid()) - before) / o.tasks;
-    }
-    auto measured = RoundTrips(c, o.latency);
-    if (!measured.ok()) return Fail(measured.status().message());
-    rtt = *measured;
-    if (o.chain > 0) {
-      std::vector<std::vector<size_t>> g(static_cast<size_t>(o.chain));
-      for (size_t i = 1; i < g.size(); ++i) g[i] = {i - 1};
-      auto rate = RunGraph(c, g);
-      if (!rate.ok()) return Fail("chain: " + rate.status().message());
-      chain = *rate;
-    }
-    if (o.fan_in > 0) {
-      std::vector<std::vector<size_t>> g(static_cast<size_t>(o.fan_in) + 1);
-      for (size_t i = 0; i + 1 < g.size(); ++i) g.back().push_back(i);
-      auto rate = RunGraph(c, g);
-      if (!rate.ok()) return Fail("fan-in: " + rate.status().message());
-      fan_in = *rate;
-    }
-    if (o.dag > 0) {
-      std::mt19937_64 rng(20261121);
-      std::vector<std::vector<size_t>> g(static_cast<size_t>(o.dag));
-      for (size_t i = 1; i < g.size(); ++i) {
-        for (int k = static_cast<int>(rng() % 4); k > 0; --k) g[i].push_back(rng() % i);
-      }
-      auto rate = RunGraph(c, g);
-      if (!rate.ok()) return Fail("random DAG: " + rate.status().message());
-      dag = *rate;
-    }
-    if (o.waiting > 0) {
-      auto bytes = WaitingBytes(cluster, o.waiting);
-      if (!bytes.ok()) return Fail("waiting tasks: " + bytes.status().message());
-      waiting = *bytes;
-    }
-  }
-  std::filesystem::remove_all(dir);
   RelayResult relay, relay64;
-  const int pool = o.simulated > 0 ? o.simulated : o.engines;
-  if (o.relay) {
-    relay = RunRelay(std::min(pool, 64), std::max(o.tasks, 100000), o.latency);
-    relay64 = RunRelay(std::min(pool, 64), std::max(o.tasks, 100000) * 4, 0, 64);
-  }
+};
 
+// The no-op throughput, with the CPU and hub memory it cost per task.
+Status MeasureThroughput(const Options& o, Cluster& cluster, Figures* f) {
+  const int64_t before = ResidentBytes(cluster.hub_pid());
+  const CpuSample cpu_before = cluster.Cpu();
+  auto rate = RunGraph(cluster.client(), Graph(static_cast<size_t>(o.tasks)));
+  if (!rate.ok()) return Status::Unavailable("throughput: " + rate.status().message());
+  f->throughput = *rate;
+  cluster.WaitForHubIdle();
+  const CpuSample used = cluster.Cpu() - cpu_before;
+  f->cpu = {used.hub / o.tasks, used.scheduler / o.tasks, used.engines / o.tasks,
+            used.client / o.tasks};
+  f->bytes_per_record = static_cast<double>(ResidentBytes(cluster.hub_pid()) - before) / o.tasks;
+  return Status::Ok();
+}
+
+// Every workload asked for, on one cluster started in `dir`.
+Status MeasureCluster(const Options& o, const std::string& dir, Figures* f) {
+  Cluster cluster;
+  ZTASK_RETURN_IF_ERROR(cluster.Start(o, dir));
+  Client& c = cluster.client();
+  if (o.tasks > 0) ZTASK_RETURN_IF_ERROR(MeasureThroughput(o, cluster, f));
+  auto measured = RoundTrips(c, o.latency);
+  if (!measured.ok()) return measured.status();
+  f->rtt = *measured;
+  for (auto [n, make, name, out] : {std::tuple{o.chain, &ChainGraph, "chain", &f->chain},
+                                    {o.fan_in, &FanInGraph, "fan-in", &f->fan_in},
+                                    {o.dag, &RandomDag, "random DAG", &f->dag}}) {
+    if (n <= 0) continue;
+    auto rate = RunGraph(c, make(n));
+    if (!rate.ok()) return Status::Unavailable(std::string(name) + ": " + rate.status().message());
+    *out = *rate;
+  }
+  if (o.waiting > 0) {
+    auto bytes = WaitingBytes(cluster, o.waiting);
+    if (!bytes.ok()) return Status::Unavailable("waiting tasks: " + bytes.status().message());
+    f->waiting = *bytes;
+  }
+  return Status::Ok();
+}
+
+void PrintTable(const Options& o, int pool, const Figures& f) {
   std::printf("%s: %d %s engines, %s, hwm %d, db %s, signed\n", o.label.c_str(), pool,
               o.simulated > 0 ? "simulated" : "real", o.scheme.c_str(), o.hwm,
               o.db.empty() ? "sqlite" : o.db.c_str());
   std::printf("  %-22s %12s %9s %9s %9s\n", "workload", "tasks/s", "p50 us", "p99 us", "max us");
-  if (o.tasks > 0) std::printf("  %-22s %12.0f\n", "no-op throughput", throughput);
+  if (o.tasks > 0) std::printf("  %-22s %12.0f\n", "no-op throughput", f.throughput);
   if (o.latency > 0) {
-    std::printf("  %-22s %12s %9.0f %9.0f %9.0f\n", "round trip", "", rtt.p50, rtt.p99, rtt.max);
+    std::printf("  %-22s %12s %9.0f %9.0f %9.0f\n", "round trip", "", f.rtt.p50, f.rtt.p99,
+                f.rtt.max);
   }
-  if (o.chain > 0) std::printf("  %-22s %12.0f\n", "chain", chain);
-  if (o.fan_in > 0) std::printf("  %-22s %12.0f\n", "fan-in", fan_in);
-  if (o.dag > 0) std::printf("  %-22s %12.0f\n", "random DAG", dag);
+  if (o.chain > 0) std::printf("  %-22s %12.0f\n", "chain", f.chain);
+  if (o.fan_in > 0) std::printf("  %-22s %12.0f\n", "fan-in", f.fan_in);
+  if (o.dag > 0) std::printf("  %-22s %12.0f\n", "random DAG", f.dag);
   if (o.tasks > 0) {
-    std::printf("  hub memory per recorded task: %.0f bytes\n", bytes_per_record);
+    std::printf("  hub memory per recorded task: %.0f bytes\n", f.bytes_per_record);
     std::printf(
         "  CPU per no-op, us: hub %.1f, scheduler %.1f, engines %.1f, client %.1f, "
         "all %.1f\n",
-        cpu.hub, cpu.scheduler, cpu.engines, cpu.client, cpu.total());
+        f.cpu.hub, f.cpu.scheduler, f.cpu.engines, f.cpu.client, f.cpu.total());
   }
   if (o.waiting > 0) {
     std::printf(
         "  scheduler memory per waiting task: %.0f bytes more for each of the last %d, "
         "%.0f bytes in all\n",
-        waiting.marginal, o.waiting - o.waiting / 2, waiting.all);
+        f.waiting.marginal, o.waiting - o.waiting / 2, f.waiting.all);
   }
   if (o.relay) {
-    std::printf("  %-22s %12.0f %9.0f %9.0f %9.0f\n", "bare relay (floor)", relay.tasks_per_s,
-                relay.rtt.p50, relay.rtt.p99, relay.rtt.max);
-    std::printf("  %-22s %12.0f\n", "relay, 64 a message", relay64.tasks_per_s);
+    std::printf("  %-22s %12.0f %9.0f %9.0f %9.0f\n", "bare relay (floor)", f.relay.tasks_per_s,
+                f.relay.rtt.p50, f.relay.rtt.p99, f.relay.rtt.max);
+    std::printf("  %-22s %12.0f\n", "relay, 64 a message", f.relay64.tasks_per_s);
   }
+}
+
+// The one JSON line bench/compare.sh reads.
+void PrintJson(const Options& o, int pool, const Figures& f) {
   std::printf(
       "{\"label\": \"%s\", \"engines\": %d, \"simulated\": %s, \"hwm\": %d, \"scheme\": \"%s\", "
       "\"db\": \"%s\", \"tasks\": %d, \"tasks_per_s\": %.0f, \"p50_us\": %.0f, \"p99_us\": %.0f, "
@@ -442,9 +459,26 @@ int Main(const Options& o) {
       "\"relay_p50_us\": %.0f, \"relay64_tasks_per_s\": %.0f, \"cpu_us_per_task\": {\"hub\": %.1f, \"scheduler\": %.1f, "
       "\"engines\": %.1f, \"client\": %.1f, \"all\": %.1f}}\n",
       o.label.c_str(), pool, o.simulated > 0 ? "true" : "false", o.hwm, o.scheme.c_str(),
-      o.db.empty() ? "sqlite" : o.db.c_str(), o.tasks, throughput, rtt.p50, rtt.p99, rtt.max, chain,
-      fan_in, dag, bytes_per_record, o.waiting, waiting.marginal, waiting.all, relay.tasks_per_s,
-      relay.rtt.p50, relay64.tasks_per_s, cpu.hub, cpu.scheduler, cpu.engines, cpu.client, cpu.total());
+      o.db.empty() ? "sqlite" : o.db.c_str(), o.tasks, f.throughput, f.rtt.p50, f.rtt.p99,
+      f.rtt.max, f.chain, f.fan_in, f.dag, f.bytes_per_record, o.waiting, f.waiting.marginal,
+      f.waiting.all, f.relay.tasks_per_s, f.relay.rtt.p50, f.relay64.tasks_per_s, f.cpu.hub,
+      f.cpu.scheduler, f.cpu.engines, f.cpu.client, f.cpu.total());
+}
+
+int Main(const Options& o) {
+  char pattern[] = "/tmp/ztask-bench-XXXXXX";
+  const std::string dir = ::mkdtemp(pattern);
+  Figures f;
+  const Status measured = MeasureCluster(o, dir, &f);
+  std::filesystem::remove_all(dir);
+  if (!measured.ok()) return Fail(measured.message());
+  const int pool = o.simulated > 0 ? o.simulated : o.engines;
+  if (o.relay) {
+    f.relay = RunRelay(std::min(pool, 64), std::max(o.tasks, 100000), o.latency);
+    f.relay64 = RunRelay(std::min(pool, 64), std::max(o.tasks, 100000) * 4, 0, 64);
+  }
+  PrintTable(o, pool, f);
+  PrintJson(o, pool, f);
   return 0;
 }
 

@@ -215,7 +215,7 @@ class HostsTest : public ::testing::Test {
     ASSERT_TRUE(client_->WaitReplies(ids, 60 * kSlow).ok()) << Log("scheduler");
     auto records = ExpectAnsweredOnce(ids);
     for (size_t i = 0; i < ids.size(); ++i) {
-      EXPECT_EQ(records[ids[i]].status, "ok") << records[ids[i]].error_message;
+      EXPECT_EQ(records[ids[i]].status, TaskState::kOk) << records[ids[i]].error_message;
       EXPECT_EQ(records[ids[i]].engine_id, where[i]);
     }
   }

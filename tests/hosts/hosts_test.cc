@@ -53,7 +53,7 @@ class Hosts : public HostsTest {
           << Log("hub");
     }
     const TaskInfo& retried = records[load.retried];
-    EXPECT_EQ(retried.status, "ok") << retried.error_message;
+    EXPECT_EQ(retried.status, TaskState::kOk) << retried.error_message;
     EXPECT_EQ(retried.attempts, 2);
     EXPECT_FALSE(east.count(retried.engine_id.value_or(-1))) << "retried on west";
     const std::vector<Mark> runs = Runs(load.retried);
@@ -62,11 +62,11 @@ class Hosts : public HostsTest {
       EXPECT_TRUE(east.count(runs.front().engine)) << "its first attempt ran on east";
     }
     const TaskInfo& failed = records[load.failed];
-    EXPECT_EQ(failed.status, "error");
+    EXPECT_EQ(failed.status, TaskState::kError);
     EXPECT_EQ(failed.error_type, ErrorType::kEngineError) << failed.error_message;
     EXPECT_EQ(Runs(load.failed).size(), 1u);
     for (const TaskId& id : load.others) {
-      EXPECT_EQ(records[id].status, "ok") << records[id].error_message;
+      EXPECT_EQ(records[id].status, TaskState::kOk) << records[id].error_message;
       EXPECT_EQ(records[id].attempts, 1);
       EXPECT_EQ(Runs(id).size(), 1u);
       EXPECT_FALSE(east.count(records[id].engine_id.value_or(-1)));
@@ -170,7 +170,7 @@ TEST_F(HostsHoldingMore, AHostCutOffStartsNoneOfTheTasksItHeldAfterItsEnginesWer
   auto records = ExpectAnsweredOnce(ids);
   int on_east = 0;
   for (const TaskId& id : ids) {
-    EXPECT_EQ(records[id].status, "ok") << records[id].error_message;
+    EXPECT_EQ(records[id].status, TaskState::kOk) << records[id].error_message;
     EXPECT_EQ(records[id].attempts, 2) << "its attempt on east was lost";
     EXPECT_FALSE(east_ids.count(records[id].engine_id.value_or(-1)));
     for (const Mark& run : Runs(id)) on_east += east_ids.count(run.engine);
@@ -209,7 +209,7 @@ TEST_F(Hosts, AClientCutOffFromTheSchedulerMidSubmitResumesAndEveryTaskRunsOnce)
               std::chrono::duration<double>(std::chrono::steady_clock::now() - healed_at).count());
   auto records = ExpectAnsweredOnce(ids);
   for (const TaskId& id : ids) {
-    EXPECT_EQ(records[id].status, "ok") << records[id].error_message;
+    EXPECT_EQ(records[id].status, TaskState::kOk) << records[id].error_message;
     EXPECT_EQ(records[id].attempts, 1);
     EXPECT_EQ(Runs(id).size(), 1u) << id.ToHex() << " ran exactly once";
   }

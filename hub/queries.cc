@@ -48,87 +48,79 @@ void HubServer::Impl::OnQuery(Frames& frames) {
   std::vector<std::string_view> views;
   auto header = Open(frames, &views, query_guard_, limits_);
   if (!header.ok()) return Drop(View(frames[0]), header.status());
-  const std::string_view content = views[protocol::kFrameContent];
+  const Query query{frames[0], *header, views[protocol::kFrameContent]};
   switch (header->type) {
-    case MsgType::kResultRequest: {
-      auto request = protocol::DecodeBody<protocol::TaskIdList>(content);
-      if (!request.ok()) return Drop(View(frames[0]), request.status());
-      if (request->wait && !request->task_ids.empty()) {
-        return AnswerWhen(View(frames[0]), *header, std::move(*request));
-      }
-      return Reply(query_, frames[0], MsgType::kResultReply, *header, Records(*request, false));
-    }
-    case MsgType::kRecoverRequest: {
-      auto request = protocol::DecodeBody<protocol::RecoverRequest>(content);
-      if (!request.ok()) return Drop(View(frames[0]), request.status());
-      // What a scheduler that died had sent must be applied first (into
-      // frames of its own: the query's are in use).
-      Frames monitor_frames;
-      protocol::Drain(monitor_, monitor_frames, SIZE_MAX, [&](Frames& f) { OnMonitor(f); });
-      return Reply(query_, frames[0], MsgType::kRecoverReply, *header, Recover(*request));
-    }
-    case MsgType::kStatsRequest: {
-      auto request = protocol::DecodeBody<protocol::StatsRequest>(content);
-      if (!request.ok()) return Drop(View(frames[0]), request.status());
-      return Reply(query_, frames[0], MsgType::kStatsReply, *header, Stats(*request));
-    }
-    case MsgType::kJobsRequest: {
-      auto request = protocol::DecodeBody<protocol::JobsRequest>(content);
-      if (!request.ok()) return Drop(View(frames[0]), request.status());
-      if (request->command != "list" && request->command != "new") {
-        return Drop(View(frames[0]), "a jobs_request of unknown command");
-      }
-      return Reply(query_, frames[0], MsgType::kJobsReply, *header, Jobs(*request));
-    }
-    case MsgType::kQueueRequest:
-      return Reply(query_, frames[0], MsgType::kQueueReply, *header, QueueStatus());
+    case MsgType::kResultRequest: return OnResultRequest(query);
+    case MsgType::kRecoverRequest: return OnRecoverRequest(query);
+    case MsgType::kStatsRequest: return OnStatsRequest(query);
+    case MsgType::kJobsRequest: return OnJobsRequest(query);
+    case MsgType::kQueueRequest: return Answer(query, MsgType::kQueueReply, QueueStatus());
     case MsgType::kEnginesRequest:
-      return Reply(query_, frames[0], MsgType::kEnginesReply, *header,
-                   protocol::EnginesReply{registry_.Listing()});
-    case MsgType::kEngineState: {
-      auto state = protocol::DecodeBody<protocol::EngineStateReport>(content);
-      if (!state.ok()) return Drop(View(frames[0]), state.status());
-      registry_.SetSupervised(*state);
-      spdlog::info("engine {} is {}: {}", state->name, EngineStateName(state->state), state->text);
-      // Draining: the scheduler stops giving it tasks, and retires it when
-      // it has none left.
-      if (state->state == EngineState::kDraining) {
-        if (auto uuid = registry_.UuidOfName(state->name)) {
-          Publish(notifier_, MsgType::kEngineDraining,
-                  protocol::EngineRef{registry_.IdOfName(state->name), *uuid});
-        }
-      }
-      // Its supervisor saw the process end: no need to wait for missed
-      // heartbeats before its tasks go elsewhere.
-      if (state->state == EngineState::kRestarting || state->state == EngineState::kFailed) {
-        if (auto uuid = registry_.UuidOfName(state->name)) {
-          if (auto gone = registry_.Unregister(*uuid)) {
-            EngineGone({gone->info.id, gone->info.uuid}, "its supervisor saw it exit");
-          }
-        }
-      }
-      protocol::Event event;
-      event.kind = "engine_state";
-      event.status = EngineStateName(state->state);
-      event.text = state->name + ": " + state->text;
-      Emit(std::move(event));
-      return Reply(query_, frames[0], MsgType::kEngineStateReply, *header,
-                   protocol::Acknowledgement{});
-    }
-    case MsgType::kPurgeRequest: {
-      auto request = protocol::DecodeBody<protocol::PurgeRequest>(content);
-      if (!request.ok()) return Drop(View(frames[0]), request.status());
-      const auto count = static_cast<int64_t>(store_->Purge(request->task_ids, request->all));
-      return Reply(query_, frames[0], MsgType::kPurgeReply, *header, protocol::Count{count});
-    }
-    case MsgType::kShutdownRequest:
-      spdlog::info("shutdown requested");
-      Reply(query_, frames[0], MsgType::kShutdownReply, *header, protocol::Acknowledgement{});
-      return RequestStop();
+      return Answer(query, MsgType::kEnginesReply,
+                    protocol::EnginesReply{core_.registry().Listing()});
+    case MsgType::kEngineState: return OnEngineState(query);
+    case MsgType::kPurgeRequest: return OnPurgeRequest(query);
+    case MsgType::kShutdownRequest: return OnShutdownRequest(query);
     default:
       return Drop(View(frames[0]),
                   "unexpected " + std::string(protocol::MsgTypeName(header->type)));
   }
+}
+
+void HubServer::Impl::OnResultRequest(const Query& query) {
+  auto request = Read<protocol::TaskIdList>(query);
+  if (!request) return;
+  if (request->wait && !request->task_ids.empty()) {
+    return AnswerWhen(View(query.peer), query.header, std::move(*request));
+  }
+  Answer(query, MsgType::kResultReply, Records(*request, false));
+}
+
+void HubServer::Impl::OnRecoverRequest(const Query& query) {
+  auto request = Read<protocol::RecoverRequest>(query);
+  if (!request) return;
+  // What a scheduler that died had sent must be applied first (into frames
+  // of its own: the query's are in use).
+  Frames monitor_frames;
+  protocol::Drain(monitor_, monitor_frames, SIZE_MAX, [&](Frames& f) { OnMonitor(f); });
+  Answer(query, MsgType::kRecoverReply, Recover(*request));
+}
+
+void HubServer::Impl::OnStatsRequest(const Query& query) {
+  if (auto request = Read<protocol::StatsRequest>(query)) {
+    Answer(query, MsgType::kStatsReply, Stats(*request));
+  }
+}
+
+void HubServer::Impl::OnJobsRequest(const Query& query) {
+  auto request = Read<protocol::JobsRequest>(query);
+  if (!request) return;
+  if (request->command != "list" && request->command != "new") {
+    return Drop(View(query.peer), "a jobs_request of unknown command");
+  }
+  Answer(query, MsgType::kJobsReply, Jobs(*request));
+}
+
+void HubServer::Impl::OnEngineState(const Query& query) {
+  auto report = Read<protocol::EngineStateReport>(query);
+  if (!report) return;
+  actions_.Clear();
+  core_.EngineReported(*report, &actions_);
+  Apply(actions_);
+  Answer(query, MsgType::kEngineStateReply, protocol::Acknowledgement{});
+}
+
+void HubServer::Impl::OnPurgeRequest(const Query& query) {
+  if (auto request = Read<protocol::PurgeRequest>(query)) {
+    const auto count = static_cast<int64_t>(store_->Purge(request->task_ids, request->all));
+    Answer(query, MsgType::kPurgeReply, protocol::Count{count});
+  }
+}
+
+void HubServer::Impl::OnShutdownRequest(const Query& query) {
+  spdlog::info("shutdown requested");
+  Answer(query, MsgType::kShutdownReply, protocol::Acknowledgement{});
+  RequestStop();
 }
 
 // One page of the unfinished tasks, in id order, with the outcomes of the
@@ -265,13 +257,13 @@ protocol::StatsReply HubServer::Impl::Stats(const protocol::StatsRequest& reques
   reply.ok = store_->ok();
   reply.failed = store_->failed();
   reply.dropped = static_cast<int64_t>(drops_.count());
-  activity_.Fill(request, base::MonotonicMicros(), &reply);
+  core_.activity().Fill(request, base::MonotonicMicros(), &reply);
   return reply;
 }
 
 protocol::QueueReply HubServer::Impl::QueueStatus() const {
   std::map<int32_t, protocol::EngineQueue> by_engine;
-  for (const auto& [id, record] : registry_.alive()) by_engine[id].engine_id = id;
+  for (const auto& [id, record] : core_.registry().alive()) by_engine[id].engine_id = id;
   protocol::QueueReply reply;
   reply.unassigned = store_->waiting();
   for (const auto& [id, tally] : store_->by_engine()) {

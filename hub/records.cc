@@ -31,7 +31,7 @@ bool RecordBook::Submitted(const protocol::Header& request, const protocol::Rout
   r.array_index = spec.array_index;
   // What it runs, to be submitted again: not a Python task's (its pickled
   // function and arguments could be large, and only Python can send it).
-  if (spec.kind != "python") r.spec = spec;
+  if (protocol::ParseTaskKind(spec.kind) != protocol::TaskKind::kPython) r.spec = spec;
   Tally(r, +1);
   if (spec.replaces && *spec.replaces != request.id) Replace(*spec.replaces, request.id);
   if (!e.has_request) {

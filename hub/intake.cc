@@ -20,7 +20,7 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
     // after every batch it sent before, on the same connection.
     auto request = protocol::DecodeBody<protocol::TaskIdList>(views[protocol::kFrameContent]);
     if (!request.ok()) return Drop(peer, request.status());
-    return Reply(monitor_, frames[0], MsgType::kResultReply, *header, Records(*request, true));
+    return Reply(monitor_, frames[0], MsgType::kResultReply, *header, Records(*store_, *request, true));
   }
   if (header->type == MsgType::kSchedulerStats) {
     auto stats = protocol::DecodeBody<protocol::SchedulerStats>(views[protocol::kFrameContent]);

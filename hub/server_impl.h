@@ -23,6 +23,7 @@
 #include <zmq.hpp>
 
 #include "base/clock.h"
+#include "hub/answers.h"
 #include "hub/hub_core.h"
 #include "hub/result_waits.h"
 #include "hub/server.h"
@@ -180,24 +181,7 @@ class HubServer::Impl {
   void OnPurgeRequest(const Query& query);
   void OnShutdownRequest(const Query& query);
 
-  // One page of the unfinished tasks, in id order, with the outcomes of the
-  // finished tasks they depend on. Pages keep each reply within the codec's
-  // limits whatever the history's length. (Other outcomes the scheduler
-  // looks up when a task names them: finished_only is not answered.)
-  protocol::RecoverReply Recover(const protocol::RecoverRequest& request) const;
-
-  // The records of the listed tasks (and which are unknown); with no list,
-  // one page of every record in id order after request.after: at most
-  // request.limit (and kMaxPage), and no more than about kPageBytes of them.
-  // `lean`: without outputs and results (the scheduler needs outcomes only).
-  protocol::ResultReply Records(const protocol::TaskIdList& request, bool lean) const;
-
-  // A record in a status of a listing: waiting, running, ok, or failed (an
-  // error not replaced by a resubmission).
-  static bool InStatus(const protocol::TaskRecord& r, std::string_view status);
-  protocol::JobsReply Jobs(const protocol::JobsRequest& request);
   protocol::StatsReply Stats(const protocol::StatsRequest& request) const;
-  protocol::QueueReply QueueStatus() const;
 
   HubOptions options_;
   protocol::ConnectionInfo info_;

@@ -15,11 +15,13 @@ namespace {
 
 Value EventJson(const protocol::Event& e) {
   return {{"seq", e.seq ? Value(*e.seq) : Value(nullptr)},
-          {"kind", e.kind},
+          {"kind", std::string(protocol::EventKindName(e.kind))},
           {"task_id", e.task_id ? Value(e.task_id->ToHex()) : Value(nullptr)},
           {"engine_id", e.engine_id ? Value(*e.engine_id) : Value(nullptr)},
           {"attempt", e.attempt ? Value(*e.attempt) : Value(nullptr)},
-          {"status", e.status.empty() ? Value(nullptr) : Value(e.status)},
+          {"status", e.status == protocol::EventStatus::kNone
+                         ? Value(nullptr)
+                         : Value(std::string(protocol::EventStatusName(e.status)))},
           {"error_type", e.error_type == ErrorType::kNone
                              ? Value(nullptr)
                              : Value(std::string(ErrorTypeName(e.error_type)))},

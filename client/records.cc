@@ -22,7 +22,6 @@ std::optional<E> ValueNamed(const std::array<std::string_view, N>& names, std::s
 
 constexpr std::array<std::string_view, 5> kFilterNames = {"", "waiting", "running", "ok",
                                                           "failed"};
-constexpr std::array<std::string_view, 3> kKindNames = {"command", "function", "python"};
 constexpr std::array<std::string_view, 2> kHeldNames = {"recorded", "final"};
 
 Value Number(const std::optional<double>& d) { return d ? Value(*d) : Value(nullptr); }
@@ -99,12 +98,6 @@ Value JobInfo::ToJson() const {
 }
 
 namespace client {
-
-std::string_view TaskKindName(TaskKind kind) { return kKindNames[static_cast<size_t>(kind)]; }
-
-std::optional<TaskKind> ParseTaskKind(std::string_view name) {
-  return ValueNamed<TaskKind>(kKindNames, name);
-}
 
 std::string_view HeldUntilName(HeldUntil until) { return kHeldNames[static_cast<size_t>(until)]; }
 

@@ -17,13 +17,11 @@
 
 namespace ztask::client {
 
-// What a task runs; the wire's TaskSpec carries the name ("command",
-// "function", "python").
-enum class TaskKind : uint8_t { kCommand = 0, kFunction, kPython };
-
-std::string_view TaskKindName(TaskKind kind);
-// The inverse of TaskKindName; nullopt for an unknown name.
-std::optional<TaskKind> ParseTaskKind(std::string_view name);
+// What a task runs: the wire's enum (protocol/messages.h), whose name
+// TaskSpec carries.
+using protocol::ParseTaskKind;
+using protocol::TaskKind;
+using protocol::TaskKindName;
 
 // When the hub answers a held result_request: once every task has a record
 // ("recorded") or has finished ("final").

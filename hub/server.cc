@@ -169,13 +169,36 @@ void HubServer::Impl::OnSubscriptions() {
     listeners_ += subscribe ? 1 : -1;
     if (listeners_ < 0) listeners_ = 0;
   }
+  core_.SetListening(listeners_ > 0);
 }
 
-void HubServer::Impl::Emit(protocol::Event event) {
-  if (listeners_ == 0) return;
-  event.at_us = base::WallMicros();
-  event.seq = ++events_published_;
-  Publish(events_, MsgType::kEvent, event);
+void HubServer::Impl::Apply(const HubActions& actions, zmq::message_t* peer,
+                            const protocol::Header* request) {
+  if (peer && request) {
+    if (actions.registration_reply) {
+      Reply(registration_, *peer, MsgType::kRegistrationReply, *request,
+            *actions.registration_reply);
+    }
+    if (actions.heartbeat) Reply(registration_, *peer, MsgType::kHeartbeat, *request, *actions.heartbeat);
+  }
+  for (const Notice& notice : actions.notices) {
+    if (notice.type == MsgType::kEngineRegistered) {
+      Publish(notifier_, notice.type, notice.info);
+    } else {
+      Publish(notifier_, notice.type, notice.ref);
+    }
+  }
+  for (const protocol::Event& event : actions.events) {
+    if (listeners_ > 0) Publish(events_, MsgType::kEvent, event);
+  }
+  for (const auto& [id, final] : actions.noted) Noted(id, final);
+  for (const LogLine& line : actions.log) {
+    switch (line.level) {
+      case LogLine::Level::kInfo: spdlog::info("{}", line.text); break;
+      case LogLine::Level::kWarning: spdlog::warn("{}", line.text); break;
+      case LogLine::Level::kError: spdlog::error("{}", line.text); break;
+    }
+  }
 }
 
 void HubServer::Impl::OnEngineMessage(Frames& frames) {
@@ -183,73 +206,31 @@ void HubServer::Impl::OnEngineMessage(Frames& frames) {
   auto header = Open(frames, &views, registration_guard_, limits_);
   if (!header.ok()) return Drop(View(frames[0]), header.status());
   const std::string_view content = views[protocol::kFrameContent];
+  actions_.Clear();
   switch (header->type) {
     case MsgType::kRegistrationRequest: {
       auto request = protocol::DecodeBody<protocol::RegistrationRequest>(content);
       if (!request.ok()) return Drop(View(frames[0]), request.status());
-      if (registry_.size() >= options_.max_engines && !registry_.UuidOfName(request->name)) {
-        ++refused_registrations_;
-        if (refused_registrations_ == 1 || refused_registrations_ % 1000 == 0) {
-          spdlog::warn(
-              "refused {} registrations: {} engines is the limit (taskhub "
-              "--max-engines)",
-              refused_registrations_, options_.max_engines);
-        }
-        return Reply(
-            registration_, frames[0], MsgType::kRegistrationReply, *header,
-            protocol::RegistrationReply{false, -1,
-                                        "the hub has " + std::to_string(registry_.size()) +
-                                            " engines, its limit (taskhub --max-engines)",
-                                        0, std::nullopt});
-      }
-      auto registered = registry_.Register(*request, base::MonotonicMicros(), base::WallMicros());
-      if (registered.replaced) EngineGone(*registered.replaced, "restarted");
-      Reply(registration_, frames[0], MsgType::kRegistrationReply, *header,
-            protocol::RegistrationReply{true, registered.id, "", options_.heartbeat_ms,
-                                        options_.heartbeat_misses});
-      const auto& info = registry_.alive().at(registered.id).info;
-      Publish(notifier_, MsgType::kEngineRegistered, info);
-      spdlog::info("engine {} registered: {} on {} (pid {})", info.id, info.name, info.host,
-                   info.pid);
-      protocol::Event event;
-      event.kind = "engine_registered";
-      event.engine_id = info.id;
-      event.text = info.name;
-      return Emit(std::move(event));
+      core_.Register(*request, &actions_);
+      break;
     }
     case MsgType::kHeartbeat: {
       auto ref = protocol::DecodeBody<protocol::EngineRef>(content);
       if (!ref.ok()) return Drop(View(frames[0]), ref.status());
-      if (registry_.Touch(ref->uuid, base::MonotonicMicros())) {
-        return Reply(registration_, frames[0], MsgType::kHeartbeat, *header, *ref);
-      }
-      // Not (or no longer) registered: tell it to register again.
-      return Reply(registration_, frames[0], MsgType::kRegistrationReply, *header,
-                   protocol::RegistrationReply{false, -1, "not registered", 0, std::nullopt});
+      core_.Heartbeat(*ref, &actions_);
+      break;
     }
     case MsgType::kUnregistration: {
       auto ref = protocol::DecodeBody<protocol::EngineRef>(content);
       if (!ref.ok()) return Drop(View(frames[0]), ref.status());
-      if (auto gone = registry_.Unregister(ref->uuid)) {
-        EngineGone({gone->info.id, gone->info.uuid}, "unregistered");
-      }
-      return;
+      core_.Unregister(*ref, &actions_);
+      break;
     }
     default:
       return Drop(View(frames[0]),
                   "unexpected " + std::string(protocol::MsgTypeName(header->type)));
   }
-}
-
-void HubServer::Impl::EngineGone(const protocol::EngineRef& ref, const std::string& why) {
-  spdlog::info("engine {} is gone: {}", ref.engine_id, why);
-  activity_.EngineGone(ref.engine_id);
-  Publish(notifier_, MsgType::kEngineUnregistered, ref);
-  protocol::Event event;
-  event.kind = "engine_unregistered";
-  event.engine_id = ref.engine_id;
-  event.text = why;
-  Emit(std::move(event));
+  Apply(actions_, &frames[0], &*header);
 }
 
 void HubServer::Impl::Tick() {
@@ -257,43 +238,18 @@ void HubServer::Impl::Tick() {
   // Heartbeats that wait in the socket count: a hub slowed down by its
   // other work must not expire engines that did beat.
   Drain(registration_, &Impl::OnEngineMessage);
-  const int64_t expiry = int64_t{options_.heartbeat_ms} * options_.heartbeat_misses * 1000;
-  for (const auto& gone : registry_.Expire(base::MonotonicMicros(), expiry)) {
-    EngineGone({gone.info.id, gone.info.uuid}, "missed its heartbeats");
-  }
-  // Notices are idempotent: repeating them lets a scheduler that started
-  // (or restarted) after an engine registered learn of it.
-  if (base::MonotonicMicros() >= next_announce_) {
-    for (const auto& [id, record] : registry_.alive()) {
-      Publish(notifier_, MsgType::kEngineRegistered, record.info);
-    }
-    // So are the draining ones: a scheduler that missed the notice (it
-    // was restarting, or had not linked the engine yet) still retires it.
-    for (const protocol::EngineInfo& e : registry_.Listing()) {
-      if (e.state == EngineState::kDraining && !e.uuid.empty()) {
-        Publish(notifier_, MsgType::kEngineDraining, protocol::EngineRef{e.id, e.uuid});
-      }
-    }
-    next_announce_ = base::MonotonicMicros() + int64_t{options_.heartbeat_ms} * 1000;
-  }
+  actions_.Clear();
+  core_.Tick(&actions_);
+  Apply(actions_);
   FlushStore();
 }
 
 void HubServer::Impl::FlushStore() {
   Status s = store_->Flush();
   if (s.ok()) SendAcks();
-  if (!s.ok() && !flush_failing_) {
-    spdlog::error(
-        "{} (records stay in memory, and are not durable until a write "
-        "succeeds; retrying)",
-        s.message());
-    protocol::Event event;
-    event.kind = "store_error";
-    event.text = s.message();
-    Emit(std::move(event));
-  }
-  if (s.ok() && flush_failing_) spdlog::info("the task database is written again");
-  flush_failing_ = !s.ok();
+  actions_.Clear();
+  core_.Flushed(s, &actions_);
+  Apply(actions_);
 }
 
 Result<std::unique_ptr<HubServer>> HubServer::Create(const HubOptions& options) {

@@ -2,6 +2,9 @@
 // define it: server.cc (the loop, engines' registrations and heartbeats,
 // the store's flushes), intake.cc (the scheduler's monitor batches, their
 // acknowledgements) and queries.cc (clients' and supervisors' requests).
+// They decode what comes, hand it to the hub's core (hub_core.h), which
+// decides, and carry out the actions it returns (Apply): the loop is a thin
+// adapter, and holds no rule of engines or records.
 //
 // Thread safety: as HubServer.
 #ifndef ZTASK_HUB_SERVER_IMPL_H_
@@ -13,14 +16,15 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 #include <zmq.hpp>
 
 #include "base/clock.h"
-#include "hub/activity.h"
-#include "hub/registry.h"
+#include "hub/answers.h"
+#include "hub/hub_core.h"
 #include "hub/result_waits.h"
 #include "hub/server.h"
 #include "hub/store.h"
@@ -49,6 +53,7 @@ class HubServer::Impl {
         notifier_(context_, zmq::socket_type::pub),
         events_(context_, zmq::socket_type::xpub),
         session_(TaskId::Random()) {}
+  // (core_ is made with the store, in its declaration below.)
 
   ~Impl() {
     for (int fd : wake_) {
@@ -107,12 +112,16 @@ class HubServer::Impl {
   // and when the last one leaves, so that events are made only while someone
   // listens (each costs an encoding and an HMAC).
   void OnSubscriptions();
-  void Emit(protocol::Event event);
+
+  // Carries out what the core decided: the answer to the engine `peer`
+  // (when given) whose message had `request` as its header, the notices,
+  // the events, the waits to answer, the log.
+  void Apply(const HubActions& actions, zmq::message_t* peer = nullptr,
+             const protocol::Header* request = nullptr);
 
   // ---- engines ----------------------------------------------------------
 
   void OnEngineMessage(Frames& frames);
-  void EngineGone(const protocol::EngineRef& ref, const std::string& why);
   void Tick();
   void FlushStore();
 
@@ -142,36 +151,51 @@ class HubServer::Impl {
   void AnswerWait(const ResultWaits::Wait& wait);
   void OnQuery(Frames& frames);
 
-  // One page of the unfinished tasks, in id order, with the outcomes of the
-  // finished tasks they depend on. Pages keep each reply within the codec's
-  // limits whatever the history's length. (Other outcomes the scheduler
-  // looks up when a task names them: finished_only is not answered.)
-  protocol::RecoverReply Recover(const protocol::RecoverRequest& request) const;
+  // A query that came: who asked, its header, its content.
+  struct Query {
+    zmq::message_t& peer;
+    const protocol::Header& header;
+    std::string_view content;
+  };
+  // The query's content as a `Body`; nullopt (and the query dropped) when
+  // it cannot be read.
+  template <class Body>
+  std::optional<Body> Read(const Query& query) {
+    auto body = protocol::DecodeBody<Body>(query.content);
+    if (!body.ok()) {
+      Drop(View(query.peer), body.status());
+      return std::nullopt;
+    }
+    return std::move(*body);
+  }
+  template <class Content>
+  void Answer(const Query& query, MsgType type, const Content& content) {
+    Reply(query_, query.peer, type, query.header, content);
+  }
+  // One handler per query type (OnQuery dispatches).
+  void OnResultRequest(const Query& query);
+  void OnRecoverRequest(const Query& query);
+  void OnStatsRequest(const Query& query);
+  void OnJobsRequest(const Query& query);
+  void OnEngineState(const Query& query);
+  void OnPurgeRequest(const Query& query);
+  void OnShutdownRequest(const Query& query);
 
-  // The records of the listed tasks (and which are unknown); with no list,
-  // one page of every record in id order after request.after: at most
-  // request.limit (and kMaxPage), and no more than about kPageBytes of them.
-  // `lean`: without outputs and results (the scheduler needs outcomes only).
-  protocol::ResultReply Records(const protocol::TaskIdList& request, bool lean) const;
-
-  // A record in a status of a listing: waiting, running, ok, or failed (an
-  // error not replaced by a resubmission).
-  static bool InStatus(const protocol::TaskRecord& r, std::string_view status);
-  protocol::JobsReply Jobs(const protocol::JobsRequest& request);
   protocol::StatsReply Stats(const protocol::StatsRequest& request) const;
-  protocol::QueueReply QueueStatus() const;
 
   HubOptions options_;
   protocol::ConnectionInfo info_;
   protocol::Signer signer_;
   protocol::Limits limits_;
   std::unique_ptr<TaskStore> store_;
+  SystemClock clock_;
+  HubCore core_{{options_.heartbeat_ms, options_.heartbeat_misses, options_.max_engines},
+                store_.get(),
+                &clock_};
+  HubActions actions_;  // reused: see Apply
   ResultWaits waits_;
-  EngineRegistry registry_;
-  Activity activity_;
   zmq::context_t context_{protocol::OwnBuffersContext()};  // batches wait in its queue
   zmq::socket_t registration_, query_, monitor_, notifier_, events_;
-  int64_t events_published_ = 0;
   std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
   TaskId session_;
   uint64_t counter_ = 0;
@@ -184,10 +208,7 @@ class HubServer::Impl {
   protocol::ReplayGuard registration_guard_{protocol::ReplayWindowOf(options_.replay_window_s)},
       query_guard_{protocol::ReplayWindowOf(options_.replay_window_s)},
       monitor_guard_{protocol::ReplayWindowOf(0)};
-  int64_t next_announce_ = 0;
-  bool flush_failing_ = false;
   std::map<std::string, std::vector<int64_t>> acks_;  // by monitor peer, to send
-  uint64_t refused_registrations_ = 0;
   int listeners_ = 0;  // subscriptions to the event stream, by topic
 };
 

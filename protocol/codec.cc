@@ -83,6 +83,8 @@ class Writer {
   }
   void Write(TaskState s) { WriteString(TaskStateName(s)); }
   void Write(EngineState s) { WriteString(EngineStateName(s)); }
+  void Write(EventKind k) { WriteString(EventKindName(k)); }
+  void Write(EventStatus s) { WriteString(EventStatusName(s)); }
   void Write(DependencyMode m) { WriteString(DependencyModeName(m)); }
   void Write(AcceptedOutcome o) { WriteString(AcceptedOutcomeName(o)); }
   void Write(const RawValue& raw) {
@@ -282,6 +284,12 @@ class Reader {
   }
   static Status Read(const msgpack::object& o, EngineState& out) {
     return ReadNamed(o, out, ParseEngineState, "an engine state name", "unknown engine state");
+  }
+  static Status Read(const msgpack::object& o, EventKind& out) {
+    return ReadNamed(o, out, ParseEventKind, "an event kind name", "unknown event kind");
+  }
+  static Status Read(const msgpack::object& o, EventStatus& out) {
+    return ReadNamed(o, out, ParseEventStatus, "an event status name", "unknown event status");
   }
   static Status Read(const msgpack::object& o, DependencyMode& out) {
     return ReadNamed(o, out, ParseDependencyMode, "'all' or 'any'", "mode must be 'all' or 'any'");

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "protocol/message_type.h"
@@ -101,8 +102,18 @@ struct RoutingMeta {
 };
 
 // Frame 5 of a task_request: what the engine runs. The scheduler never reads it.
+// What a task runs. TaskSpec carries the name (TaskKindName): "command",
+// "function", "python".
+enum class TaskKind : uint8_t { kCommand = 0, kFunction, kPython };
+std::string_view TaskKindName(TaskKind kind);
+// The inverse of TaskKindName; nullopt for an unknown name.
+std::optional<TaskKind> ParseTaskKind(std::string_view name);
+
 struct TaskSpec {
-  std::string kind;  // "command" or "function"
+  // A TaskKind's name. Kept as the name that came, so that a kind this
+  // build does not know still reaches the engine, which fails the task with
+  // "unknown task kind" (read it with ParseTaskKind).
+  std::string kind;
   std::string function;
   RawValue args;
   std::vector<std::string> argv;
@@ -706,13 +717,54 @@ struct OutcomeMeta {
 
 // ---- hub -> monitors event stream ------------------------------------------
 
+// What an event tells. The wire carries the name (EventKindName):
+// "engine_registered", "engine_unregistered", "engine_state",
+// "task_submitted", "task_assigned", "task_finished", "task_returned" (sent
+// ahead and not run: waiting again), "task_retried", "store_error".
+enum class EventKind : uint8_t {
+  kEngineRegistered = 0,
+  kEngineUnregistered,
+  kEngineState,
+  kTaskSubmitted,
+  kTaskAssigned,
+  kTaskFinished,
+  kTaskReturned,
+  kTaskRetried,
+  kStoreError,
+};
+std::string_view EventKindName(EventKind kind);
+// The inverse of EventKindName; nullopt for an unknown name.
+std::optional<EventKind> ParseEventKind(std::string_view name);
+
+// An event's status: a task attempt's outcome ("ok", "error") or, for
+// engine_state, the engine's state (EngineStateName); "" (kNone) for
+// events without one. The wire carries the name (EventStatusName).
+enum class EventStatus : uint8_t {
+  kNone = 0,
+  kOk,
+  kError,
+  kStarting,  // from here on in EngineState's order
+  kRunning,
+  kRestarting,
+  kDraining,
+  kFailed,
+  kStopped,
+};
+std::string_view EventStatusName(EventStatus status);
+// The inverse of EventStatusName; nullopt for an unknown name.
+std::optional<EventStatus> ParseEventStatus(std::string_view name);
+constexpr EventStatus EventStatusOf(EngineState state) {
+  return static_cast<EventStatus>(static_cast<uint8_t>(EventStatus::kStarting) +
+                                  static_cast<uint8_t>(state));
+}
+constexpr EventStatus EventStatusOf(bool ok) { return ok ? EventStatus::kOk : EventStatus::kError; }
+
 struct Event {
-  std::string kind;  // engine_registered, engine_unregistered, task_submitted,
-                     // task_assigned, task_finished, ...
+  EventKind kind = EventKind::kEngineRegistered;
   std::optional<TaskId> task_id;
   std::optional<int32_t> engine_id;
   std::optional<int32_t> attempt;
-  std::string status;
+  EventStatus status = EventStatus::kNone;
   ErrorType error_type = ErrorType::kNone;
   std::string text;
   int64_t at_us = 0;

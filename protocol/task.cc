@@ -11,6 +11,7 @@
 #include <exception>
 
 #include "base/clock.h"
+#include "protocol/messages.h"
 #include "ztask/task_id.h"
 
 namespace ztask {
@@ -85,6 +86,43 @@ std::string_view EngineStateName(EngineState state) {
 std::optional<EngineState> ParseEngineState(std::string_view name) {
   return ValueNamed<EngineState>(kEngineStateNames, name);
 }
+
+namespace protocol {
+
+constexpr std::array<std::string_view, 3> kTaskKindNames = {"command", "function", "python"};
+
+std::string_view TaskKindName(TaskKind kind) { return kTaskKindNames[static_cast<size_t>(kind)]; }
+
+std::optional<TaskKind> ParseTaskKind(std::string_view name) {
+  return ValueNamed<TaskKind>(kTaskKindNames, name);
+}
+
+constexpr std::array<std::string_view, 9> kEventKindNames = {
+    "engine_registered", "engine_unregistered", "engine_state",  "task_submitted", "task_assigned",
+    "task_finished",     "task_returned",       "task_retried",  "store_error"};
+
+std::string_view EventKindName(EventKind kind) {
+  return kEventKindNames[static_cast<size_t>(kind)];
+}
+
+std::optional<EventKind> ParseEventKind(std::string_view name) {
+  return ValueNamed<EventKind>(kEventKindNames, name);
+}
+
+static_assert(EventStatusOf(EngineState::kStopped) == EventStatus::kStopped);
+
+constexpr std::array<std::string_view, 9> kEventStatusNames = {
+    "", "ok", "error", "starting", "running", "restarting", "draining", "failed", "stopped"};
+
+std::string_view EventStatusName(EventStatus status) {
+  return kEventStatusNames[static_cast<size_t>(status)];
+}
+
+std::optional<EventStatus> ParseEventStatus(std::string_view name) {
+  return ValueNamed<EventStatus>(kEventStatusNames, name);
+}
+
+}  // namespace protocol
 
 std::string_view DependencyModeName(DependencyMode mode) {
   return mode == DependencyMode::kAll ? "all" : "any";

@@ -139,7 +139,7 @@ template <> inline OutcomeMeta Sample<OutcomeMeta>() {
   return {false, false, ErrorType::kEngineError, 2, 1};
 }
 template <> inline Event Sample<Event>() {
-  return {"task_assigned", SampleId(3), 2, 1, "", ErrorType::kNone, "", 99, 7};
+  return {EventKind::kTaskAssigned, SampleId(3), 2, 1, EventStatus::kNone, ErrorType::kNone, "", 99, 7};
 }
 
 template <MsgType kType>

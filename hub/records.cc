@@ -1,0 +1,349 @@
+// The records in memory (records.h): their changes, counts and retention.
+// Must not: read or write a file (a record let go of is read back through
+// the RecordSource).
+#include "hub/records.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace ztask::hub {
+namespace {
+
+bool Finished(const protocol::TaskRecord& r) { return IsFinal(r.state); }
+
+}  // namespace
+
+bool RecordBook::Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
+                           const protocol::TaskSpec& spec,
+                           std::vector<std::string> request_frames) {
+  bool made;
+  Entry& e = EntryOf(request.id, &made);
+  if (!made && Finished(e.record)) return false;
+  Touch(e);
+  protocol::TaskRecord& r = e.record;
+  Tally(r, -1);
+  r.label = spec.label;
+  r.client = request.session;
+  if (r.state == TaskState::kNone) r.state = TaskState::kWaiting;  // what came later for it stays
+  r.submitted_us = request.date_us;
+  r.routing = meta;
+  r.job = spec.job;
+  r.array_index = spec.array_index;
+  // What it runs, to be submitted again: not a Python task's (its pickled
+  // function and arguments could be large, and only Python can send it).
+  if (protocol::ParseTaskKind(spec.kind) != protocol::TaskKind::kPython) r.spec = spec;
+  Tally(r, +1);
+  if (spec.replaces && *spec.replaces != request.id) Replace(*spec.replaces, request.id);
+  if (!e.has_request) {
+    e.request = std::move(request_frames);
+    e.has_request = true;
+    e.request_changed = true;
+  }
+  return true;
+}
+
+void RecordBook::Replace(const TaskId& old_id, const TaskId& by) {
+  bool made;
+  Entry& old = EntryOf(old_id, &made);
+  if (made) {  // never recorded: nothing to mark
+    entries_.erase(old_id);
+    return;
+  }
+  if (old.record.state != TaskState::kError || old.record.replaced_by) return;
+  Touch(old);
+  Tally(old.record, -1);
+  old.record.replaced_by = by;
+  Tally(old.record, +1);
+}
+
+std::string RecordBook::NewJobName() {
+  for (;;) {
+    std::string name = std::to_string(++last_job_number_);
+    if (!jobs_.contains(name)) return name;
+  }
+}
+
+void RecordBook::DropRequest(Entry& e) {
+  if (!e.has_request) return;
+  e.request.clear();
+  e.request.shrink_to_fit();
+  e.has_request = false;
+  e.request_changed = true;
+}
+
+// The monitor may repeat itself, and after a restart of the hub deliver an
+// older batch after a newer one: a change applies only when it is news. An
+// attempt's assignment comes before its outcome, so an assignment of an
+// attempt already counted is old.
+bool RecordBook::Assigned(const TaskId& id, const protocol::Assignment& assignment) {
+  bool made;
+  Entry& e = EntryOf(id, &made);
+  if (!made && (Finished(e.record) || assignment.attempt <= e.record.attempts)) return false;
+  Touch(e);
+  protocol::TaskRecord& r = e.record;
+  Tally(r, -1);
+  r.state = TaskState::kRunning;
+  r.engine_id = assignment.engine_id;
+  r.attempts = assignment.attempt;
+  Tally(r, +1);
+  return true;
+}
+
+bool RecordBook::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
+                         const protocol::TaskResult& result, int64_t now_us) {
+  bool made;
+  Entry& e = EntryOf(id, &made);
+  const protocol::TaskRecord& known = e.record;
+  if (!made && (Finished(known) ||
+                (!meta.final && (meta.attempt < known.attempts ||
+                                 (meta.attempt == known.attempts && known.state == TaskState::kWaiting))))) {
+    return false;  // final already, or a retry of an attempt already counted
+  }
+  Touch(e);
+  protocol::TaskRecord& r = e.record;
+  Tally(r, -1);
+  r.attempts = std::max(r.attempts, meta.attempt);
+  r.error_type = meta.error_type;
+  r.error_message = result.error_message;
+  if (meta.engine_id) r.engine_id = meta.engine_id;
+  if (!meta.final) {
+    r.state = TaskState::kWaiting;  // queued again for another attempt
+    Tally(r, +1);
+    return true;
+  }
+  DropRequest(e);
+  if (source_) finished_order_.push_back(id);
+  r.state = meta.ok ? TaskState::kOk : TaskState::kError;
+  r.result = result.result;
+  r.exit_code = result.exit_code;
+  r.stdout_text = result.stdout_text;
+  r.stderr_text = result.stderr_text;
+  r.stdout_truncated = result.stdout_truncated;
+  r.stderr_truncated = result.stderr_truncated;
+  if (result.started_us) r.started_us = result.started_us;
+  r.completed_us = result.completed_us ? result.completed_us : now_us;
+  Tally(r, +1);
+  return true;
+}
+
+void RecordBook::Tally(const protocol::TaskRecord& r, int delta) {
+  if (r.state == TaskState::kWaiting) {
+    waiting_ += delta;
+  } else if (r.engine_id) {
+    if (r.state == TaskState::kRunning) by_engine_[*r.engine_id].running += delta;
+    if (Finished(r)) {
+      by_engine_[*r.engine_id].finished += delta;
+      tally_changed_.insert(*r.engine_id);
+    }
+  }
+  if (Finished(r)) {
+    (r.state == TaskState::kOk ? ok_ : failed_) += delta;
+    outcomes_changed_ = true;
+  }
+  if (!r.job || r.state == TaskState::kNone) return;
+  protocol::JobSummary& j = jobs_[*r.job];
+  if (j.name.empty()) j.name = *r.job;
+  if (r.replaced_by) {
+    j.replaced += delta;
+  } else {
+    switch (r.state) {
+      case TaskState::kWaiting: j.waiting += delta; break;
+      case TaskState::kRunning: j.running += delta; break;
+      case TaskState::kOk: j.ok += delta; break;
+      case TaskState::kError: j.failed += delta; break;
+      case TaskState::kNone: break;
+    }
+  }
+  if (delta > 0) {
+    if (r.submitted_us > 0 && (j.first_submit_us == 0 || r.submitted_us < j.first_submit_us)) {
+      j.first_submit_us = r.submitted_us;
+    }
+    if (Finished(r) && r.completed_us) j.last_finish_us = std::max(j.last_finish_us, *r.completed_us);
+  }
+  if (Finished(r)) jobs_changed_.insert(*r.job);
+}
+
+size_t RecordBook::Purge(const std::vector<TaskId>& ids, bool all) {
+  std::vector<TaskId> doomed;
+  if (all) {
+    entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
+      if (Finished(e->record)) doomed.push_back(id);
+    });
+  } else {
+    for (const TaskId& id : ids) {
+      bool made;
+      Entry& e = EntryOf(id, &made);  // brings back one let go of
+      if (made) {
+        entries_.erase(id);
+      } else if (Finished(e.record)) {
+        doomed.push_back(id);
+      }
+    }
+  }
+  std::sort(doomed.begin(), doomed.end());
+  doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());  // listed twice
+  bool dirty_purged = false;
+  for (const TaskId& id : doomed) {
+    Entry& e = **entries_.find(id);
+    Tally(e.record, -1);
+    if (e.row != 0) deleted_rows_.push_back(e.row);
+    if (e.dirty) {
+      e.dirty = false;  // marks it for taking out of dirty_ below
+      dirty_purged = true;
+    }
+  }
+  if (dirty_purged) {
+    std::erase_if(dirty_, [](const Entry* e) { return !e->dirty; });
+  }
+  for (const TaskId& id : doomed) entries_.erase(id);
+  return doomed.size();
+}
+
+void RecordBook::ForgetFinished() {
+  std::vector<TaskId> gone;
+  entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
+    if (Finished(e->record)) gone.push_back(id);
+  });
+  for (const TaskId& id : gone) entries_.erase(id);
+  for (auto& [engine, tally] : by_engine_) tally.finished = 0;
+  ok_ = failed_ = 0;
+  for (auto& [name, job] : jobs_) job.ok = job.failed = job.replaced = 0;
+  finished_order_.clear();
+  has_evicted_ = false;
+}
+
+void RecordBook::Committed(const NewRows& added) {
+  for (const auto& [e, row] : added) {
+    e->row = row;
+    largest_stored_ = std::max(largest_stored_, e->record.id);
+  }
+  Clean();
+  Evict();
+}
+
+void RecordBook::Evict() {
+  while (finished_order_.size() > keep_finished_) {
+    const TaskId id = finished_order_.front();
+    finished_order_.pop_front();
+    const Entry* e = FindEntry(id);
+    // Purged already, or not written (a failed write left it dirty).
+    if (!e || e->row == 0 || e->dirty || !Finished(e->record)) continue;
+    entries_.erase(id);
+    has_evicted_ = true;
+  }
+}
+
+RecordBook::Entry& RecordBook::EntryOf(const TaskId& id, bool* made) {
+  auto [slot, inserted] = entries_.try_emplace(id);
+  *made = inserted;
+  if (!inserted) return **slot;
+  *slot = std::make_unique<Entry>();
+  Entry& e = **slot;
+  e.record.id = id;
+  // A record let go of is finished: it comes back (to be let go again) so
+  // that what comes for it is checked against it, never written twice.
+  if (MayBeStored(id) && source_->ReadStored(id, &e.record, &e.row)) {
+    *made = false;
+    if (Finished(e.record)) finished_order_.push_back(id);
+  }
+  return e;
+}
+
+void RecordBook::Touch(Entry& e) {
+  if (!e.dirty) {
+    e.dirty = true;
+    dirty_.push_back(&e);
+  }
+}
+
+void RecordBook::Clean() {
+  for (Entry* e : dirty_) e->dirty = e->request_changed = false;
+  dirty_.clear();
+  deleted_rows_.clear();
+  tally_changed_.clear();
+  jobs_changed_.clear();
+  outcomes_changed_ = false;
+}
+
+const RecordBook::Entry* RecordBook::FindEntry(const TaskId& id) const {
+  const std::unique_ptr<Entry>* slot = entries_.find(id);
+  return slot ? slot->get() : nullptr;
+}
+
+const std::vector<std::string>* RecordBook::RequestOf(const TaskId& id) const {
+  const Entry* e = FindEntry(id);
+  return e && e->has_request ? &e->request : nullptr;
+}
+
+const protocol::TaskRecord* RecordBook::Find(const TaskId& id,
+                                             protocol::TaskRecord* scratch) const {
+  if (const Entry* e = FindEntry(id)) return &e->record;
+  int64_t row;
+  if (MayBeStored(id) && source_->ReadStored(id, scratch, &row)) return scratch;
+  return nullptr;
+}
+
+void RecordBook::KeepFirst(std::vector<TaskId>* ids, size_t limit) {
+  const size_t n = std::min(ids->size(), limit);
+  std::partial_sort(ids->begin(), ids->begin() + static_cast<std::ptrdiff_t>(n), ids->end());
+  ids->resize(n);
+}
+
+std::vector<TaskId> RecordBook::IdsAfter(const std::optional<TaskId>& after, size_t limit,
+                                         const std::optional<std::string>& job) const {
+  // Every record when none was let go; otherwise those not yet written (the
+  // file has the rest, in the order of its index).
+  std::vector<TaskId> ids;
+  entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
+    if ((!after || *after < id) && (!has_evicted_ || e->row == 0) &&
+        (!job || e->record.job == job)) {
+      ids.push_back(id);
+    }
+  });
+  KeepFirst(&ids, limit);
+  return ids;
+}
+
+void RecordBook::RestoreJob(protocol::JobSummary job) {
+  std::string name = job.name;
+  jobs_[std::move(name)] = std::move(job);
+}
+
+void RecordBook::RestoreUnfinished(protocol::TaskRecord record, int64_t row,
+                                   std::optional<std::vector<std::string>> request) {
+  bool made;
+  Entry& e = EntryOf(record.id, &made);
+  e.row = row;
+  e.record = std::move(record);
+  Tally(e.record, +1);  // finished ones are counted in the file's counts
+  if (request) {
+    e.request = std::move(*request);
+    e.has_request = true;
+  }
+}
+
+void RecordBook::RestoreFinished(protocol::TaskRecord record, int64_t row) {
+  bool made;
+  Entry& e = EntryOf(record.id, &made);
+  e.row = row;
+  e.record = std::move(record);
+  finished_order_.push_front(e.record.id);  // read newest first
+}
+
+void RecordBook::Restored(bool evicted, std::optional<TaskId> largest) {
+  tally_changed_.clear();
+  jobs_changed_.clear();
+  for (const auto& [name, job] : jobs_) {
+    char* end = nullptr;
+    const long long n = std::strtoll(name.c_str(), &end, 10);
+    if (!name.empty() && *end == '\0' && n > last_job_number_) last_job_number_ = n;
+  }
+  has_evicted_ = evicted;
+  if (largest) {
+    largest_stored_ = *largest;
+  } else if (has_evicted_) {
+    largest_stored_ = TaskId{~uint64_t{0}, ~uint64_t{0}};  // unknown: any id may be there
+  }
+}
+
+}  // namespace ztask::hub

@@ -1,0 +1,207 @@
+// RecordBook: the hub's records of tasks in memory. It owns what a task's
+// record holds (Entry), how a monitor message changes it, the counts kept as
+// records change (so that a status query costs the number of engines, not of
+// records), which finished records stay in memory, and what changed since the
+// last write. It must not touch a file: the SQLite file (store_file.h) writes
+// what it lists as changed, and a record let go of is read back through the
+// RecordSource it is given.
+//
+// Until a task has its final outcome, the book also keeps its request as the
+// scheduler saw it (header, metadata, content, buffers), so that a restarted
+// scheduler can queue it again. A request whose task finishes before the next
+// write is never written.
+//
+// Every change is idempotent: a final record never goes back, so the monitor
+// may deliver a batch twice (it resends what the hub did not acknowledge).
+//
+// Thread safety: owned by one thread.
+#ifndef ZTASK_HUB_RECORDS_H_
+#define ZTASK_HUB_RECORDS_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/flat_id_map.h"
+#include "protocol/messages.h"
+
+namespace ztask::hub {
+
+// Where records let go of are read back from (the SQLite file).
+class RecordSource {
+ public:
+  virtual ~RecordSource() = default;
+  // The stored record of `id` and its row number; false when there is none.
+  virtual bool ReadStored(const TaskId& id, protocol::TaskRecord* record,
+                          int64_t* row) const = 0;
+};
+
+class RecordBook {
+ public:
+  // Everything kept of one task, found with one lookup.
+  struct Entry {
+    protocol::TaskRecord record;
+    std::vector<std::string> request;  // while unfinished (has_request)
+    int64_t row = 0;                   // its row in the file; 0: not written yet
+    bool has_request = false;
+    bool dirty = false;            // changed since the last write (in dirty())
+    bool request_changed = false;  // its request kept or dropped since then
+  };
+  // Per engine id: the tasks running (or queued) there and those that ended
+  // there.
+  struct EngineTally {
+    int64_t running = 0, finished = 0;
+  };
+  // New rows a write gave to entries, applied once it committed.
+  using NewRows = std::vector<std::pair<Entry*, int64_t>>;
+
+  // `source` null: no file, every record stays in memory. Otherwise at most
+  // `keep_finished` finished records stay, beyond those not yet written.
+  RecordBook(size_t keep_finished, const RecordSource* source)
+      : keep_finished_(keep_finished), source_(source) {}
+  RecordBook(const RecordBook&) = delete;
+  RecordBook& operator=(const RecordBook&) = delete;
+
+  // ---- changes from the monitor: each returns false when the record was
+  // already final or the change is old (nothing changed).
+  // `request_frames` is the task's frames after the signature, without the
+  // parent.
+  bool Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
+                 const protocol::TaskSpec& spec, std::vector<std::string> request_frames);
+  bool Assigned(const TaskId& id, const protocol::Assignment& assignment);
+  bool Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
+               const protocol::TaskResult& result, int64_t now_us);
+
+  // ---- reading
+  // The kept request of an unfinished task, or null.
+  const std::vector<std::string>* RequestOf(const TaskId& id) const;
+  // The record of `id`: in memory, or read from the source into *scratch;
+  // null when there is none.
+  const protocol::TaskRecord* Find(const TaskId& id, protocol::TaskRecord* scratch) const;
+  // Up to `limit` ids after `after` (all with nullopt), of `job` when given,
+  // sorted, among the records in memory that the file does not list (every
+  // record in memory while none was let go).
+  std::vector<TaskId> IdsAfter(const std::optional<TaskId>& after, size_t limit,
+                               const std::optional<std::string>& job) const;
+  // Sorts the first `limit` ids of *ids and drops the rest.
+  static void KeepFirst(std::vector<TaskId>* ids, size_t limit);
+  // Calls f(id, record) for every record in memory, in no order.
+  template <class F>
+  void ForEachRecord(F&& f) const {
+    entries_.for_each(
+        [&](const TaskId& id, const std::unique_ptr<Entry>& entry) { f(id, entry->record); });
+  }
+  size_t size() const { return entries_.size(); }
+  // Whether some finished records are only in the file.
+  bool has_evicted() const { return has_evicted_; }
+
+  // ---- counts
+  int64_t waiting() const { return waiting_; }
+  int64_t running() const {
+    int64_t n = 0;
+    for (const auto& [engine, tally] : by_engine_) n += tally.running;
+    return n;
+  }
+  int64_t ok() const { return ok_; }
+  int64_t failed() const { return failed_; }
+  const std::map<int32_t, EngineTally>& by_engine() const { return by_engine_; }
+  const std::map<std::string, protocol::JobSummary>& jobs() const { return jobs_; }
+  // A name for a new job: one more than the largest number that names a
+  // job (or was given by this call before).
+  std::string NewJobName();
+
+  // ---- purging
+  // Removes finished records (the listed ones, or all in memory with
+  // `all`); returns how many went.
+  size_t Purge(const std::vector<TaskId>& ids, bool all);
+  // After the file deleted every finished row and zeroed its counts: the
+  // same in memory.
+  void ForgetFinished();
+
+  // ---- what a write needs, and what it did
+  const std::vector<Entry*>& dirty() const { return dirty_; }
+  const std::vector<int64_t>& deleted_rows() const { return deleted_rows_; }
+  const std::set<int32_t>& tally_changed() const { return tally_changed_; }
+  bool outcomes_changed() const { return outcomes_changed_; }
+  const std::set<std::string>& jobs_changed() const { return jobs_changed_; }
+  // Rows the next write writes or deletes.
+  size_t unflushed() const { return dirty_.size() + deleted_rows_.size(); }
+  bool HasChanges() const {
+    return unflushed() != 0 || !tally_changed_.empty() || outcomes_changed_ ||
+           !jobs_changed_.empty();
+  }
+  // A write committed: the rows it gave take effect, nothing is changed
+  // any more, and the oldest finished records beyond keep_finished go.
+  void Committed(const NewRows& added);
+  // Nothing is changed any more (without a file, nothing is written).
+  void Clean();
+
+  // ---- restoring what the file holds, at start
+  void RestoreEngineCount(int32_t engine, int64_t finished) {
+    by_engine_[engine].finished = finished;
+  }
+  void RestoreOutcomeCount(TaskState state, int64_t n) {
+    (state == TaskState::kOk ? ok_ : failed_) = n;
+  }
+  void RestoreJob(protocol::JobSummary job);
+  // An unfinished record, with its request when it has one.
+  void RestoreUnfinished(protocol::TaskRecord record, int64_t row,
+                         std::optional<std::vector<std::string>> request);
+  // A finished record; they come newest first.
+  void RestoreFinished(protocol::TaskRecord record, int64_t row);
+  // Every row was read: `evicted` when some finished ones were left in the
+  // file, `largest` the largest id in it (nullopt: none, or unknown).
+  void Restored(bool evicted, std::optional<TaskId> largest);
+
+ private:
+  // The entry of `id`, made when missing (`made` says so): one lookup, and
+  // one in the source when records were let go (a finished one comes back).
+  Entry& EntryOf(const TaskId& id, bool* made);
+  const Entry* FindEntry(const TaskId& id) const;
+  // Whether the source may hold a record of `id` that memory does not.
+  bool MayBeStored(const TaskId& id) const { return has_evicted_ && !(largest_stored_ < id); }
+  // Marks an entry to be written at the next write.
+  void Touch(Entry& e);
+  // The request of a task that just got its final outcome is not needed.
+  void DropRequest(Entry& entry);
+  // Marks the failed task `old_id` as replaced by `by` (a resubmission).
+  void Replace(const TaskId& old_id, const TaskId& by);
+  // Adds (+1) or takes away (-1) a record from the counts.
+  void Tally(const protocol::TaskRecord& r, int delta);
+  // Lets go of the oldest finished records beyond keep_finished (written
+  // ones only).
+  void Evict();
+
+  size_t keep_finished_;
+  const RecordSource* source_;
+  // Entries stay where they are made (an allocation each), so dirty_ may
+  // point at them; Purge takes a purged entry out of dirty_.
+  FlatIdMap<std::unique_ptr<Entry>> entries_;
+  std::vector<Entry*> dirty_;          // each dirty entry once
+  std::vector<int64_t> deleted_rows_;  // rows of purged records
+  int64_t waiting_ = 0;
+  std::map<int32_t, EngineTally> by_engine_;
+  std::set<int32_t> tally_changed_;  // engines whose finished count to write
+  int64_t ok_ = 0, failed_ = 0;
+  bool outcomes_changed_ = false;  // ok_ or failed_ to write
+  std::map<std::string, protocol::JobSummary> jobs_;
+  std::set<std::string> jobs_changed_;  // whose finished counts to write
+  int64_t last_job_number_ = 0;
+  // Finished records in memory, oldest first (some may be purged already).
+  std::deque<TaskId> finished_order_;
+  bool has_evicted_ = false;
+  // No row of the file has a larger id: a new id above it (the usual case,
+  // as clients make ids that grow with time: TaskId::New) is known not to
+  // be there without reading the file.
+  TaskId largest_stored_;
+};
+
+}  // namespace ztask::hub
+
+#endif  // ZTASK_HUB_RECORDS_H_

@@ -5,26 +5,37 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
 
 #include "base/signals.h"
 #include "base/usage.h"
+#include "cluster/passed_flags.h"
 #include "scheduler/scheme.h"
 #include "scheduler/server.h"
-#include "cluster/passed_flags.h"
 
-int main(int argc, char** argv) {
-  // What it writes (records, journal, logs) holds commands, environments and
-  // outputs: for its user only, whoever started it.
-  ::umask(077);
-  ztask::scheduler::SchedulerOptions options;
+namespace {
+
+using ztask::scheduler::SchedulerOptions;
+
+// What the command line says: the server's options and what only main uses.
+struct Flags {
+  SchedulerOptions options;
   std::string ip;
   std::string log_level = "info";
-  std::string schemes;
-  for (const auto& n : ztask::scheduler::SchemeNames())
-    schemes += (schemes.empty() ? "" : ", ") + n;
+};
 
-  CLI::App app{"taskscheduler: routes ztask tasks from clients to engines"};
-  app.add_option("--scheme", options.scheme, "how to choose an engine: " + schemes)
+std::string SchemeList() {
+  std::string schemes;
+  for (const auto& n : ztask::scheduler::SchemeNames()) {
+    schemes += (schemes.empty() ? "" : ", ") + n;
+  }
+  return schemes;
+}
+
+// Where the scheduler's sockets are, and how it routes.
+void AddRoutingFlags(CLI::App& app, Flags& flags) {
+  SchedulerOptions& options = flags.options;
+  app.add_option("--scheme", options.scheme, "how to choose an engine: " + SchemeList())
       ->capture_default_str();
   app.add_option("--hwm", options.hwm, "most tasks outstanding per engine; 0: no limit")
       ->capture_default_str();
@@ -40,7 +51,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--engine-endpoint", options.engine_endpoint, "where engines connect")
       ->capture_default_str();
-  app.add_option("--ip", ip, "bind both endpoints on this address, any free port");
+  app.add_option("--ip", flags.ip, "bind both endpoints on this address, any free port");
+}
+
+// What peers may send, and what survives a crash or a restart.
+void AddLimitFlags(CLI::App& app, SchedulerOptions& options) {
+  using ztask::cluster::AddPassedFlag;
   app.add_option("--max-message-bytes", options.limits.max_message_bytes,
                  "largest message accepted")
       ->capture_default_str();
@@ -60,8 +76,16 @@ int main(int argc, char** argv) {
   AddPassedFlag(app, "--recover-grace", options.recover_grace_s)->capture_default_str();
   AddPassedFlag(app, "--socket-hwm", options.socket_hwm)->capture_default_str();
   AddPassedFlag(app, "--durability", options.durability)->capture_default_str();
-  app.add_option("--seed", options.seed, "seed of the sampling schemes; 0: random");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+}
+
+// The flags, or the exit code when the command line asks for none of the
+// work (--help, --version) or is wrong.
+std::optional<int> ParseFlags(int argc, char** argv, Flags& flags) {
+  CLI::App app{"taskscheduler: routes ztask tasks from clients to engines"};
+  AddRoutingFlags(app, flags);
+  AddLimitFlags(app, flags.options);
+  app.add_option("--seed", flags.options.seed, "seed of the sampling schemes; 0: random");
+  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   ztask::AddStandardFlags(app, "taskscheduler");
   try {
@@ -69,14 +93,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return ztask::UsageExit(app, e, "taskscheduler");
   }
-  if (!ip.empty()) {
-    options.client_endpoint = "tcp://" + ip + ":*";
-    options.engine_endpoint = "tcp://" + ip + ":*";
+  if (!flags.ip.empty()) {
+    flags.options.client_endpoint = "tcp://" + flags.ip + ":*";
+    flags.options.engine_endpoint = "tcp://" + flags.ip + ":*";
   }
-  ztask::InstallStopSignals();
-  spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskscheduler %l: %v");
+  return std::nullopt;
+}
 
+// Reads the connection file, binds, records the endpoints in the file, and
+// serves until a stop signal. Returns the exit code.
+int Serve(const SchedulerOptions& options) {
   auto server = ztask::scheduler::SchedulerServer::Create(options);
   if (!server.ok()) {
     std::fprintf(stderr, "taskscheduler: %s\n", server.status().message().c_str());
@@ -88,4 +114,18 @@ int main(int argc, char** argv) {
   (*server)->Run();
   ztask::SetStopTarget(nullptr);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // What it writes (records, journal, logs) holds commands, environments and
+  // outputs: for its user only, whoever started it.
+  ::umask(077);
+  Flags flags;
+  if (std::optional<int> exit_code = ParseFlags(argc, argv, flags)) return *exit_code;
+  ztask::InstallStopSignals();
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskscheduler %l: %v");
+  return Serve(flags.options);
 }

@@ -1,22 +1,187 @@
-#include <cassert>
+// The taskscheduler's loop (server.h): it owns the sockets and the core,
+// wires each socket to the part that handles it, and ends every turn by
+// sending what the turn decided. Each part is a file of its own:
+//
+//   client ROUTER   client_port.h     tasks and aborts in
+//   engine ROUTER   engine_port.h     engines ready, replies in
+//   notifier SUB    hub_notices.h     engines registered, draining, gone
+//   monitor DEALER  hub_link.h        records out, acknowledgements and lookups in
+//   (none)          action_applier.h  the core's actions, into the outboxes
+//   (none)          restart_recovery.h  what an earlier scheduler left in flight
+//
+// It must not handle a message itself: a turn only dispatches.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
 
 #include "base/clock.h"
 #include "base/reactor.h"
-#include "scheduler/server_impl.h"
+#include "protocol/connection_file.h"
+#include "protocol/peer_routes.h"
+#include "protocol/security.h"
+#include "protocol/wire.h"
+#include "scheduler/action_applier.h"
+#include "scheduler/client_port.h"
+#include "scheduler/core.h"
+#include "scheduler/engine_directory.h"
+#include "scheduler/engine_port.h"
+#include "scheduler/frame_builder.h"
+#include "scheduler/hub_link.h"
+#include "scheduler/hub_notices.h"
+#include "scheduler/inbound.h"
+#include "scheduler/journal.h"
+#include "scheduler/kept_requests.h"
+#include "scheduler/outbox.h"
+#include "scheduler/restart_recovery.h"
+#include "scheduler/server.h"
 
 namespace ztask::scheduler {
 namespace {
 
 using protocol::Frames;
-using protocol::MsgType;
-using protocol::Share;
-using protocol::View;
+
+class SteadyClock final : public Clock {
+ public:
+  int64_t NowMicros() override { return Now(); }
+  static int64_t Now() { return base::MonotonicMicros(); }
+};
 
 }  // namespace
 
+class SchedulerServer::Impl {
+ public:
+  Impl(const SchedulerOptions& options, protocol::ConnectionInfo info,
+       std::unique_ptr<Scheme> scheme, std::filesystem::path profile)
+      : options_(options),
+        profile_(std::move(profile)),
+        info_(std::move(info)),
+        signer_(info_.key),
+        core_(CoreOptions{.hwm = options.hwm,
+                          .send_ahead = options.send_ahead,
+                          .keep_finished = options.keep_finished,
+                          .look_up_unknown = !info_.hub.monitor.empty()},
+              std::move(scheme), &clock_),
+        client_(context_, zmq::socket_type::router),
+        engine_(context_, zmq::socket_type::router),
+        notifier_(context_, zmq::socket_type::sub),
+        monitor_(context_, zmq::socket_type::dealer) {}
+
+  ~Impl() {
+    if (wake_[0] >= 0) ::close(wake_[0]);
+    if (wake_[1] >= 0) ::close(wake_[1]);
+  }
+
+  // Binds the routers and connects to the hub; then, after a restart, takes
+  // over what an earlier scheduler left.
+  Status Start();
+  void Run();
+
+  void RequestStop() {
+    stop_.store(true);
+    char byte = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_[1], &byte, 1);
+  }
+
+  const std::string& client_endpoint() const { return client_endpoint_; }
+  const std::string& engine_endpoint() const { return engine_endpoint_; }
+  ServerCounters counters() const {
+    ServerCounters c = counters_;
+    c.dropped = inbound_.drops().count();
+    c.monitor_resent = hub_.link().resent();
+    return c;
+  }
+
+ private:
+  Status BindRouters();
+  // The notifier and the monitor; the journal, and what it holds from an
+  // earlier scheduler, with the monitor.
+  Status ConnectHub();
+  void OpenJournal();
+
+  // What this turn decided leaves: first its record goes into the journal
+  // (sealing the monitor batch), then the messages to engines and clients,
+  // then the batch to the hub.
+  void EndTurn();
+  // Tells the hub the scheduler's counts (scheme, queue depth, clients),
+  // once a second, for dashboards and metrics.
+  void SendStats(int64_t now_us);
+  std::chrono::milliseconds PollTimeout() const;
+
+  SchedulerOptions options_;
+  std::filesystem::path profile_;
+  protocol::ConnectionInfo info_;
+  protocol::Signer signer_;
+  SteadyClock clock_;
+  SchedulerCore core_;
+
+  // Waiting requests are kept: without it, 100,000 waiting no-ops held 9 KiB each.
+  zmq::context_t context_{protocol::OwnBuffersContext()};  // before the sockets
+  zmq::socket_t client_, engine_, notifier_, monitor_;
+  std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
+  std::string client_endpoint_, engine_endpoint_;
+  int wake_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
+
+  ServerCounters counters_;
+  FrameBuilder builder_{signer_};
+  Inbound inbound_{signer_, options_.limits};
+  HubLink hub_{monitor_, builder_, signer_, inbound_, core_, counters_};
+  std::unique_ptr<Journal> journal_;
+  std::unique_ptr<protocol::ReconnectWatch> monitor_watch_;
+  static constexpr int64_t kStatsEveryUs = 1'000'000;
+  int64_t next_stats_us_ = 0;  // 0: never (no hub)
+  // Which connection speaks for each client session and engine uuid: only
+  // one that delivered a verified message of it (peer_routes.h).
+  protocol::PeerRoutes client_routes_, engine_routes_;
+  Outbox clients_out_{client_, client_routes_, builder_},
+      engines_out_{engine_, engine_routes_, builder_};
+  KeptRequests requests_;
+  EngineDirectory engines_;
+  ActionApplier actions_{core_,    requests_, engines_,
+                         hub_,     builder_,  signer_,
+                         ActionTargets{clients_out_, engines_out_, engine_, engine_routes_}};
+  RestartRecovery recovery_{core_, requests_, actions_, signer_, counters_};
+  ClientPort clients_{inbound_,
+                      core_,
+                      requests_,
+                      actions_,
+                      hub_,
+                      builder_,
+                      clients_out_,
+                      client_routes_,
+                      protocol::ReplayWindowOf(options_.replay_window_s),
+                      options_.task_limits,
+                      counters_};
+  EnginePort engine_port_{inbound_,      core_,
+                          engines_,      recovery_,
+                          actions_,      engine_routes_,
+                          protocol::ReplayWindowOf(options_.replay_window_s),
+                          counters_};
+  HubNotices notices_{inbound_, core_, engines_, engine_port_, actions_};
+  Frames frames_;  // each message received, in turn
+};
+
 Status SchedulerServer::Impl::Start() {
   if (::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) return Status::IoError("cannot make a pipe");
+  ZTASK_RETURN_IF_ERROR(BindRouters());
+  ZTASK_RETURN_IF_ERROR(ConnectHub());
+  if (!info_.hub.query.empty()) {
+    const RecoverySource source{context_, info_, options_.recover_timeout_s,
+                                options_.recover_grace_s, journal_ && journal_->existed()};
+    recovery_.Recover(source, stop_);
+  }
+  return Status::Ok();
+}
+
+Status SchedulerServer::Impl::BindRouters() {
   auto security = protocol::ServerSecurity::Create(context_, info_, profile_, "taskscheduler");
   if (!security.ok()) return security.status();
   security_ = std::move(*security);
@@ -39,6 +204,10 @@ Status SchedulerServer::Impl::Start() {
   if (!engine.ok()) return engine.status();
   client_endpoint_ = *client;
   engine_endpoint_ = *engine;
+  return Status::Ok();
+}
+
+Status SchedulerServer::Impl::ConnectHub() {
   notifier_.set(zmq::sockopt::subscribe, "");
   if (!info_.hub.notifier.empty()) {
     ZTASK_RETURN_IF_ERROR(protocol::Connect(notifier_, info_.hub.notifier));
@@ -52,27 +221,30 @@ Status SchedulerServer::Impl::Start() {
   // Nothing is queued for a hub that is not there: the link keeps it
   // until one acknowledges it.
   monitor_.set(zmq::sockopt::immediate, 1);
-  if (!info_.hub.monitor.empty()) {
-    ZTASK_RETURN_IF_ERROR(protocol::Connect(monitor_, info_.hub.monitor));
-    monitor_link_.set_enabled(true);
-    next_stats_us_ = SteadyClock::Now();
-    monitor_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, monitor_);
-    auto journal =
-        Journal::Open(profile_ / "scheduler.journal", options_.durability == "power");
-    if (journal.ok()) {
-      journal_ = std::move(*journal);
-      monitor_link_.set_journal(journal_.get());
-      spdlog::info("journal {}: {}", (profile_ / "scheduler.journal").string(),
-                   options_.durability == "power" ? "synced to disk once per turn (durability power)"
-                                                  : "written to the kernel (durability process)");
-      ReplayJournal();
-    } else {
-      spdlog::error("{}: running without a journal, a crash may lose the latest records",
-                    journal.status().message());
-    }
-  }
-  if (!info_.hub.query.empty()) Recover();
+  if (info_.hub.monitor.empty()) return Status::Ok();
+  ZTASK_RETURN_IF_ERROR(protocol::Connect(monitor_, info_.hub.monitor));
+  hub_.link().set_enabled(true);
+  next_stats_us_ = SteadyClock::Now();
+  monitor_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, monitor_);
+  OpenJournal();
   return Status::Ok();
+}
+
+void SchedulerServer::Impl::OpenJournal() {
+  const std::filesystem::path path = profile_ / "scheduler.journal";
+  const bool power = options_.durability == "power";
+  auto journal = Journal::Open(path, power);
+  if (!journal.ok()) {
+    spdlog::error("{}: running without a journal, a crash may lose the latest records",
+                  journal.status().message());
+    return;
+  }
+  journal_ = std::move(*journal);
+  hub_.link().set_journal(journal_.get());
+  spdlog::info("journal {}: {}", path.string(),
+               power ? "synced to disk once per turn (durability power)"
+                     : "written to the kernel (durability process)");
+  hub_.ReplayJournal(*journal_, options_.recover_timeout_s, stop_);
 }
 
 void SchedulerServer::Impl::Run() {
@@ -81,19 +253,22 @@ void SchedulerServer::Impl::Run() {
   // queues rather than here: what the hub has not acknowledged is kept in
   // memory until it does.
   reactor.Add(
-      client_,
-      [this] {
-        const bool hub_behind = monitor_link_.unacknowledged_bytes() > kMaxUnacknowledgedBytes;
-        return static_cast<short>(hub_behind ? 0 : ZMQ_POLLIN);
-      },
-      [this](short) { Drain(client_, &Impl::OnClientMessage); });
-  reactor.Add(engine_, [this] { Drain(engine_, &Impl::OnEngineMessage); });
-  reactor.Add(notifier_, [this] { Drain(notifier_, &Impl::OnNotifierMessage); });
+      client_, [this] { return static_cast<short>(hub_.far_behind() ? 0 : ZMQ_POLLIN); },
+      [this](short) {
+        DrainSocket(client_, frames_, [this](Frames& f) { return clients_.OnMessage(f); });
+      });
+  reactor.Add(engine_, [this] {
+    DrainSocket(engine_, frames_, [this](Frames& f) { return engine_port_.OnMessage(f); });
+  });
+  reactor.Add(notifier_, [this] {
+    DrainSocket(notifier_, frames_, [this](Frames& f) { return notices_.OnMessage(f); });
+  });
   reactor.Add(
       monitor_,
-      [this] { return static_cast<short>(ZMQ_POLLIN | (monitor_link_.blocked() ? ZMQ_POLLOUT : 0)); },
+      [this] { return static_cast<short>(ZMQ_POLLIN | (hub_.link().blocked() ? ZMQ_POLLOUT : 0)); },
       [this](short ready) {
-        if (ready & ZMQ_POLLIN) Drain(monitor_, &Impl::OnMonitorReply);
+        if (!(ready & ZMQ_POLLIN)) return;
+        DrainSocket(monitor_, frames_, [this](Frames& f) { return hub_.OnMessage(f); });
       });
   reactor.Add(wake_[0], [] {});  // RequestStop: stop_ is set
   while (!stop_.load()) {
@@ -101,25 +276,22 @@ void SchedulerServer::Impl::Run() {
       spdlog::error("{}", turned.message());
       return;
     }
-    if (monitor_watch_ && monitor_watch_->Reconnected()) monitor_link_.Reconnected();
+    if (monitor_watch_ && monitor_watch_->Reconnected()) hub_.link().Reconnected();
     core_.Tick();
-    EndRecoveryGrace();
-    drops_.Report(SteadyClock::Now());
-    DrainActions();
+    if (recovery_.waiting()) recovery_.EndGraceIfDue(SteadyClock::Now());
+    inbound_.drops().Report(SteadyClock::Now());
+    actions_.ApplyAll(ActionApplier::kNoReply);
     EndTurn();
   }
   EndTurn();
   spdlog::info("stopping: {} tasks live, {} dropped messages, {} late replies", core_.live_tasks(),
-               drops_.count(), counters_.late_replies);
+               inbound_.drops().count(), counters_.late_replies);
 }
 
-// What this turn decided leaves: first its record goes into the journal
-// (sealing the monitor batch), then the messages to engines and clients,
-// then the batch to the hub.
 void SchedulerServer::Impl::EndTurn() {
   std::vector<std::string> gone;
   do {  // losing an engine may fail or move tasks: their messages go too
-    monitor_link_.Seal();
+    hub_.link().Seal();
     for (const std::string& client : clients_out_.Flush()) {
       // Not connected (gone, or not back yet after a restart): the client
       // finds the outcome in the hub's record.
@@ -128,10 +300,10 @@ void SchedulerServer::Impl::EndTurn() {
                     protocol::PrintablePeer(client));
     }
     gone = engines_out_.Flush();
-    for (const std::string& uuid : gone) EngineUnreachable(uuid);
+    for (const std::string& uuid : gone) engine_port_.Unreachable(uuid);
   } while (!gone.empty());
-  monitor_link_.Flush(SteadyClock::Now());
-  if (core_.lookups_pending() > 0) SendLookups();
+  hub_.link().Flush(SteadyClock::Now());
+  if (core_.lookups_pending() > 0) hub_.SendLookups(core_.TakeLookups(), SteadyClock::Now());
   if (next_stats_us_ != 0 && SteadyClock::Now() >= next_stats_us_) SendStats(SteadyClock::Now());
 }
 
@@ -145,13 +317,8 @@ void SchedulerServer::Impl::SendStats(int64_t now_us) {
   stats.waiting = static_cast<int64_t>(core_.unassigned_tasks() - core_.ready_tasks());
   stats.running = static_cast<int64_t>(core_.live_tasks() - core_.unassigned_tasks());
   stats.engines = static_cast<int64_t>(core_.live_engines());
-  stats.dropped = static_cast<int64_t>(drops_.count());
-  const protocol::Header header{TaskId::Random(), MsgType::kSchedulerStats, lookup_session_,
-                                base::WallMicros()};
-  // The hub away: the next second's stats replace these.
-  (void)protocol::SendEncoded(monitor_, {},
-                              protocol::EncodeMessage(signer_, header, std::nullopt,
-                                                      protocol::Empty{}, stats));
+  stats.dropped = static_cast<int64_t>(inbound_.drops().count());
+  hub_.SendStats(stats);
 }
 
 std::chrono::milliseconds SchedulerServer::Impl::PollTimeout() const {
@@ -161,276 +328,46 @@ std::chrono::milliseconds SchedulerServer::Impl::PollTimeout() const {
   auto no_later_than = [&next](std::optional<int64_t> t) {
     if (t && (!next || *t < *next)) next = t;
   };
-  no_later_than(monitor_link_.NextSendUs());
+  no_later_than(hub_.link().NextSendUs());
   if (next_stats_us_ != 0) no_later_than(next_stats_us_);
-  if (!lookups_asked_.empty()) no_later_than(now + 100'000);  // sent again if unanswered
+  if (hub_.asking()) no_later_than(now + 100'000);  // sent again if unanswered
   // Unacknowledged monitor batches may need sending again; engines given
   // a grace may need their tasks back.
-  if (monitor_link_.unacknowledged() > 0 || !recovered_slots_.empty()) no_later_than(now + 250'000);
+  if (hub_.link().unacknowledged() > 0 || recovery_.waiting()) no_later_than(now + 250'000);
   if (!next) return std::chrono::milliseconds(-1);
   const int64_t wait_us = *next - now;
   if (wait_us <= 0) return std::chrono::milliseconds(0);
   return std::chrono::milliseconds((wait_us + 999) / 1000);
 }
 
-void SchedulerServer::Impl::OnClientMessage(Frames& frames) {
-  std::vector<std::string_view> views;
-  auto header = OpenFromPeer(frames, &views, &client_guard_, client_routes_);
-  const std::string_view peer = frames.empty() ? "" : View(frames[0]);
-  if (!header.ok()) return Drop(peer, header.status());
-  switch (header->type) {
-    case MsgType::kTaskRequest:
-      return OnTaskRequest(*header, protocol::Views(frames));
-    case MsgType::kTaskBatch:
-      return ForEachInBatch(*header, views, frames, MsgType::kTaskRequest,
-                            [&](const protocol::Header& task, Msg request) {
-                              OnTaskRequest(task, request);
-                            });
-    case MsgType::kAbortRequest:
-      return OnAbortRequest(views, frames);
-    default:
-      return Drop(peer, "unexpected " + std::string(protocol::MsgTypeName(header->type)) +
-                            " on the client socket");
-  }
-}
+namespace {
 
-void SchedulerServer::Impl::OnTaskRequest(const protocol::Header& header, Msg msg) {
-  ++tasks_seen_;
-  const std::string_view peer = msg[0];
-  auto meta = protocol::DecodeBody<protocol::RoutingMeta>(msg[1 + protocol::kFrameMeta]);
-  if (!meta.ok()) return Drop(peer, "task_request metadata: " + meta.status().message());
-  // Duplicates first: a task sent again is not a new task, and must not be
-  // rejected for a limit it already counts towards.
-  if (const Pending* known = pending_.find(header.id)) {
-    // A client sends again what it has no reply for after it reconnects:
-    // the task is here already, and its reply will come.
-    if (known->request[0] == peer) {
-      ++counters_.resubmitted;
-      return;
-    }
-    ++counters_.duplicate_tasks;
-    return Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
-  }
-  if (core_.HasFinished(header.id)) {
-    // Finished here already (a client sending again what it had no reply
-    // for finds its outcome in the hub).
-    ++counters_.duplicate_tasks;
-    return Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
-  }
-  if (std::string why = OverLimit(*meta, msg, peer); !why.empty()) {
-    return Reject(header, msg, why);
-  }
-  auto pending = pending_.try_emplace(header.id).first;
-  // Monitor first, so the hub hears of the task before of its outcome.
-  MonitorCopy(MsgType::kTaskSubmitted, msg);
-  pending->request = PackedRequest(msg);
-  auto queued = queued_per_client_.find(peer);
-  if (queued == queued_per_client_.end()) queued = queued_per_client_.emplace(peer, 0).first;
-  ++queued->second;
-  if (!core_.Submit(ToSubmission(header.id, *meta))) {
-    // Finished here already (a client sending again what it had no reply
-    // for finds its outcome in the hub).
-    ++counters_.duplicate_tasks;
-    Drop(peer, "task " + header.id.ToHex() + " was submitted twice");
-    return Forget(header.id, *pending);
-  }
-  DrainActions();
-}
-
-// Why a task may not be taken (TaskLimits), or "".
-std::string SchedulerServer::Impl::OverLimit(const protocol::RoutingMeta& meta, Msg msg,
-                                             std::string_view client) {
-  const TaskLimits& limits = options_.task_limits;
-  size_t bytes = 0;
-  for (size_t i = 1 + protocol::kFrameContent; i < msg.size(); ++i) bytes += msg[i].size();
-  if (bytes > limits.max_task_bytes) {
-    return "the task is " + std::to_string(bytes) + " bytes, over the limit of " +
-           std::to_string(limits.max_task_bytes) + " (taskscheduler --max-task-bytes)";
-  }
-  if (std::string e = protocol::AmountsError(meta.slots, meta.resources, 0); !e.empty()) {
-    return "the task asks for " + e;
-  }
-  const size_t deps = meta.after.ids.size() + meta.follow.ids.size();
-  if (deps > limits.max_dependencies) {
-    return "the task has " + std::to_string(deps) + " dependencies, over the limit of " +
-           std::to_string(limits.max_dependencies) + " (taskscheduler --max-dependencies)";
-  }
-  auto queued = queued_per_client_.find(client);
-  if (queued != queued_per_client_.end() && queued->second >= limits.max_queued_per_client) {
-    return "this client has " + std::to_string(queued->second) +
-           " tasks waiting or running, the limit (taskscheduler "
-           "--max-queued-per-client); "
-           "wait for some before submitting more";
-  }
-  return "";
-}
-
-// Fails a task at once, recorded in the hub like any other outcome.
-void SchedulerServer::Impl::Reject(const protocol::Header& header, Msg msg,
-                                   const std::string& why) {
-  ++counters_.rejected;
-  spdlog::warn("rejected task {} of client {}: {}", header.id.ToHex(),
-               protocol::PrintablePeer(msg[0]), why);
-  MonitorCopy(MsgType::kTaskSubmitted, msg);
-  Action a{.kind = Action::Kind::kFail,
-           .task = header.id,
-           .error = ErrorType::kTaskRejected,
-           .message = why};
-  FailTask(a, PackedRequest(msg));
-}
-
-// The request of a task with its final outcome, and its client's count.
-void SchedulerServer::Impl::Forget(const TaskId& id, const Pending& pending) {
-  auto queued = queued_per_client_.find(pending.request[0]);
-  if (queued != queued_per_client_.end() && --queued->second == 0) {
-    queued_per_client_.erase(queued);
-  }
-  pending_.erase(id);
-}
-
-void SchedulerServer::Impl::OnAbortRequest(const std::vector<std::string_view>& views,
-                                           Frames& frames) {
-  auto request = protocol::DecodeBody<protocol::AbortRequest>(views[protocol::kFrameContent]);
-  if (!request.ok()) return Drop(View(frames[0]), "abort_request: " + request.status().message());
-  AbortOutcome outcome = core_.Abort(request->task_ids);
-  DrainActions();
-  protocol::AbortReply reply{outcome.aborted, outcome.running, outcome.finished, outcome.unknown};
-  Frames out;
-  out.push_back(std::move(frames[0]));
-  builder_.Append(out, MsgType::kAbortReply, Share(frames[1 + protocol::kFrameHeader]),
-                  protocol::Frame(protocol::EncodeBody(protocol::Empty{})),
-                  protocol::Frame(protocol::EncodeBody(reply)));
-  SendToClient(out);
-}
-
-void SchedulerServer::Impl::DrainActions(Msg reply) {
-  while (true) {
-    core_.TakeActions(&actions_);
-    if (actions_.empty()) return;
-    std::vector<Action> batch;
-    batch.swap(actions_);
-    for (const Action& a : batch) Handle(a, reply);
-  }
-}
-
-void SchedulerServer::Impl::Handle(const Action& a, Msg reply) {
-  if (a.kind == Action::Kind::kRetire) return Retire(a);
-  const Pending* pending = pending_.find(a.task);
-  if (!pending) {
-    spdlog::error("no request kept for task {}: a bug", a.task.ToHex());
-    return;
-  }
-  const PackedRequest& request = pending->request;
-  switch (a.kind) {
-    case Action::Kind::kDispatch:
-      return Dispatch(a, request);
-    case Action::Kind::kDeliver:
-      Deliver(a, request, reply);
-      return Forget(a.task, *pending);
-    case Action::Kind::kFail:
-      FailTask(a, request);
-      return Forget(a.task, *pending);
-    case Action::Kind::kRetry:
-      return Retried(a, request, reply);
-    case Action::Kind::kReturned:
-    case Action::Kind::kUnmet:
-      return Returned(a, request);
-    case Action::Kind::kRetire:
-      return;  // handled above
-  }
-}
-
-void SchedulerServer::Impl::Dispatch(const Action& a, const PackedRequest& request) {
-  // The request as the client sent it, from its header on: the batch's
-  // signature covers it.
-  static const std::string kEmpty = protocol::EncodeBody(protocol::Empty{});
-  protocol::DispatchInfo dispatch{a.attempt, static_cast<int32_t>(core_.live_engines())};
-  if (!a.run_after.IsZero()) dispatch.run_after = a.run_after;
-  builder_.AddToBatch(MsgType::kTaskAssigned, request[1 + protocol::kFrameHeader],
-                      protocol::EncodeBody(protocol::Assignment{a.engine_id, a.attempt}), kEmpty);
-  SealIfFull();
-  engines_out_.Batch(uuid_of_slot_[a.slot], request.From(1 + protocol::kFrameHeader), &dispatch);
-}
-
-void SchedulerServer::Impl::Deliver(const Action& a, const PackedRequest& request, Msg reply) {
-  assert(!reply.empty());  // only an engine's reply finishes a task well
-  MonitorOutcome(a, /*final=*/true, reply[1 + protocol::kFrameParent],
-                 reply[1 + protocol::kFrameContent], reply.subspan(1 + protocol::kFirstBuffer));
-  ReplyToClient(request[0], reply.subspan(1 + protocol::kFrameHeader));
-}
-
-void SchedulerServer::Impl::FailTask(const Action& a, const PackedRequest& request) {
-  protocol::ReplyMeta meta{false, a.error, std::nullopt, a.attempt};
-  if (a.engine_id >= 0) meta.engine_id = a.engine_id;
-  protocol::TaskResult result;
-  result.error_message = a.message;
-  const std::string content = protocol::EncodeBody(result);
-  const std::string_view parent = request[1 + protocol::kFrameHeader];
-  MonitorOutcome(a, /*final=*/true, parent, content);
-  const std::string header = protocol::EncodeHeader(builder_.NewHeader(MsgType::kTaskReply));
-  const std::string encoded_meta = protocol::EncodeBody(meta);
-  const std::string_view out[] = {header, parent, encoded_meta, content};
-  ReplyToClient(request[0], out);
-}
-
-void SchedulerServer::Impl::Retried(const Action& a, const PackedRequest& request, Msg reply) {
-  if (a.from_reply) {
-    assert(!reply.empty());
-    MonitorOutcome(a, /*final=*/false, reply[1 + protocol::kFrameParent],
-                   reply[1 + protocol::kFrameContent], reply.subspan(1 + protocol::kFirstBuffer));
-    return;
-  }
-  protocol::TaskResult result;
-  result.error_message = a.message;
-  MonitorOutcome(a, /*final=*/false, request[1 + protocol::kFrameHeader],
-                 protocol::EncodeBody(result));
-}
-
-// Sent ahead and not run: the hub records the task as waiting again.
-void SchedulerServer::Impl::Returned(const Action& a, const PackedRequest& request) {
-  protocol::TaskResult result;
-  result.error_message =
-      a.kind == Action::Kind::kUnmet
-          ? "engine " + std::to_string(a.engine_id) + " cannot run it: " + a.message
-          : "sent ahead to engine " + std::to_string(a.engine_id) +
-                ", not run there: its dependency did not succeed there";
-  MonitorOutcome(a, /*final=*/false, request[1 + protocol::kFrameHeader],
-                 protocol::EncodeBody(result));
-}
-
-// A monitor message carrying a request's parts as they came.
-void SchedulerServer::Impl::MonitorCopy(MsgType type, Msg request) {
-  builder_.AddToBatch(type, request[1 + protocol::kFrameHeader], request[1 + protocol::kFrameMeta],
-                      request[1 + protocol::kFrameContent],
-                      request.subspan(1 + protocol::kFirstBuffer));
-  SealIfFull();
-}
-
-void SchedulerServer::Impl::MonitorOutcome(const Action& a, bool final, std::string_view parent,
-                                           std::string_view content, Msg buffers) {
-  protocol::OutcomeMeta meta{final, a.error == ErrorType::kNone, a.error, std::nullopt, a.attempt};
-  if (a.engine_id >= 0) meta.engine_id = a.engine_id;
-  builder_.AddToBatch(MsgType::kTaskOutcome, parent, protocol::EncodeBody(meta), content, buffers);
-  SealIfFull();
-}
-
-Result<std::unique_ptr<SchedulerServer>> SchedulerServer::Create(const SchedulerOptions& options) {
+// The scheme the options name, or an error naming those there are.
+Result<std::unique_ptr<Scheme>> SchemeOf(const SchedulerOptions& options) {
   uint64_t seed = options.seed;
   if (seed == 0) seed = TaskId::Random().lo | 1;
   auto scheme = MakeScheme(options.scheme, seed);
-  if (!scheme) {
-    std::string names;
-    for (const auto& n : SchemeNames()) names += (names.empty() ? "" : ", ") + n;
-    return Status::InvalidArgument("unknown scheme '" + options.scheme +
-                                   "'; valid schemes: " + names);
-  }
+  if (scheme) return scheme;
+  std::string names;
+  for (const auto& n : SchemeNames()) names += (names.empty() ? "" : ", ") + n;
+  return Status::InvalidArgument("unknown scheme '" + options.scheme +
+                                 "'; valid schemes: " + names);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SchedulerServer>> SchedulerServer::Create(const SchedulerOptions& options) {
+  auto scheme = SchemeOf(options);
+  if (!scheme.ok()) return scheme.status();
+  // The connection file: read (and refused without a key unless
+  // --insecure) before anything binds, written with the endpoints after.
   const auto profile =
       options.profile_dir.empty() ? protocol::DefaultProfileDir() : options.profile_dir;
   const auto path = protocol::ConnectionFilePath(profile);
   auto info = protocol::ReadConnectionFile(path);
   if (!info.ok()) return info.status();
   ZTASK_RETURN_IF_ERROR(protocol::CheckAuthenticated(*info, options.insecure, path));
-  auto impl = std::make_unique<Impl>(options, *info, std::move(scheme), profile);
+  auto impl = std::make_unique<Impl>(options, *info, std::move(*scheme), profile);
   ZTASK_RETURN_IF_ERROR(impl->Start());
   const std::string client = impl->client_endpoint(), engine = impl->engine_endpoint();
   ZTASK_RETURN_IF_ERROR(

@@ -1,0 +1,136 @@
+// The monitor DEALER: records, acknowledgements, lookups, stats (hub_link.h).
+#include "scheduler/hub_link.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/clock.h"
+#include "base/reactor.h"
+
+namespace ztask::scheduler {
+namespace {
+
+using protocol::MsgType;
+
+}  // namespace
+
+void HubLink::RecordCopy(MsgType type, Msg request) {
+  builder_.AddToBatch(type, request[1 + protocol::kFrameHeader], request[1 + protocol::kFrameMeta],
+                      request[1 + protocol::kFrameContent],
+                      request.subspan(1 + protocol::kFirstBuffer));
+  SealIfFull();
+}
+
+void HubLink::RecordAssigned(std::string_view request_header, int32_t engine_id,
+                             int32_t attempt) {
+  static const std::string kEmpty = protocol::EncodeBody(protocol::Empty{});
+  builder_.AddToBatch(MsgType::kTaskAssigned, request_header,
+                      protocol::EncodeBody(protocol::Assignment{engine_id, attempt}), kEmpty);
+  SealIfFull();
+}
+
+void HubLink::RecordOutcome(const Action& a, bool final, std::string_view parent,
+                            std::string_view content, Msg buffers) {
+  protocol::OutcomeMeta meta{final, a.error == ErrorType::kNone, a.error, std::nullopt, a.attempt};
+  if (a.engine_id >= 0) meta.engine_id = a.engine_id;
+  builder_.AddToBatch(MsgType::kTaskOutcome, parent, protocol::EncodeBody(meta), content, buffers);
+  SealIfFull();
+}
+
+size_t HubLink::OnMessage(protocol::Frames& frames) {
+  std::vector<std::string_view> views;
+  auto header = inbound_.Open(frames, 0, &views, nullptr);
+  if (!header.ok()) {
+    inbound_.Drop("hub-monitor", header.status());
+  } else if (header->type == MsgType::kResultReply) {
+    OnLookupReply(views);
+  } else if (header->type != MsgType::kMonitorAck) {
+    inbound_.Drop("hub-monitor", "unexpected " + std::string(protocol::MsgTypeName(header->type)));
+  } else if (auto ack = protocol::DecodeBody<protocol::MonitorAck>(views[protocol::kFrameContent]);
+             !ack.ok()) {
+    inbound_.Drop("hub-monitor", "monitor_ack: " + ack.status().message());
+  } else {
+    link_.Acknowledged(ack->seqs, base::MonotonicMicros());
+  }
+  return 0;
+}
+
+void HubLink::SendLookups(std::vector<TaskId> unknown, int64_t now) {
+  for (size_t i = 0; i < unknown.size(); i += kIdsPerLookup) {
+    const size_t end = std::min(unknown.size(), i + kIdsPerLookup);
+    lookups_asked_[TaskId::Random()].ids.assign(
+        unknown.begin() + static_cast<std::ptrdiff_t>(i),
+        unknown.begin() + static_cast<std::ptrdiff_t>(end));
+    counters_.lookups += end - i;
+  }
+  bool flushed = false;
+  for (auto& [request_id, lookup] : lookups_asked_) {
+    if (lookup.sent_us != 0 && now - lookup.sent_us < kLookupAgainUs) continue;
+    if (!flushed) {
+      // What the hub records of these tasks goes before the question.
+      link_.Flush(now, /*now=*/true);
+      flushed = true;
+    }
+    const protocol::Header header{request_id, MsgType::kResultRequest, session_,
+                                  base::WallMicros()};
+    const Status sent = protocol::SendEncoded(
+        socket_, {},
+        protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{},
+                                protocol::TaskIdList{lookup.ids, std::nullopt, std::nullopt}));
+    if (!sent.ok()) return;  // the hub is away: asked again at the next turn
+    if (lookup.sent_us != 0) {
+      spdlog::info("asking the hub again about {} dependencies it has not answered for",
+                   lookup.ids.size());
+    }
+    lookup.sent_us = now;
+  }
+}
+
+void HubLink::OnLookupReply(const std::vector<std::string_view>& views) {
+  auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
+  if (!parent.ok() || !*parent) return inbound_.Drop("hub-monitor", "result_reply without a request");
+  auto reply = protocol::DecodeBody<protocol::ResultReply>(views[protocol::kFrameContent]);
+  if (!reply.ok()) return inbound_.Drop("hub-monitor", "result_reply: " + reply.status().message());
+  auto asked = lookups_asked_.find((*parent)->id);
+  if (asked == lookups_asked_.end()) return;  // answered already (asked twice)
+  lookups_asked_.erase(asked);
+  for (const protocol::TaskRecord& r : reply->records) {
+    if (IsFinal(r.state)) {
+      core_.LookedUp(r.id, Lookup::kFinished, r.state == TaskState::kOk, r.engine_id.value_or(-1));
+    } else {
+      core_.LookedUp(r.id, Lookup::kUnfinished);
+    }
+  }
+  for (const TaskId& id : reply->unknown) core_.LookedUp(id, Lookup::kUnknown);
+}
+
+void HubLink::SendStats(const protocol::SchedulerStats& stats) {
+  const protocol::Header header{TaskId::Random(), MsgType::kSchedulerStats, session_,
+                                base::WallMicros()};
+  (void)protocol::SendEncoded(socket_, {},
+                              protocol::EncodeMessage(signer_, header, std::nullopt,
+                                                      protocol::Empty{}, stats));
+}
+
+void HubLink::ReplayJournal(Journal& journal, double timeout_s, const std::atomic<bool>& stop) {
+  std::vector<protocol::Frames> found = journal.TakeFound();
+  if (found.empty()) return;
+  for (protocol::Frames& batch : found) link_.Adopt(std::move(batch));
+  spdlog::info("sending the hub {} monitor batches an earlier scheduler left in its journal",
+               found.size());
+  const int64_t deadline = base::MonotonicMicros() + static_cast<int64_t>(timeout_s * 1e6);
+  protocol::Frames frames;
+  while (link_.unacknowledged() > 0 && base::MonotonicMicros() < deadline && !stop.load()) {
+    link_.Flush(base::MonotonicMicros());
+    base::WaitReady(socket_, ZMQ_POLLIN, std::chrono::milliseconds(100));
+    DrainSocket(socket_, frames, [this](protocol::Frames& f) { return OnMessage(f); });
+  }
+  if (link_.unacknowledged() > 0) {
+    spdlog::error("the hub did not acknowledge the journal's batches within {} s; they stay queued",
+                  timeout_s);
+  }
+}
+
+}  // namespace ztask::scheduler

@@ -1,0 +1,136 @@
+// A restarted scheduler taking over what was in flight (restart_recovery.h).
+#include "scheduler/restart_recovery.h"
+
+#include <spdlog/spdlog.h>
+
+#include "base/clock.h"
+
+namespace ztask::scheduler {
+
+void RestartRecovery::Recover(const RecoverySource& source, const std::atomic<bool>& stop) {
+  auto state = FetchRecovery(source.context, source.info, signer_,
+                             static_cast<int64_t>(source.timeout_s * 1000), stop);
+  const int64_t grace_end =
+      base::MonotonicMicros() + static_cast<int64_t>(source.grace_s * 1e6);
+  const bool found = state.ok() && (!state->tasks.empty() || !state->finished.empty());
+  // A restart, even one that found nothing recorded: what clients sent
+  // while no scheduler ran can come out of order, a task before a
+  // dependency its client sends again (core.h, AwaitUnknownUntil).
+  if (found || source.restarted) core_.AwaitUnknownUntil(grace_end);
+  if (!state.ok()) return;  // stopped while asking
+  if (!found) return;
+  RestoreOutcomes(*state);
+  for (const protocol::RecoveredTask* t : DependencyOrder(*state)) Restore(*t);
+  counters_.recovered = state->tasks.size();
+  deadline_us_ = grace_end;
+  spdlog::info("restored {} unfinished tasks; {} engines had some and have {} s to come back",
+               state->tasks.size(), recovered_slots_.size(), source.grace_s);
+  actions_.ApplyAll(ActionApplier::kNoReply);
+}
+
+void RestartRecovery::RestoreOutcomes(const RecoveredState& state) {
+  // Engines where the outcomes restored tasks depend on ran get slots (a
+  // `follow` needs them); other outcomes keep the engine only if it has one.
+  std::unordered_set<TaskId, TaskIdHash> needed;
+  for (const auto& t : state.tasks) {
+    if (t.request.size() < 2) continue;
+    auto meta = protocol::DecodeBody<protocol::RoutingMeta>(t.request[1]);
+    if (!meta.ok()) continue;
+    needed.insert(meta->after.ids.begin(), meta->after.ids.end());
+    needed.insert(meta->follow.ids.begin(), meta->follow.ids.end());
+  }
+  for (const auto& f : state.finished) {
+    if (needed.count(f.id)) RecoveredSlot(f.engine_id);
+  }
+  for (const auto& f : state.finished) {
+    core_.RestoreFinished(f.id, f.ok, f.engine_id.value_or(-1));
+  }
+}
+
+EngineSlot RestartRecovery::RecoveredSlot(std::optional<int32_t> engine_id) {
+  if (!engine_id) return kNoSlot;
+  auto [it, added] = recovered_slots_.try_emplace(*engine_id, kNoSlot);
+  if (added) {
+    it->second = core_.EngineAdded(*engine_id, /*accepting=*/false);
+    recovering_slots_.insert(it->second);
+  }
+  return it->second;
+}
+
+void RestartRecovery::Restore(const protocol::RecoveredTask& t) {
+  // The request as the client sent it, signed again (the scheduler holds
+  // the cluster's key): header, no parent, metadata, content, buffers.
+  if (t.request.size() < 3) return;
+  auto meta = protocol::DecodeBody<protocol::RoutingMeta>(t.request[1]);
+  if (!meta.ok()) {
+    spdlog::error("task {} has a recorded request that does not decode: {}", t.id.ToHex(),
+                  meta.status().message());
+    return;
+  }
+  protocol::Frames frames;
+  frames.push_back(protocol::Frame(t.client));
+  frames.push_back(protocol::Frame(protocol::kProtocolSignature));
+  frames.emplace_back();
+  frames.push_back(protocol::Frame(t.request[0]));
+  frames.push_back(protocol::Frame(protocol::EncodeParent(std::nullopt)));
+  for (size_t i = 1; i < t.request.size(); ++i) frames.push_back(protocol::Frame(t.request[i]));
+  protocol::SignFrames(signer_, frames, 1);
+  if (!requests_.Keep(t.id, protocol::Views(frames))) return;
+  Submission submission = ToSubmission(t.id, *meta);
+  submission.attempts = t.attempts;
+  if (t.state == TaskState::kRunning) submission.running_on = RecoveredSlot(t.engine_id);
+  if (!core_.Submit(submission)) requests_.Forget(t.id, *requests_.Find(t.id));
+}
+
+std::optional<EngineSlot> RestartRecovery::Link(int32_t engine_id) {
+  auto r = recovered_slots_.find(engine_id);
+  if (r == recovered_slots_.end()) return std::nullopt;
+  const EngineSlot slot = r->second;
+  recovered_slots_.erase(r);
+  return slot;
+}
+
+void RestartRecovery::EngineBack(EngineSlot slot, const std::vector<TaskId>& held,
+                                 const std::string& uuid) {
+  const std::unordered_set<TaskId, TaskIdHash> holds(held.begin(), held.end());
+  for (const TaskId& id : core_.RunningOn(slot)) {
+    if (!holds.count(id)) core_.AttemptLost(slot, id);
+  }
+  for (const TaskId& id : held) {
+    if (core_.Knows(id)) core_.Adopt(slot, id, core_.AttemptOf(id) + 1);
+  }
+  recovering_slots_.erase(slot);
+  core_.EngineAccepting(slot);
+  spdlog::info("engine {} is back, holding {} tasks", uuid.substr(0, 8), held.size());
+}
+
+bool RestartRecovery::KeepEarly(Msg reply) {
+  if (recovered_slots_.empty() || early_replies_.size() >= kMaxEarlyReplies) return false;
+  early_replies_.emplace_back(reply.begin(), reply.end());
+  return true;
+}
+
+std::vector<std::vector<std::string>> RestartRecovery::TakeEarlyReplies() {
+  std::vector<std::vector<std::string>> early;
+  early.swap(early_replies_);
+  return early;
+}
+
+void RestartRecovery::EndGraceIfDue(int64_t now_us) {
+  if (recovered_slots_.empty() || now_us < deadline_us_) return;
+  for (const auto& [engine_id, slot] : recovered_slots_) {
+    spdlog::warn("engine {} did not come back after the restart: its tasks are lost with it",
+                 engine_id);
+    recovering_slots_.erase(slot);
+    core_.EngineRemoved(slot);
+  }
+  recovered_slots_.clear();
+  if (!early_replies_.empty()) {
+    counters_.unknown_engines += early_replies_.size();
+    spdlog::warn("dropped {} replies from engines that never registered", early_replies_.size());
+    early_replies_.clear();
+  }
+  actions_.ApplyAll(ActionApplier::kNoReply);
+}
+
+}  // namespace ztask::scheduler

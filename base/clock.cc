@@ -1,3 +1,4 @@
+// The one clock (base/clock.h).
 #include "base/clock.h"
 
 #include <algorithm>

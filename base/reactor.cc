@@ -1,3 +1,4 @@
+// The one poll loop (base/reactor.h).
 #include "base/reactor.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The one way to start a program (base/spawn.h).
 #include "base/spawn.h"
 
 #include <fcntl.h>
@@ -57,6 +58,43 @@ std::string Describe(const SpawnOptions& options, const ChildFailure& failure) {
   return what + where + ": " + std::strerror(failure.error);
 }
 
+void CloseStaged(const std::vector<std::pair<int, int>>& staged) {
+  for (const auto& [target, fd] : staged) ::close(fd);
+}
+
+// Each descriptor to pass, duplicated above kFirstStagingFd: (target, copy).
+Result<std::vector<std::pair<int, int>>> StageDescriptors(
+    const std::vector<std::pair<int, int>>& fds) {
+  std::vector<std::pair<int, int>> staged;
+  for (const auto& [target, source] : fds) {
+    const int fd = ::fcntl(source, F_DUPFD_CLOEXEC, kFirstStagingFd);
+    if (fd < 0) {
+      const int error = errno;
+      CloseStaged(staged);
+      return Status::IoError(std::string("cannot pass a descriptor to a child: ") +
+                             std::strerror(error));
+    }
+    staged.emplace_back(target, fd);
+  }
+  return staged;
+}
+
+// The pid once the child's exec closed the report pipe; or, when the child
+// reported a failure instead, the child reaped and the failure described.
+Result<pid_t> AwaitExec(pid_t pid, int report_fd, const SpawnOptions& options) {
+  ChildFailure failure{};
+  ssize_t n;
+  do {
+    n = ::read(report_fd, &failure, sizeof failure);
+  } while (n < 0 && errno == EINTR);
+  ::close(report_fd);
+  if (n != static_cast<ssize_t>(sizeof failure)) return pid;  // exec closed the pipe: it runs
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return Status::NotFound(Describe(options, failure));
+}
+
 }  // namespace
 
 Result<pid_t> Spawn(const SpawnOptions& options) {
@@ -74,24 +112,13 @@ Result<pid_t> Spawn(const SpawnOptions& options) {
   }
   char* const* child_env = options.env ? envp.data() : environ;
 
-  std::vector<std::pair<int, int>> staged;
-  auto close_staged = [&] {
-    for (const auto& [target, fd] : staged) ::close(fd);
-  };
-  for (const auto& [target, source] : options.fds) {
-    const int fd = ::fcntl(source, F_DUPFD_CLOEXEC, kFirstStagingFd);
-    if (fd < 0) {
-      const int error = errno;
-      close_staged();
-      return Status::IoError(std::string("cannot pass a descriptor to a child: ") +
-                             std::strerror(error));
-    }
-    staged.emplace_back(target, fd);
-  }
+  auto staging = StageDescriptors(options.fds);
+  if (!staging.ok()) return staging.status();
+  const std::vector<std::pair<int, int>> staged = std::move(*staging);
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) {
     const int error = errno;
-    close_staged();
+    CloseStaged(staged);
     return Status::IoError(std::string("cannot make a pipe: ") + std::strerror(error));
   }
 
@@ -100,25 +127,14 @@ Result<pid_t> Spawn(const SpawnOptions& options) {
   if (pid == 0) RunChild(options, program.c_str(), argv.data(), child_env, staged, report[1]);
   const int fork_error = errno;
   ::close(report[1]);
-  close_staged();
+  CloseStaged(staged);
   if (pid < 0) {
     ::close(report[0]);
     return Status::IoError(std::string("cannot fork: ") + std::strerror(fork_error));
   }
   // Here too: a kill of the group cannot come before the child's own call.
   if (options.own_group) ::setpgid(pid, pid);
-
-  ChildFailure failure{};
-  ssize_t n;
-  do {
-    n = ::read(report[0], &failure, sizeof failure);
-  } while (n < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (n != static_cast<ssize_t>(sizeof failure)) return pid;  // exec closed the pipe: it runs
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return Status::NotFound(Describe(options, failure));
+  return AwaitExec(pid, report[0], options);
 }
 
 }  // namespace ztask::base

@@ -1,3 +1,4 @@
+// The table of flags taskcluster passes on (cluster/passed_flags.h).
 #include "cluster/passed_flags.h"
 
 #include <algorithm>

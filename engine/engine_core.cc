@@ -102,9 +102,9 @@ std::vector<TaskId> EngineCore::Held() const {
 
 EngineCore::BeforeRun EngineCore::FlushBeforeRun(const Job& job) const {
   if (!ledger_.has_unsent()) return BeforeRun::kNothingWaits;
-  return ledger_.FlushBeforeRun(job.spec.kind == "command", clock_->MonotonicMicros())
-             ? BeforeRun::kFlushNow
-             : BeforeRun::kFlushIfItLasts;
+  const bool command = protocol::ParseTaskKind(job.spec.kind) == protocol::TaskKind::kCommand;
+  return ledger_.FlushBeforeRun(command, clock_->MonotonicMicros()) ? BeforeRun::kFlushNow
+                                                                     : BeforeRun::kFlushIfItLasts;
 }
 
 void EngineCore::Reply(const Done& done) {

@@ -80,14 +80,20 @@ Done TaskRunner::Run(const Job& job, const Grant& grant, int32_t engine_id) {
   if (!job.unreadable.empty()) {
     answer.Fail(ErrorType::kBadTask, "engine " + std::to_string(engine_id) +
                                          " cannot read the task: " + job.unreadable);
-  } else if (job.spec.kind == "command") {
-    RunCommandTask(job, grant, engine_id, answer);
-  } else if (job.spec.kind == "function") {
-    RunFunction(job, grant, engine_id, answer);
-  } else if (job.spec.kind == "python") {
-    RunPython(job, grant, engine_id, answer);
-  } else {
+  } else if (const auto kind = protocol::ParseTaskKind(job.spec.kind); !kind) {
     answer.Fail(ErrorType::kTaskFailed, "unknown task kind '" + job.spec.kind + "'");
+  } else {
+    switch (*kind) {
+      case protocol::TaskKind::kCommand:
+        RunCommandTask(job, grant, engine_id, answer);
+        break;
+      case protocol::TaskKind::kFunction:
+        RunFunction(job, grant, engine_id, answer);
+        break;
+      case protocol::TaskKind::kPython:
+        RunPython(job, grant, engine_id, answer);
+        break;
+    }
   }
   done.result.completed_us = base::WallMicros();
   return done;

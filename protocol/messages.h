@@ -101,7 +101,6 @@ struct RoutingMeta {
   friend bool operator==(const RoutingMeta&, const RoutingMeta&) = default;
 };
 
-// Frame 5 of a task_request: what the engine runs. The scheduler never reads it.
 // What a task runs. TaskSpec carries the name (TaskKindName): "command",
 // "function", "python".
 enum class TaskKind : uint8_t { kCommand = 0, kFunction, kPython };
@@ -109,6 +108,7 @@ std::string_view TaskKindName(TaskKind kind);
 // The inverse of TaskKindName; nullopt for an unknown name.
 std::optional<TaskKind> ParseTaskKind(std::string_view name);
 
+// Frame 5 of a task_request: what the engine runs. The scheduler never reads it.
 struct TaskSpec {
   // A TaskKind's name. Kept as the name that came, so that a kind this
   // build does not know still reaches the engine, which fails the task with

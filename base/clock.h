@@ -2,8 +2,9 @@
 // the helpers over it) is for deadlines, intervals and timeouts inside a
 // process; wall time (WallMicros) is only for what leaves the process with a
 // date on it (message headers, records). Nothing else in the tree reads a
-// std::chrono clock: a test that needs time to move fakes it at the one
-// interface that takes it (the scheduler core's Clock), not here.
+// std::chrono clock: code whose time a test must move (the scheduler's,
+// the hub's and the engine's cores) takes a Clock, the system's in the
+// programs and a ManualClock in tests.
 //
 // Must not: sleep, block or allocate. Thread safety: every function may be
 // called from any thread.
@@ -31,6 +32,34 @@ inline MonotonicClock::time_point MonotonicNow() { return MonotonicClock::now();
 // even when the system clock steps back, so that a receiver can refuse a
 // replayed message by its date (protocol/replay_guard.h).
 int64_t WallMicros();
+
+// The time as a core is given it: the monotonic clock for its intervals and
+// deadlines, the wall clock for the dates of what it sends and records.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual int64_t MonotonicMicros() = 0;
+  virtual int64_t WallMicros() = 0;
+};
+
+// The functions above, as a Clock.
+class SystemClock final : public Clock {
+ public:
+  int64_t MonotonicMicros() override { return base::MonotonicMicros(); }
+  int64_t WallMicros() override { return base::WallMicros(); }
+};
+
+// A clock that moves only when told (tests, benchmarks of a core): its wall
+// time is a fixed date plus its monotonic time.
+class ManualClock final : public Clock {
+ public:
+  static constexpr int64_t kWallOrigin = 1'700'000'000'000'000;
+  int64_t MonotonicMicros() override { return now_us; }
+  int64_t WallMicros() override { return kWallOrigin + now_us; }
+  void AdvanceMicros(int64_t us) { now_us += us; }
+  void AdvanceSeconds(double seconds) { now_us += static_cast<int64_t>(seconds * 1e6); }
+  int64_t now_us = 1'000'000;
+};
 
 // A point on the monotonic clock by which something must be done.
 class Deadline {

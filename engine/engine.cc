@@ -139,7 +139,7 @@ class EngineLoop final : public Stoppable {
   protocol::Signer signer_;
   zmq::context_t context_{1};
   engine::RunnerSetup setup_;
-  engine::SystemClock clock_;
+  base::SystemClock clock_;
   engine::EngineCore core_;
   // The loop thread's end of the inproc pair with the worker thread.
   zmq::socket_t wake_;

@@ -7,10 +7,8 @@
 
 namespace ztask::engine {
 
-int64_t SystemClock::MonotonicMicros() { return base::MonotonicMicros(); }
-int64_t SystemClock::WallMicros() { return base::WallMicros(); }
 
-EngineCore::EngineCore(CoreOptions options, Clock* clock)
+EngineCore::EngineCore(CoreOptions options, base::Clock* clock)
     : options_(std::move(options)), clock_(clock), capacity_(options_.slots, options_.resources) {
   running_ids_.reserve(static_cast<size_t>(options_.slots));
 }

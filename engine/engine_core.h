@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "engine/capacity.h"
 #include "engine/fence.h"
 #include "engine/job.h"
@@ -36,22 +37,6 @@
 #include "protocol/messages.h"
 
 namespace ztask::engine {
-
-// The time, given to the core: the monotonic clock for its intervals and the
-// wall clock for the dates its replies carry.
-class Clock {
- public:
-  virtual ~Clock() = default;
-  virtual int64_t MonotonicMicros() = 0;
-  virtual int64_t WallMicros() = 0;
-};
-
-// base/clock.h's.
-class SystemClock final : public Clock {
- public:
-  int64_t MonotonicMicros() override;
-  int64_t WallMicros() override;
-};
 
 struct CoreOptions {
   // The engine's session id, in the header of each reply.
@@ -76,7 +61,7 @@ class EngineCore {
   };
 
   // REQUIRES: `clock` outlives the core.
-  EngineCore(CoreOptions options, Clock* clock);
+  EngineCore(CoreOptions options, base::Clock* clock);
 
   // ---- events ----
   // The scheduler sent `job`: queued, or ignored (queued here already), or
@@ -129,7 +114,7 @@ class EngineCore {
   void Running(const TaskId& id) { running_ids_.push_back(id); }
 
   CoreOptions options_;
-  Clock* clock_;
+  base::Clock* clock_;
   Ledger ledger_;
   Capacity capacity_;
   Fence fence_;

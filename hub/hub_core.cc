@@ -10,8 +10,6 @@ namespace ztask::hub {
 using protocol::EventKind;
 using protocol::MsgType;
 
-int64_t SystemClock::MonotonicMicros() { return base::MonotonicMicros(); }
-int64_t SystemClock::WallMicros() { return base::WallMicros(); }
 
 protocol::Event* HubCore::NewEvent(EventKind kind, HubActions* out) {
   if (!listening_) return nullptr;

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/clock.h"
 #include "hub/activity.h"
 #include "hub/registry.h"
 #include "hub/store.h"
@@ -33,22 +34,6 @@
 #include "ztask/status.h"
 
 namespace ztask::hub {
-
-// The time, given to the core: the monotonic clock for heartbeats and
-// intervals, the wall clock for the dates of records and events.
-class Clock {
- public:
-  virtual ~Clock() = default;
-  virtual int64_t MonotonicMicros() = 0;
-  virtual int64_t WallMicros() = 0;
-};
-
-// base/clock.h's.
-class SystemClock final : public Clock {
- public:
-  int64_t MonotonicMicros() override;
-  int64_t WallMicros() override;
-};
 
 struct HubCoreOptions {
   // Engines heartbeat this often, and are lost after `heartbeat_misses`
@@ -104,7 +89,7 @@ struct HubActions {
 class HubCore {
  public:
   // `store` and `clock` outlive the core.
-  HubCore(HubCoreOptions options, TaskStore* store, Clock* clock)
+  HubCore(HubCoreOptions options, TaskStore* store, base::Clock* clock)
       : options_(options), store_(store), clock_(clock) {}
 
   // ---- engines ------------------------------------------------------------
@@ -162,7 +147,7 @@ class HubCore {
 
   HubCoreOptions options_;
   TaskStore* store_;
-  Clock* clock_;
+  base::Clock* clock_;
   EngineRegistry registry_;
   Activity activity_;
   bool listening_ = false;

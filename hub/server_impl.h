@@ -188,7 +188,7 @@ class HubServer::Impl {
   protocol::Signer signer_;
   protocol::Limits limits_;
   std::unique_ptr<TaskStore> store_;
-  SystemClock clock_;
+  base::SystemClock clock_;
   HubCore core_{{options_.heartbeat_ms, options_.heartbeat_misses, options_.max_engines},
                 store_.get(),
                 &clock_};

@@ -18,7 +18,7 @@ std::vector<TaskId> Unique(std::vector<TaskId> ids) {
 
 }  // namespace
 
-SchedulerCore::SchedulerCore(CoreOptions options, std::unique_ptr<Scheme> scheme, Clock* clock)
+SchedulerCore::SchedulerCore(CoreOptions options, std::unique_ptr<Scheme> scheme, base::Clock* clock)
     : options_(options),
       clock_(clock),
       book_(options.hwm, std::move(scheme)),
@@ -101,7 +101,7 @@ bool SchedulerCore::CheckDependencies(Task& task, const std::vector<TaskId>& aft
         return false;
       }
       if (tasks_.count(dep) || tracker_.HasFinished(dep)) continue;
-      if (tracker_.WaitForUnknown(id, dep, clock_->NowMicros())) continue;
+      if (tracker_.WaitForUnknown(id, dep, clock_->MonotonicMicros())) continue;
       Fail(task, ErrorType::kInvalidDependency,
            "task " + id.ToHex() + " depends on " + dep.ToHex() +
                ", which this scheduler has never seen");
@@ -149,7 +149,7 @@ void SchedulerCore::LookedUp(const TaskId& dep, Lookup answer, bool success, int
     case Lookup::kUnfinished:
       // Being restored (a later page of the recovery), or lost with its
       // request: the recovery's deadline decides.
-      if (tracker_.Awaiting(clock_->NowMicros())) return;
+      if (tracker_.Awaiting(clock_->MonotonicMicros())) return;
       FailWaitersOf(dep);
       break;
     case Lookup::kUnknown:
@@ -238,7 +238,7 @@ void SchedulerCore::DependencyDone(const Waiter& w, const TaskId& dep, const Fin
 
 void SchedulerCore::AddDeadline(Task& task) {
   if (task.timeout_us <= 0) return;
-  task.deadline_us = clock_->NowMicros() + task.timeout_us;
+  task.deadline_us = clock_->MonotonicMicros() + task.timeout_us;
   deadlines_.emplace(task.deadline_us, task.id);
 }
 
@@ -365,7 +365,7 @@ void SchedulerCore::FailAwaitingUnknown() {
 }
 
 void SchedulerCore::Tick() {
-  const int64_t now = clock_->NowMicros();
+  const int64_t now = clock_->MonotonicMicros();
   if (tracker_.AwaitExpired(now)) FailAwaitingUnknown();
   while (!deadlines_.empty() && deadlines_.top().first <= now) {
     const auto [deadline, id] = deadlines_.top();

@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/flat_id_map.h"
 #include "base/recent_id_map.h"
 #include "scheduler/dependencies.h"
@@ -38,12 +39,6 @@
 #include "ztask/task_id.h"
 
 namespace ztask::scheduler {
-
-class Clock {
- public:
-  virtual ~Clock() = default;
-  virtual int64_t NowMicros() = 0;  // monotonic
-};
 
 struct CoreOptions {
   // Slots an engine may hold beyond those it runs, plus one: 1 (the
@@ -128,7 +123,7 @@ struct AbortOutcome {
 class SchedulerCore {
  public:
   // REQUIRES: scheme and clock non-null; clock outlives the core.
-  SchedulerCore(CoreOptions options, std::unique_ptr<Scheme> scheme, Clock* clock);
+  SchedulerCore(CoreOptions options, std::unique_ptr<Scheme> scheme, base::Clock* clock);
 
   // Accepts a task. Returns false (and does nothing else) when a task with
   // this id was already submitted: a duplicate is a peer's bug, not a task.
@@ -354,7 +349,7 @@ class SchedulerCore {
   void Return(Task& task, EngineSlot slot);
 
   CoreOptions options_;
-  Clock* clock_;
+  base::Clock* clock_;
   EngineBook book_;
   DependencyTracker tracker_;
   SendAhead ahead_;

@@ -48,12 +48,6 @@ namespace {
 
 using protocol::Frames;
 
-class SteadyClock final : public Clock {
- public:
-  int64_t NowMicros() override { return Now(); }
-  static int64_t Now() { return base::MonotonicMicros(); }
-};
-
 }  // namespace
 
 class SchedulerServer::Impl {
@@ -119,7 +113,7 @@ class SchedulerServer::Impl {
   std::filesystem::path profile_;
   protocol::ConnectionInfo info_;
   protocol::Signer signer_;
-  SteadyClock clock_;
+  base::SystemClock clock_;
   SchedulerCore core_;
 
   // Waiting requests are kept: without it, 100,000 waiting no-ops held 9 KiB each.
@@ -224,7 +218,7 @@ Status SchedulerServer::Impl::ConnectHub() {
   if (info_.hub.monitor.empty()) return Status::Ok();
   ZTASK_RETURN_IF_ERROR(protocol::Connect(monitor_, info_.hub.monitor));
   hub_.link().set_enabled(true);
-  next_stats_us_ = SteadyClock::Now();
+  next_stats_us_ = base::MonotonicMicros();
   monitor_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, monitor_);
   OpenJournal();
   return Status::Ok();
@@ -278,8 +272,8 @@ void SchedulerServer::Impl::Run() {
     }
     if (monitor_watch_ && monitor_watch_->Reconnected()) hub_.link().Reconnected();
     core_.Tick();
-    if (recovery_.waiting()) recovery_.EndGraceIfDue(SteadyClock::Now());
-    inbound_.drops().Report(SteadyClock::Now());
+    if (recovery_.waiting()) recovery_.EndGraceIfDue(base::MonotonicMicros());
+    inbound_.drops().Report(base::MonotonicMicros());
     actions_.ApplyAll(ActionApplier::kNoReply);
     EndTurn();
   }
@@ -302,9 +296,9 @@ void SchedulerServer::Impl::EndTurn() {
     gone = engines_out_.Flush();
     for (const std::string& uuid : gone) engine_port_.Unreachable(uuid);
   } while (!gone.empty());
-  hub_.link().Flush(SteadyClock::Now());
-  if (core_.lookups_pending() > 0) hub_.SendLookups(core_.TakeLookups(), SteadyClock::Now());
-  if (next_stats_us_ != 0 && SteadyClock::Now() >= next_stats_us_) SendStats(SteadyClock::Now());
+  hub_.link().Flush(base::MonotonicMicros());
+  if (core_.lookups_pending() > 0) hub_.SendLookups(core_.TakeLookups(), base::MonotonicMicros());
+  if (next_stats_us_ != 0 && base::MonotonicMicros() >= next_stats_us_) SendStats(base::MonotonicMicros());
 }
 
 void SchedulerServer::Impl::SendStats(int64_t now_us) {
@@ -323,7 +317,7 @@ void SchedulerServer::Impl::SendStats(int64_t now_us) {
 
 std::chrono::milliseconds SchedulerServer::Impl::PollTimeout() const {
   if (clients_out_.blocked() || engines_out_.blocked()) return std::chrono::milliseconds(5);
-  const int64_t now = SteadyClock::Now();
+  const int64_t now = base::MonotonicMicros();
   std::optional<int64_t> next = core_.NextDeadline();
   auto no_later_than = [&next](std::optional<int64_t> t) {
     if (t && (!next || *t < *next)) next = t;

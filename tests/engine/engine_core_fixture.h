@@ -15,13 +15,7 @@
 
 namespace ztask::engine {
 
-class FakeClock final : public Clock {
- public:
-  int64_t MonotonicMicros() override { return now_us; }
-  int64_t WallMicros() override { return 1'700'000'000'000'000 + now_us; }
-  void Advance(int64_t us) { now_us += us; }
-  int64_t now_us = 1'000'000;
-};
+using FakeClock = base::ManualClock;
 
 inline TaskId Id(uint64_t n) { return TaskId{0xe, n}; }
 

@@ -125,7 +125,7 @@ TEST_F(EngineCoreTest, AReconnectionSendsTheLatestRepliesAgain) {
 
 TEST_F(EngineCoreTest, NothingStartsOnceTheHubsWindowPassedUnanswered) {
   Arrive(TaskJob(1));
-  clock().Advance(kWindowUs + 1);
+  clock().AdvanceMicros(kWindowUs + 1);
   EXPECT_FALSE(core().MayStart());
   EXPECT_EQ(Next(), std::nullopt);
   EXPECT_TRUE(core().HasQueued()) << "held, not dropped: the hub may not have removed it";
@@ -133,13 +133,13 @@ TEST_F(EngineCoreTest, NothingStartsOnceTheHubsWindowPassedUnanswered) {
 
 TEST_F(EngineCoreTest, TheWindowCountsFromWhenTheAnsweredHeartbeatLeft) {
   Fence& fence = core().fence();
-  clock().Advance(1'000'000);
+  clock().AdvanceMicros(1'000'000);
   fence.BeatSent(/*date_us=*/200, clock().now_us);
   // Its answer comes late (the engine was paused): the window counts from
   // when the heartbeat left, not from now.
-  clock().Advance(1'500'000);
+  clock().AdvanceMicros(1'500'000);
   EXPECT_FALSE(fence.BeatAnswered(200, clock().now_us)) << "it was not fenced";
-  clock().Advance(1'600'000);
+  clock().AdvanceMicros(1'600'000);
   EXPECT_TRUE(fence.Fenced(clock().now_us)) << "3.1 s since the answered heartbeat left";
   fence.BeatSent(300, clock().now_us);
   EXPECT_FALSE(fence.BeatAnswered(999, clock().now_us)) << "no heartbeat of that date";
@@ -150,7 +150,7 @@ TEST_F(EngineCoreTest, TheWindowCountsFromWhenTheAnsweredHeartbeatLeft) {
 TEST_F(EngineCoreTest, ARefusalWhileFencedDropsWhatIsHeldAsNotRun) {
   Arrive(TaskJob(1));
   Arrive(TaskJob(2));
-  clock().Advance(kWindowUs + 1);
+  clock().AdvanceMicros(kWindowUs + 1);
   EXPECT_EQ(core().fence().Refused(/*parent_date_us=*/500, clock().now_us),
             Fence::Refusal::kRegisterAndDrop);
   EXPECT_FALSE(core().MayStart()) << "nothing starts until registered again and dropped";
@@ -172,7 +172,7 @@ TEST_F(EngineCoreTest, ARefusalWithinTheWindowKeepsWhatIsHeld) {
 }
 
 TEST_F(EngineCoreTest, ARefusalOfAHeartbeatFromBeforeTheRegistrationIsStale) {
-  clock().Advance(kWindowUs + 1);
+  clock().AdvanceMicros(kWindowUs + 1);
   EXPECT_EQ(core().fence().Refused(/*parent_date_us=*/100, clock().now_us),
             Fence::Refusal::kStale)
       << "dated at or before the latest registration: it says nothing of this life";
@@ -191,11 +191,11 @@ TEST_F(EngineCoreTest, RepliesGoBeforeACommandAndAfterTheyWaited) {
   ASSERT_EQ(Next(), 2u);
   EXPECT_EQ(core().FlushBeforeRun(running_.back().job), EngineCore::BeforeRun::kFlushIfItLasts)
       << "a fresh reply waits for the next ones";
-  clock().Advance(Ledger::kFlushAfterUs);
+  clock().AdvanceMicros(Ledger::kFlushAfterUs);
   EXPECT_EQ(core().FlushBeforeRun(running_.back().job), EngineCore::BeforeRun::kFlushNow);
-  clock().Advance(Ledger::kFlushWhileRunningUs - Ledger::kFlushAfterUs - 1);
+  clock().AdvanceMicros(Ledger::kFlushWhileRunningUs - Ledger::kFlushAfterUs - 1);
   EXPECT_FALSE(core().FlushWhileRunning());
-  clock().Advance(1);
+  clock().AdvanceMicros(1);
   EXPECT_TRUE(core().FlushWhileRunning()) << "the loop thread sends it while 2 runs";
   Finish(2);
   ASSERT_EQ(Next(), 3u);

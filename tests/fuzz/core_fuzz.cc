@@ -22,11 +22,7 @@
 namespace ztask::scheduler::fuzz {
 namespace {
 
-class FakeClock final : public Clock {
- public:
-  int64_t NowMicros() override { return now_us; }
-  int64_t now_us = 1'000'000;
-};
+using FakeClock = base::ManualClock;
 
 // Names the broken invariant's line on stderr, then traps.
 #define Check(holds)                                                           \

@@ -69,9 +69,9 @@ TEST_F(HubCoreTest, AHeartbeatIsEchoedOnlyForARegisteredEngine) {
 TEST_F(HubCoreTest, AnEngineSilentForItsMissedHeartbeatsIsLost) {
   Register("a", "u1");
   Register("b", "u2");
-  clock_.Advance(2.5);
+  clock_.AdvanceSeconds(2.5);
   Heartbeat(1, "u2");
-  clock_.Advance(0.6);  // a: 3.1 s of silence; b: 0.6 s
+  clock_.AdvanceSeconds(0.6);  // a: 3.1 s of silence; b: 0.6 s
   HubActions& out = Tick();
   ASSERT_EQ(NoticesOf(out, MsgType::kEngineUnregistered), 1u);
   EXPECT_EQ(out.notices[0].ref.uuid, "u1");
@@ -84,10 +84,10 @@ TEST_F(HubCoreTest, AnEngineSilentForItsMissedHeartbeatsIsLost) {
 TEST_F(HubCoreTest, LiveEnginesAreAnnouncedAgainEveryHeartbeatPeriod) {
   Register("a", "u1");
   EXPECT_EQ(NoticesOf(Tick(), MsgType::kEngineRegistered), 1u);
-  clock_.Advance(0.5);
+  clock_.AdvanceSeconds(0.5);
   Heartbeat(0, "u1");
   EXPECT_EQ(NoticesOf(Tick(), MsgType::kEngineRegistered), 0u) << "not yet";
-  clock_.Advance(0.5);
+  clock_.AdvanceSeconds(0.5);
   EXPECT_EQ(NoticesOf(Tick(), MsgType::kEngineRegistered), 1u);
 }
 

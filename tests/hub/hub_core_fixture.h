@@ -13,13 +13,7 @@
 
 namespace ztask::hub {
 
-class FakeClock final : public Clock {
- public:
-  int64_t MonotonicMicros() override { return now_us; }
-  int64_t WallMicros() override { return 1'700'000'000'000'000 + now_us; }
-  void Advance(double seconds) { now_us += static_cast<int64_t>(seconds * 1e6); }
-  int64_t now_us = 1'000'000;
-};
+using FakeClock = base::ManualClock;
 
 class HubCoreTest : public ::testing::Test {
  protected:

@@ -126,7 +126,7 @@ TEST_F(IntakeTest, AnEngineLostTakesItsCurrentTaskOffTheActivity) {
   core_->activity().Fill({}, clock_.MonotonicMicros(), &before);
   ASSERT_EQ(before.current.size(), 1u);
   EXPECT_EQ(before.current[0].task_id, Id(1));
-  clock_.Advance(10);
+  clock_.AdvanceSeconds(10);
   HubActions& out = Tick();
   EXPECT_EQ(NoticesOf(out, protocol::MsgType::kEngineUnregistered), 1u);
   protocol::StatsReply after;

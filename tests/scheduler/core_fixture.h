@@ -14,12 +14,7 @@
 
 namespace ztask::scheduler {
 
-class FakeClock final : public Clock {
- public:
-  int64_t NowMicros() override { return now_us; }
-  void Advance(double seconds) { now_us += static_cast<int64_t>(seconds * 1e6); }
-  int64_t now_us = 1'000'000;
-};
+using FakeClock = base::ManualClock;
 
 inline TaskId Id(uint64_t n) { return TaskId{0xabcdef, n}; }
 
@@ -116,7 +111,7 @@ class CoreTest : public ::testing::Test {
     return r;
   }
   void Tick(double seconds) {
-    clock_.Advance(seconds);
+    clock_.AdvanceSeconds(seconds);
     core_->Tick();
     Collect();
   }

@@ -1,8 +1,8 @@
 // ztask::Engine: puts an engine's rooms together and runs its loop thread.
 // Threads: the thread that calls Run becomes the loop thread (the hub
 // socket, heartbeats: engine/hub_link.h); the worker thread owns the
-// scheduler socket and runs tasks (engine/scheduler_link.h), on runner
-// threads of a pool with more than one slot (engine/pool.h). The logic of
+// scheduler socket (engine/scheduler_link.h); the tasks run on the runner
+// threads of a pool, one per slot (engine/pool.h). The logic of
 // what starts and what is answered is the core's (engine/engine_core.h);
 // the command line is engine/command_line.cc's.
 //
@@ -87,8 +87,8 @@ class EngineLoop final : public Stoppable {
     return scheduler_->Start();
   }
 
-  // The loop thread: heartbeats and the hub's answers, the worker's words,
-  // and, while the worker asks, the replies that wait while a task runs.
+  // The loop thread: heartbeats and the hub's answers, and the worker's
+  // words.
   void Run() {
     base::Reactor reactor;
     reactor.Add(hub_->socket(), [this] {
@@ -97,7 +97,7 @@ class EngineLoop final : public Stoppable {
       });
     });
     reactor.Add(wake_, [this] {
-      // "flush" (replies wait while a task runs), or "retire" (stop_ is set).
+      // "retire" (stop_ is set).
       protocol::Frames frames;
       while (protocol::TryReceive(wake_, frames)) {
       }
@@ -109,13 +109,7 @@ class EngineLoop final : public Stoppable {
         hub_->Beat();
         next_heartbeat = now + int64_t{hub_->heartbeat_ms()} * 1000;
       }
-      // While the worker runs a task with replies not sent yet, they are
-      // looked at every millisecond.
-      const bool watch = scheduler_->flush_asked();
-      const int64_t wait_us = watch ? std::min<int64_t>(next_heartbeat - now, 1000)
-                                    : next_heartbeat - now;
-      if (!reactor.Turn(std::chrono::microseconds(wait_us)).ok()) break;
-      if (scheduler_->flush_asked()) scheduler_->FlushWhileTaskRuns();
+      if (!reactor.Turn(std::chrono::microseconds(next_heartbeat - now)).ok()) break;
     }
     Stop();
   }

@@ -35,39 +35,22 @@ bool EngineCore::AnsweredWithoutRun(const Job& job) {
   return false;
 }
 
-std::optional<EngineCore::Start> EngineCore::NextToRun() {
-  std::optional<Start> start;
-  while (!queue_.empty() && MayStart()) {
-    if (AnsweredWithoutRun(queue_.front())) {
-      queue_.pop_front();
-      continue;
-    }
-    // Moved once, out of the queue: a task's body is many strings.
-    start.emplace(Start{std::move(queue_.front()), {}});
-    queue_.pop_front();
-    start->grant = capacity_.Take(SlotsOf(start->job), ResourcesOf(start->job));
-    Running(start->job.header.id);
-    break;
-  }
-  return start;
-}
-
-std::vector<EngineCore::Start> EngineCore::StartWhatFits() {
-  std::vector<Start> starts;
+std::optional<EngineCore::Start> EngineCore::NextThatFits() {
   while (!queue_.empty() && MayStart()) {
     Job& job = queue_.front();
     if (AnsweredWithoutRun(job)) {
       queue_.pop_front();
       continue;
     }
-    // The first waits for what it needs: no task overtakes it.
     if (!capacity_.FitsNow(SlotsOf(job), ResourcesOf(job))) break;
     Grant grant = capacity_.Take(SlotsOf(job), ResourcesOf(job));
-    Running(job.header.id);
-    starts.push_back({std::move(job), std::move(grant)});
+    // Moved once, out of the queue: a task's body is many strings.
+    Start start{std::move(job), std::move(grant)};
     queue_.pop_front();
+    Running(start.job.header.id);
+    return start;
   }
-  return starts;
+  return std::nullopt;
 }
 
 void EngineCore::Finished(const Done& done, const Grant& grant) {
@@ -96,13 +79,6 @@ std::vector<TaskId> EngineCore::Held() const {
   std::vector<TaskId> held(running_ids_.begin(), running_ids_.end());
   for (const Job& job : queue_) held.push_back(job.header.id);
   return held;
-}
-
-EngineCore::BeforeRun EngineCore::FlushBeforeRun(const Job& job) const {
-  if (!ledger_.has_unsent()) return BeforeRun::kNothingWaits;
-  const bool command = protocol::ParseTaskKind(job.spec.kind) == protocol::TaskKind::kCommand;
-  return ledger_.FlushBeforeRun(command, clock_->MonotonicMicros()) ? BeforeRun::kFlushNow
-                                                                     : BeforeRun::kFlushIfItLasts;
 }
 
 void EngineCore::Reply(const Done& done) {

@@ -15,10 +15,10 @@
 // order they came: none overtakes the first one waiting for room.
 //
 // Must not: touch a socket, a thread or a real clock; run a task. Thread
-// safety: owned by the thread that owns the scheduler socket (the engine's
-// worker thread), which lends it to the loop thread only while a task runs
-// inline (engine/scheduler_link.h); fence() and engine_id() may be used from
-// any thread.
+// safety: none of its own; used under the pool's mutex by the thread that
+// owns the scheduler socket (the engine's worker thread) and by the runner
+// threads (engine/pool.h); fence() and engine_id() may be used from any
+// thread.
 #ifndef ZTASK_ENGINE_ENGINE_CORE_H_
 #define ZTASK_ENGINE_ENGINE_CORE_H_
 
@@ -53,12 +53,6 @@ class EngineCore {
     Job job;
     Grant grant;
   };
-  // When the replies that wait go, as a task is about to start inline.
-  enum class BeforeRun {
-    kNothingWaits,
-    kFlushNow,        // before the task starts
-    kFlushIfItLasts,  // if the task runs long (FlushWhileRunning)
-  };
 
   // REQUIRES: `clock` outlives the core.
   EngineCore(CoreOptions options, base::Clock* clock);
@@ -67,12 +61,9 @@ class EngineCore {
   // The scheduler sent `job`: queued, or ignored (queued here already), or
   // answered with its kept reply (it ran here already).
   void Arrive(Job&& job);
-  // One slot: the first queued task, once tasks may start; a task that
-  // needs no run is answered on the way. nullopt: nothing to start now.
-  std::optional<Start> NextToRun();
-  // Many slots: the queued tasks that fit now, in order, while the first
-  // one fits (none overtakes it); tasks that need no run are answered.
-  std::vector<Start> StartWhatFits();
+  // A free runner: the first queued task if it fits now (none overtakes
+  // it), tasks that need no run answered on the way; nullopt: none.
+  std::optional<Start> NextThatFits();
   // A started task ended with `done`: what it held is free, its reply waits.
   void Finished(const Done& done, const Grant& grant);
   // The connection to the scheduler was made again: the latest replies go
@@ -91,9 +82,13 @@ class EngineCore {
   // Whether the replies that wait must go at once (a full batch).
   bool MustFlush() const { return ledger_.BatchFull(); }
   bool HasUnsent() const { return ledger_.has_unsent(); }
-  BeforeRun FlushBeforeRun(const Job& job) const;
-  // While a task runs: whether the replies waited long enough to go.
-  bool FlushWhileRunning() const { return ledger_.FlushWhileRunning(clock_->MonotonicMicros()); }
+  // Whether the replies that wait are due to go (a full batch, enough of
+  // them, or the oldest waited Ledger::kFlushAfterUs), and when the oldest
+  // will have waited that long.
+  bool FlushDue() const {
+    return ledger_.BatchFull() || ledger_.FlushDue(clock_->MonotonicMicros());
+  }
+  int64_t FlushDueAtUs() const { return ledger_.unsent_since_us() + Ledger::kFlushAfterUs; }
   // The next batch of replies to send (each its frames, header first).
   std::vector<std::vector<std::string>> TakeUnsent() { return ledger_.TakeUnsent(); }
 

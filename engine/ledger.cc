@@ -50,9 +50,9 @@ size_t Ledger::ResendAll(int64_t now_us) {
   return kept_.size();
 }
 
-bool Ledger::FlushBeforeRun(bool may_run_long, int64_t now_us) const {
+bool Ledger::FlushDue(int64_t now_us) const {
   if (unsent_.empty()) return false;
-  return may_run_long || unsent_.size() >= kFlushReplies ||
+  return unsent_.size() >= kFlushReplies ||
          now_us - unsent_since_us_ >= kFlushAfterUs;
 }
 

@@ -37,13 +37,10 @@ class Ledger {
   // once): the protocol's limits on a batch.
   static constexpr size_t kBatchReplies = protocol::kMaxBatchTasks;
   static constexpr size_t kBatchBytes = protocol::kMaxBatchBytes;
-  // Before the next task starts, the replies waiting go when there are this
-  // many, or the oldest waited this long; they always go before a task that
-  // may run long (a command).
+  // The replies waiting go when there are this many, or the oldest waited
+  // this long (or nothing runs: engine/pool.h).
   static constexpr size_t kFlushReplies = 32;
   static constexpr int64_t kFlushAfterUs = 200;
-  // While a task runs, the replies that waited this long go.
-  static constexpr int64_t kFlushWhileRunningUs = 1000;
 
   // What becomes of a task that arrives.
   enum class Arrival {
@@ -75,13 +72,12 @@ class Ledger {
   bool BatchFull() const {
     return unsent_.size() >= batch_replies_ || unsent_bytes_ >= batch_bytes_;
   }
-  // Whether they go before a task starts (`may_run_long`: a command).
-  bool FlushBeforeRun(bool may_run_long, int64_t now_us) const;
-  // Whether they go while a task runs.
-  bool FlushWhileRunning(int64_t now_us) const {
-    return !unsent_.empty() && now_us - unsent_since_us_ >= kFlushWhileRunningUs;
-  }
+  // Whether they are due to go: enough of them wait, or the oldest waited
+  // long enough.
+  bool FlushDue(int64_t now_us) const;
   bool has_unsent() const { return !unsent_.empty(); }
+  // When the oldest waiting reply was given (meaningful while one waits).
+  int64_t unsent_since_us() const { return unsent_since_us_; }
   // The first batch of the waiting replies, in the order given: at most
   // batch_replies of them and, beyond the first, batch_bytes.
   std::vector<std::vector<std::string>> TakeUnsent();

@@ -4,7 +4,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <utility>
 
 #include "base/clock.h"
@@ -16,13 +18,9 @@ namespace {
 
 using protocol::MsgType;
 
-// With tasks queued, the other sockets are looked at once a millisecond,
-// not between every two tasks: each look is a few system calls, a visible
-// share of a no-op's cost.
-constexpr int64_t kLookEveryUs = 1000;
 // Fenced with tasks held: looked at again this often (the loop thread lifts
 // the fence when the hub answers).
-constexpr int kFencedLookMs = 20;
+constexpr int64_t kFencedLookUs = 20'000;
 
 }  // namespace
 
@@ -31,8 +29,7 @@ SchedulerLink::SchedulerLink(const RunnerSetup& setup, EngineCore& core, std::at
       core_(core),
       stop_(stop),
       scheduler_(*setup.context, zmq::socket_type::dealer),
-      wake_(*setup.context, zmq::socket_type::pair),
-      runner_(setup) {}
+      wake_(*setup.context, zmq::socket_type::pair) {}
 
 SchedulerLink::~SchedulerLink() = default;
 
@@ -46,10 +43,8 @@ Status SchedulerLink::Connect(const std::string& wake_endpoint) {
 }
 
 Status SchedulerLink::Start() {
-  if (setup_.options->slots > 1) {
-    pool_ = std::make_unique<Pool>(setup_.options->slots, setup_, core_, stop_);
-    ZTASK_RETURN_IF_ERROR(pool_->Start());
-  }
+  pool_ = std::make_unique<Pool>(setup_.options->slots, setup_, core_, stop_);
+  ZTASK_RETURN_IF_ERROR(pool_->Start());
   SendReady(std::nullopt);
   thread_ = std::thread([this] { Main(); });
   return Status::Ok();
@@ -61,22 +56,17 @@ void SchedulerLink::Join() {
 }
 
 void SchedulerLink::KillTasks() {
-  runner_.Kill();
   if (pool_) pool_->KillAll();
 }
 
-// The worker thread takes the tasks that came, runs them one by one and
-// replies, with no hand-off between threads (one slot), or starts each
-// queued task on the pool, in the order they came, once its slots and
-// resources are free, and sends the replies the runners hand back (more).
-// Between tasks it reads what else came, and notices when the connection to
-// the scheduler was made again (Resume).
+// The worker thread puts the tasks that came in the core for the runners,
+// sends the replies when due, and notices when the connection to the
+// scheduler was made again (Resume).
 void SchedulerLink::Main() {
-  std::unique_lock<std::mutex> io(io_mutex_);
   Woken woken;
   base::Reactor reactor;
-  // Tasks (TakeTasks) and a reconnection (watch_) are looked at after every
-  // turn: these only end the wait.
+  // Tasks (TakeTasks), a reconnection (watch_) and the replies (Look) are
+  // looked at after every turn: these only end the wait.
   reactor.Add(scheduler_, [] {});
   reactor.Add(wake_, [&] {
     woken.any = true;
@@ -86,108 +76,63 @@ void SchedulerLink::Main() {
     }
   });
   reactor.Add(watch_->socket(), [] {});
-  if (pool_) reactor.Add(pool_->fd(), [&] { woken.finished = true; });
-  int64_t looked_us = 0;
+  reactor.Add(pool_->fd(), [] {});
   while (!stop_.load()) {
-    const int64_t now = base::MonotonicMicros();
-    if (!pool_ && core_.HasQueued() && core_.MayStart() && now - looked_us < kLookEveryUs) {
-      TakeTasks();
-      RunNext(io);
-      continue;
+    const int64_t wait_us = Look();
+    woken = {};
+    if (!reactor.Turn(std::chrono::microseconds(wait_us)).ok()) break;
+    if (woken.any && stop_.load()) break;  // the loop says stop
+    if (watch_->Reconnected()) {
+      Resume(/*resend_replies=*/true);
+    } else if (woken.ready_again) {
+      Resume(/*resend_replies=*/false);
     }
-    looked_us = now;
-    if (!Turn(reactor, woken)) break;
-    AfterTurn(woken, io);
+    TakeTasks();
   }
   FlushReplies();
-  runner_.CloseSockets();
 }
 
-// Waits for what comes; false when the worker must end.
-bool SchedulerLink::Turn(base::Reactor& reactor, Woken& woken) {
-  if (pool_) StartWhatFits();
-  const bool fenced = !core_.MayStart();
-  // Nothing left to run here: what is answered goes before this waits.
-  if (pool_ || !core_.HasQueued() || fenced) FlushReplies();
-  const auto wait = std::chrono::milliseconds(!core_.HasQueued() ? -1
-                                              : fenced            ? kFencedLookMs
-                                              : pool_             ? -1
-                                                                  : 0);
-  woken = {};
-  if (!reactor.Turn(wait).ok()) return false;
-  return !(woken.any && stop_.load());  // the loop says stop
-}
-
-void SchedulerLink::AfterTurn(const Woken& woken, std::unique_lock<std::mutex>& io) {
-  if (watch_->Reconnected()) {
-    Resume(/*resend_replies=*/true);
-  } else if (woken.ready_again) {
-    Resume(/*resend_replies=*/false);
-  }
-  if (woken.finished) CollectFinished();
-  TakeTasks();
-  if (!pool_) RunNext(io);
-}
-
-// Runs the first queued task, if any may start, and queues its reply. `io`
-// is released while the task runs.
-void SchedulerLink::RunNext(std::unique_lock<std::mutex>& io) {
-  if (stop_.load()) return;
-  std::optional<EngineCore::Start> start = core_.NextToRun();
-  FlushIfFull();  // the answers of tasks that needed no run
-  if (!start) return;
-  switch (core_.FlushBeforeRun(start->job)) {
-    case EngineCore::BeforeRun::kFlushNow:
-      FlushReplies();
-      break;
-    case EngineCore::BeforeRun::kFlushIfItLasts:
-      // If this task runs long, the loop thread sends what waits.
-      if (!flush_asked_.exchange(true)) {
-        wake_.send(zmq::str_buffer("flush"), zmq::send_flags::dontwait);
+// Wakes the runners for the tasks that may start, sends the replies that
+// are due, and returns how long to wait (less than 0: for what comes).
+int64_t SchedulerLink::Look() {
+  std::vector<std::vector<std::vector<std::string>>> due;
+  int64_t wait_us = -1;
+  {
+    std::lock_guard<std::mutex> lock(pool_->mutex());
+    if (core_.HasQueued()) {
+      if (core_.MayStart()) {
+        pool_->WakeRunners();
+      } else {
+        wait_us = kFencedLookUs;
       }
-      break;
-    case EngineCore::BeforeRun::kNothingWaits:
-      break;
+    }
+    // Nothing runs here: what is answered goes before this waits.
+    if (core_.HasUnsent() && (pool_->idle() || core_.FlushDue())) {
+      while (core_.HasUnsent()) due.push_back(core_.TakeUnsent());
+    }
+    if (core_.HasUnsent()) {
+      const int64_t until_due =
+          std::max<int64_t>(0, core_.FlushDueAtUs() - base::MonotonicMicros());
+      wait_us = wait_us < 0 ? until_due : std::min(wait_us, until_due);
+    }
+    pool_->Looked(core_.HasUnsent());
   }
-  io.unlock();
-  Done done = runner_.Run(start->job, start->grant, core_.engine_id());
-  io.lock();
-  core_.Finished(done, start->grant);
-  FlushIfFull();
-}
-
-void SchedulerLink::FlushWhileTaskRuns() {
-  std::unique_lock<std::mutex> io(io_mutex_, std::try_to_lock);
-  if (!io.owns_lock()) return;  // the worker holds them: it sends them itself
-  if (!core_.HasUnsent()) {
-    flush_asked_.store(false);
-    return;
-  }
-  if (core_.FlushWhileRunning()) FlushReplies();
-}
-
-// Pooled: hands the runners each queued task the core starts.
-void SchedulerLink::StartWhatFits() {
-  if (stop_.load()) return;
-  for (EngineCore::Start& start : core_.StartWhatFits()) pool_->Hand(std::move(start));
-  FlushIfFull();
-}
-
-// Pooled: the replies of what the runners finished.
-void SchedulerLink::CollectFinished() {
-  for (Pool::Finished& f : pool_->TakeFinished()) {
-    core_.Finished(f.done, f.grant);
-    FlushIfFull();
-  }
+  for (const auto& batch : due) SendBatch(batch);
+  return wait_us;
 }
 
 // Reads every message that came from the scheduler into the core.
+// Decoded before the core is locked: the runners wait only for Arrive.
 void SchedulerLink::TakeTasks() {
   protocol::Frames frames;
-  while (!stop_.load() && protocol::TryReceive(scheduler_, frames)) OnMessage(frames);
+  std::vector<Job> jobs;
+  while (!stop_.load() && protocol::TryReceive(scheduler_, frames)) OnMessage(frames, jobs);
+  if (jobs.empty()) return;
+  std::lock_guard<std::mutex> lock(pool_->mutex());
+  for (Job& job : jobs) core_.Arrive(std::move(job));
 }
 
-void SchedulerLink::OnMessage(const protocol::Frames& frames) {
+void SchedulerLink::OnMessage(const protocol::Frames& frames, std::vector<Job>& jobs) {
   const std::vector<std::string_view> views = protocol::Views(frames);
   Status checked = protocol::CheckFrames(*setup_.signer, protocol::Limits{}, views);
   auto header = checked.ok() ? protocol::DecodeHeader(views[protocol::kFrameHeader])
@@ -218,8 +163,7 @@ void SchedulerLink::OnMessage(const protocol::Frames& frames) {
                    job.status().ToString());
       continue;
     }
-    core_.Arrive(std::move(*job));
-    FlushIfFull();
+    jobs.push_back(std::move(*job));
   }
 }
 
@@ -230,13 +174,19 @@ void SchedulerLink::OnMessage(const protocol::Frames& frames) {
 // tasks). Then engine_ready, with the list of tasks held here.
 void SchedulerLink::Resume(bool resend_replies) {
   TakeTasks();
-  const size_t resent = resend_replies ? core_.ResendReplies() : 0;
-  if (pool_) CollectFinished();
-  if (std::optional<size_t> dropped = core_.DropIfRemoved()) {
+  size_t resent = 0;
+  std::optional<size_t> dropped;
+  std::vector<TaskId> held;
+  {
+    std::lock_guard<std::mutex> lock(pool_->mutex());
+    if (resend_replies) resent = core_.ResendReplies();
+    dropped = core_.DropIfRemoved();
+    held = core_.Held();
+  }
+  if (dropped) {
     spdlog::warn("dropped {} tasks held while the hub had removed this engine (not started)",
                  *dropped);
   }
-  std::vector<TaskId> held = core_.Held();
   FlushReplies();
   spdlog::info("ready again for the scheduler: {} recent replies sent again, holding {} tasks",
                resent, held.size());
@@ -258,9 +208,14 @@ void SchedulerLink::SendReady(std::optional<std::vector<TaskId>> held) {
 }
 
 // Sends the replies not sent yet, in task_batches within the protocol's
-// limits. REQUIRES: io_mutex_.
+// limits.
 void SchedulerLink::FlushReplies() {
-  while (core_.HasUnsent()) SendBatch(core_.TakeUnsent());
+  std::vector<std::vector<std::vector<std::string>>> batches;
+  {
+    std::lock_guard<std::mutex> lock(pool_->mutex());
+    while (core_.HasUnsent()) batches.push_back(core_.TakeUnsent());
+  }
+  for (const auto& batch : batches) SendBatch(batch);
 }
 
 void SchedulerLink::SendBatch(const std::vector<std::vector<std::string>>& replies) {

@@ -1,45 +1,42 @@
-// The engine's link to the scheduler: the scheduler socket, the worker
-// thread that owns it, and what that thread does. It takes the tasks that
-// came (task batches; engine_retire), gives them to the engine's core,
-// runs what the core starts (inline on this thread with one slot, or on the
-// pool's runner threads with more), and sends the replies in batches,
-// engine_ready, and everything again after a reconnection (Resume).
+// The engine's link to the scheduler: the scheduler socket and the worker
+// thread that owns it. It takes the tasks that came (task batches;
+// engine_retire) into the engine's core, and sends the replies in batches,
+// engine_ready, and everything again after a reconnection (Resume). The
+// tasks run on the pool's runner threads (engine/pool.h), one by default.
 //
-// One owner per socket, with one exception kept on purpose. With one slot
-// the worker thread runs each task itself: a task crosses no thread inside
-// the engine, which is what the one-slot no-op round trip is made of
-// (handing each task to another thread and its answer back costs two
-// wake-ups; docs/architecture.md, "Engines run tasks off the heartbeat
-// thread"). But then nothing on this thread can send while a long task
-// runs, and the replies of the short tasks before it (batched, waiting at
-// most Ledger::kFlushAfterUs) would wait for its end. So the scheduler
-// socket and the core are held under io_mutex_ by the worker thread at all
-// times but while it runs a task inline, and only then may the loop thread
-// take them (FlushWhileTaskRuns) to send the replies that waited 1 ms: the
-// socket changes owner under a mutex, a full barrier, as ZeroMQ allows a
-// socket to migrate between threads, and is never used by two threads at
-// once. Handing such replies to this thread through an inproc socket or an
-// eventfd cannot work (it is busy running the task); the one-owner way is
-// to keep this thread free and run every task on a runner thread, which is
-// the pool's path with one runner. Measured side by side (e2e_bench
-// --engines 2, Release, alternated, medians of two, a loaded 2-core host):
-// at --hwm 1 the round trip's p50 went from 286 µs inline to 368 µs and
-// no-op throughput from 6,350 to 3,940 tasks/s; at --hwm 64 throughput from
-// 33,700 to 16,400 tasks/s, and the engines' CPU per no-op from 8.1 to
-// 44.7 µs. So the mechanism stays.
+// One owner per socket: the worker thread alone uses the scheduler socket,
+// and it never runs a task, so it is free to send while one runs. The core
+// is shared with the runners under the pool's mutex, held only to put
+// tasks in, take replies out, or take the next task: a runner takes its
+// next task and gives its answer without waking this thread, and wakes it
+// only when replies wait that no deadline of this thread's covers, or must
+// go at once (engine/pool.h). So the replies go in batches, as they did
+// when a one-slot engine ran each task on this thread: at once when nothing
+// runs or a batch is due (full, Ledger::kFlushReplies of them, or the oldest
+// waited Ledger::kFlushAfterUs), and while a long task runs by this
+// thread's own deadline (the poll's millisecond). Before, a one-slot
+// engine ran its tasks inline on this thread and lent the socket to the
+// loop thread under a mutex to flush while a long task ran; a task handed
+// to a runner and back one at a time had cost two wake-ups per task and
+// halved no-op throughput (33,700 to 16,400 tasks/s at --hwm 64). Taken
+// by the runners from the core, measured alternated against the inline
+// path (e2e_bench --engines 2, Release, medians of ten, a shared and
+// loaded 2-core host): at --hwm 64, 27,300 vs 29,800 tasks/s (best runs
+// 36,000 vs 34,000) and 8.6 vs 11.4 µs of engine CPU per no-op; at
+// --hwm 1, 4,320 vs 4,300 tasks/s, round trip p50 419 vs 445 µs, but
+// 133 vs 106 µs of engine CPU per no-op (a wake-up each way per task when
+// one task at a time is in flight).
 //
-// Must not: run a task's code itself (engine/task_runner.h does), decide
-// what starts or what a reply says (engine/engine_core.h), or touch the hub
+// Must not: run a task's code (engine/task_runner.h does), decide what
+// starts or what a reply says (engine/engine_core.h), or touch the hub
 // socket. Thread safety: made and Connect()ed on the engine's main thread;
 // from Start() on, owned by the worker thread it starts, but for KillTasks
-// (any thread), the FlushWhileTaskRuns pair (the loop thread) and Join (the
-// thread that called Start, once stop is set).
+// (any thread) and Join (the thread that called Start, once stop is set).
 #ifndef ZTASK_ENGINE_SCHEDULER_LINK_H_
 #define ZTASK_ENGINE_SCHEDULER_LINK_H_
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -58,8 +55,8 @@ namespace ztask::engine {
 class SchedulerLink {
  public:
   // Words on the inproc pair between the loop thread and the worker thread.
-  // To the worker: "ready" (registered again), "stop". To the loop: "flush"
-  // (replies wait while a task runs), "retire" (stop is set).
+  // To the worker: "ready" (registered again), "stop". To the loop:
+  // "retire" (stop is set).
   static constexpr std::string_view kReady = "ready";
 
   // REQUIRES: everything given outlives the link.
@@ -69,7 +66,7 @@ class SchedulerLink {
   // Connects the scheduler socket and the worker's end of the inproc pair
   // bound at `wake_endpoint`, and says engine_ready.
   Status Connect(const std::string& wake_endpoint);
-  // Starts the pool (more than one slot) and the worker thread.
+  // Starts the pool's runners and the worker thread.
   Status Start();
   // REQUIRES: stop is set and the worker woken. Joins the worker thread,
   // then the pool's.
@@ -77,29 +74,18 @@ class SchedulerLink {
   // The running tasks' commands and Python workers die now. Any thread.
   void KillTasks();
 
-  // The loop thread: whether the worker asked it to watch the replies that
-  // wait while a task runs, and the look itself (sends those that waited
-  // long enough, when a task runs inline; else nothing).
-  bool flush_asked() const { return flush_asked_.load(); }
-  void FlushWhileTaskRuns();
-
  private:
   struct Woken {
-    bool any = false, ready_again = false, finished = false;
+    bool any = false, ready_again = false;
   };
   void Main();
-  bool Turn(base::Reactor& reactor, Woken& woken);
-  void AfterTurn(const Woken& woken, std::unique_lock<std::mutex>& io);
-  void RunNext(std::unique_lock<std::mutex>& io);
-  void StartWhatFits();
-  void CollectFinished();
+  int64_t Look();
   void TakeTasks();
-  void OnMessage(const protocol::Frames& frames);
+  // Reads a message from the scheduler: its tasks go to `jobs`.
+  void OnMessage(const protocol::Frames& frames, std::vector<Job>& jobs);
   void Resume(bool resend_replies);
   void SendReady(std::optional<std::vector<TaskId>> held);
-  void FlushIfFull() {
-    if (core_.MustFlush()) FlushReplies();
-  }
+  // Sends the replies that wait (all, or only when due).
   void FlushReplies();
   void SendBatch(const std::vector<std::vector<std::string>>& replies);
 
@@ -108,13 +94,8 @@ class SchedulerLink {
   std::atomic<bool>& stop_;
   zmq::socket_t scheduler_, wake_;
   std::unique_ptr<protocol::ReconnectWatch> watch_;
-  // Runs the tasks of an engine of one slot, on the worker thread.
-  TaskRunner runner_;
-  // An engine of more slots runs its tasks here.
+  // Runs the tasks; its mutex guards the core.
   std::unique_ptr<Pool> pool_;
-  // The scheduler socket and the core (see above).
-  std::mutex io_mutex_;
-  std::atomic<bool> flush_asked_{false};
   std::thread thread_;
 };
 

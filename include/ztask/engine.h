@@ -16,9 +16,10 @@
 // (and Main) blocks the thread that calls it until the engine stops; that
 // thread keeps the hub's heartbeats, so a task never delays them. A
 // process runs one engine at a time (SIGINT/SIGTERM stop the latest). With
-// one slot (the default) every function runs on one thread of the engine,
-// the worker thread, one task at a time. With --slots N it runs on any of
-// N runner threads of a pool, reused from task to task: up to N tasks run at
+// one slot (the default) every function runs on one runner thread of the
+// engine, the same for every task, one task at a time; never on the thread
+// that called Run. With --slots N it runs on any of N runner threads of a
+// pool, reused from task to task: up to N tasks run at
 // once (fewer when tasks ask several slots), so one function may be called
 // from several threads at once, and thread-local state outlives a task.
 // A TaskContext is valid during its call only.

@@ -62,20 +62,20 @@ class EngineCoreTest : public ::testing::Test {
   FakeClock& clock() { return clock_; }
 
   void Arrive(const TaskJob& t) { core_->Arrive(Job(t.job)); }
-  // One slot: the id of the task that starts next, after answering those
+  // A free runner: the id of the task that starts next, after answering those
   // that need no run; nullopt when none may start.
   std::optional<uint64_t> Next() {
-    auto start = core_->NextToRun();
+    auto start = core_->NextThatFits();
     if (!start) return std::nullopt;
     running_.push_back(std::move(*start));
     return running_.back().job.header.id.lo;
   }
-  // Many slots: the tasks started now, in order.
+  // Free runners, as many as start: the tasks started now, in order.
   std::vector<uint64_t> StartWhatFits() {
     std::vector<uint64_t> ids;
-    for (auto& s : core_->StartWhatFits()) {
-      ids.push_back(s.job.header.id.lo);
-      running_.push_back(std::move(s));
+    while (auto s = core_->NextThatFits()) {
+      ids.push_back(s->job.header.id.lo);
+      running_.push_back(std::move(*s));
     }
     return ids;
   }

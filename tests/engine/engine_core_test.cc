@@ -181,26 +181,25 @@ TEST_F(EngineCoreTest, ARefusalOfAHeartbeatFromBeforeTheRegistrationIsStale) {
 
 // ---- when replies go ----
 
-TEST_F(EngineCoreTest, RepliesGoBeforeACommandAndAfterTheyWaited) {
-  Arrive(TaskJob(1));
-  Arrive(TaskJob(2));
-  Arrive(TaskJob(3).Kind("command"));
+TEST_F(EngineCoreTest, RepliesAreDueWhenEnoughWaitOrTheOldestWaited) {
+  for (uint64_t n = 1; n <= Ledger::kFlushReplies + 2; ++n) Arrive(TaskJob(n));
   ASSERT_EQ(Next(), 1u);
-  EXPECT_EQ(core().FlushBeforeRun(running_.back().job), EngineCore::BeforeRun::kNothingWaits);
+  EXPECT_FALSE(core().FlushDue()) << "nothing waits";
+  const int64_t first_us = clock().now_us;
   Finish(1);
-  ASSERT_EQ(Next(), 2u);
-  EXPECT_EQ(core().FlushBeforeRun(running_.back().job), EngineCore::BeforeRun::kFlushIfItLasts)
-      << "a fresh reply waits for the next ones";
+  EXPECT_FALSE(core().FlushDue()) << "a fresh reply waits for the next ones";
+  EXPECT_EQ(core().FlushDueAtUs(), first_us + Ledger::kFlushAfterUs);
   clock().AdvanceMicros(Ledger::kFlushAfterUs);
-  EXPECT_EQ(core().FlushBeforeRun(running_.back().job), EngineCore::BeforeRun::kFlushNow);
-  clock().AdvanceMicros(Ledger::kFlushWhileRunningUs - Ledger::kFlushAfterUs - 1);
-  EXPECT_FALSE(core().FlushWhileRunning());
-  clock().AdvanceMicros(1);
-  EXPECT_TRUE(core().FlushWhileRunning()) << "the loop thread sends it while 2 runs";
-  Finish(2);
-  ASSERT_EQ(Next(), 3u);
-  EXPECT_EQ(core().FlushBeforeRun(running_.back().job), EngineCore::BeforeRun::kFlushNow)
-      << "a command may run long";
+  EXPECT_TRUE(core().FlushDue()) << "the oldest waited long enough";
+  Sent();
+  for (uint64_t n = 2; n < Ledger::kFlushReplies + 1; ++n) {
+    ASSERT_EQ(Next(), n);
+    Finish(n);
+  }
+  EXPECT_FALSE(core().FlushDue());
+  ASSERT_EQ(Next(), Ledger::kFlushReplies + 1);
+  Finish(Ledger::kFlushReplies + 1);
+  EXPECT_TRUE(core().FlushDue()) << "enough of them wait";
 }
 
 TEST_F(EngineCoreTest, AFullBatchMustGo) {

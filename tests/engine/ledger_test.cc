@@ -93,21 +93,19 @@ TEST(Ledger, KeptRepliesAreBoundedByCountAndBytesTheLatestAlwaysKept) {
   EXPECT_TRUE(by_bytes.MayRun(Id(9)));
 }
 
-TEST(Ledger, RepliesWaitForCompanyOnlyBrieflyAndNeverBehindALongTask) {
+TEST(Ledger, RepliesWaitForCompanyOnlyBriefly) {
   Ledger ledger;
-  EXPECT_FALSE(ledger.FlushBeforeRun(true, 0)) << "nothing waits";
+  EXPECT_FALSE(ledger.FlushDue(0)) << "nothing waits";
   ledger.Reply(Id(1), 1, true, Frames(1), 1000);
-  EXPECT_FALSE(ledger.FlushBeforeRun(false, 1000 + Ledger::kFlushAfterUs - 1));
-  EXPECT_TRUE(ledger.FlushBeforeRun(false, 1000 + Ledger::kFlushAfterUs));
-  EXPECT_TRUE(ledger.FlushBeforeRun(true, 1000)) << "a command may run long: they go first";
-  EXPECT_FALSE(ledger.FlushWhileRunning(1000 + Ledger::kFlushWhileRunningUs - 1));
-  EXPECT_TRUE(ledger.FlushWhileRunning(1000 + Ledger::kFlushWhileRunningUs));
+  EXPECT_EQ(ledger.unsent_since_us(), 1000);
+  EXPECT_FALSE(ledger.FlushDue(1000 + Ledger::kFlushAfterUs - 1));
+  EXPECT_TRUE(ledger.FlushDue(1000 + Ledger::kFlushAfterUs));
   for (uint64_t n = 2; n <= Ledger::kFlushReplies; ++n)
     ledger.Reply(Id(n), 1, true, Frames(n), 1000);
-  EXPECT_TRUE(ledger.FlushBeforeRun(false, 1000)) << "enough wait";
+  EXPECT_TRUE(ledger.FlushDue(1000)) << "enough wait";
   (void)ledger.TakeUnsent();
   EXPECT_FALSE(ledger.has_unsent());
-  EXPECT_FALSE(ledger.FlushWhileRunning(1 << 30));
+  EXPECT_FALSE(ledger.FlushDue(1 << 30));
 }
 
 TEST(Ledger, ABatchStaysWithinTheProtocolsLimitsInOrder) {

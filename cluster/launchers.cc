@@ -95,7 +95,11 @@ Status LocalCluster::SubmitSlurmJob(int engines, const std::string& prefix) {
   return Status::Ok();
 }
 
-void LocalCluster::AddPlanned(Supervised planned) { engines_.push_back(std::move(planned)); }
+void LocalCluster::AddPlanned(Supervised planned) {
+  planned.window = RestartWindow(options_.max_restarts, options_.restart_window_s,
+                                 options_.restart_backoff_s);
+  engines_.push_back(std::move(planned));
+}
 
 // The first job's engines are HOST-LAUNCHER-RANK; later jobs' get their own
 // prefix, so ranks of two jobs never share a name (and so an id).

@@ -97,7 +97,9 @@ LocalCluster::LocalCluster(ClusterOptions options, fs::path profile, int lock_fd
     : options_(std::move(options)),
       launcher_(MakeLauncher(options_.launcher)),
       profile_(std::move(profile)),
-      lock_fd_(lock_fd) {}
+      lock_fd_(lock_fd),
+      server_restarts_(options_.max_restarts, options_.restart_window_s,
+                       options_.restart_backoff_s) {}
 
 LocalCluster::~LocalCluster() {
   StopAll();
@@ -275,23 +277,20 @@ void LocalCluster::Supervise(double now) {
         continue;
       }
       const std::string exited = "exited with code " + std::to_string(*code);
-      std::erase_if(e.recent_restarts,
-                    [&](double t) { return now - t > options_.restart_window_s; });
-      if (static_cast<int>(e.recent_restarts.size()) >= options_.max_restarts) {
+      if (e.window.Exhausted(now)) {
         e.failed = true;
         Report(e, EngineState::kFailed, exited + "; gave up after " + std::to_string(options_.max_restarts) +
                                 " restarts within " + std::to_string(options_.restart_window_s) +
                                 " s");
         continue;
       }
-      const double backoff = std::min(
-          30.0, options_.restart_backoff_s * static_cast<double>(1 << e.recent_restarts.size()));
+      const double backoff = e.window.EngineBackoff();
       e.restart_at = now + backoff;
       char why[160];
       std::snprintf(why, sizeof why, "%s; restarting in %g s", exited.c_str(), backoff);
       Report(e, EngineState::kRestarting, why);
     } else if (!e.failed && now >= e.restart_at) {
-      e.recent_restarts.push_back(now);
+      e.window.Restarted(now);
       ++e.restarts;
       Launch(e);
       Report(e, EngineState::kStarting, "restart " + std::to_string(e.restarts));
@@ -338,8 +337,7 @@ bool LocalCluster::KeepServersUp(double now) {
     if (!code) continue;
     // The hub ends with 0 when asked to (taskctl shutdown): so does the cluster.
     if (*code == 0 && process == &hub_) return false;
-    std::erase_if(server_restarts_, [&](double t) { return now - t > options_.restart_window_s; });
-    const bool again = static_cast<int>(server_restarts_.size()) >= options_.max_restarts;
+    const bool again = server_restarts_.Exhausted(now);
     if (again && process == &dashboard_) {
       // The cluster does not need its dashboard to work.
       std::fprintf(stderr, "taskcluster: the dashboard exited with code %d again; giving it up (see %s)\n",
@@ -347,23 +345,20 @@ bool LocalCluster::KeepServersUp(double now) {
       dashboard_.reset();
       continue;
     }
-    server_restarts_.push_back(now);
+    server_restarts_.Restarted(now);
     if (again) {
       // The hub and the scheduler hold what is not written yet (the
       // scheduler's unacknowledged records, the hub's unwritten ones):
       // stopping the cluster would lose it. They are started again, less
       // often, until they stay up.
-      const size_t beyond = server_restarts_.size() - static_cast<size_t>(options_.max_restarts);
-      const double backoff =
-          std::min(30.0, std::max(0.1, options_.restart_backoff_s) *
-                             static_cast<double>(uint64_t{1} << std::min<size_t>(beyond, 8)));
+      const double backoff = server_restarts_.ServerBackoff();
       server_restart_at_[name] = now + backoff;
       char text[512];
       std::snprintf(text, sizeof text,
                     "the %s of %s exited with code %d again (%zu times within %g s)%s; starting it "
                     "again in %g s, and the cluster is kept, for what it has not written yet "
                     "(see %s)",
-                    name, profile_.c_str(), *code, server_restarts_.size(),
+                    name, profile_.c_str(), *code, server_restarts_.Recent(now),
                     options_.restart_window_s, FullDiskNote(profile_).c_str(), backoff,
                     (logs() / (std::string(name) + ".log")).c_str());
       Alert(text);

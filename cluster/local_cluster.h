@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/signals.h"
+#include "cluster/restart_window.h"
 #include "cluster/child_process.h"
 #include "cluster/launcher.h"
 #include "ztask/status.h"
@@ -131,7 +132,7 @@ class LocalCluster final : public Stoppable {
     std::string name;
     std::vector<std::string> argv;
     std::unique_ptr<ChildProcess> process;  // null while waiting to restart, or failed
-    std::vector<double> recent_restarts;    // steady seconds, within the window
+    RestartWindow window{0, 0, 0};          // set from the options when planned
     int restarts = 0;
     double restart_at = 0;
     bool failed = false;
@@ -184,7 +185,7 @@ class LocalCluster final : public Stoppable {
   std::string dashboard_url_;
   // Starts taskdash and waits for the URL it writes.
   Status StartDashboard();
-  std::vector<double> server_restarts_;  // steady seconds, within the window
+  RestartWindow server_restarts_;  // of the hub, the scheduler and the dashboard
   // The hub or the scheduler that exited past max_restarts: when it is
   // started again (steady seconds), by name.
   std::map<std::string, double> server_restart_at_;

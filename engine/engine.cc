@@ -120,9 +120,10 @@ class EngineLoop final : public Stoppable {
   void Stop() {
     hub_->Unregister();
     // A command still running dies with the engine (its task is failed over
-    // by the scheduler when the hub reports the engine gone).
-    scheduler_->KillTasks();
+    // by the scheduler when the hub reports the engine gone). Stop first, so
+    // that no runner starts another task once the running ones are killed.
     stop_.store(true);
+    scheduler_->KillTasks();
     wake_.send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
     scheduler_->Join();
     spdlog::info("engine {} stopped", core_.engine_id());

@@ -18,8 +18,8 @@ namespace {
 
 using protocol::MsgType;
 
-// Fenced with tasks held: looked at again this often (the loop thread lifts
-// the fence when the hub answers).
+// While tasks wait (fenced, or for room), looked at again this often: the
+// loop thread lifts the fence when the hub answers, and tells no one.
 constexpr int64_t kFencedLookUs = 20'000;
 
 }  // namespace
@@ -99,12 +99,12 @@ int64_t SchedulerLink::Look() {
   int64_t wait_us = -1;
   {
     std::lock_guard<std::mutex> lock(pool_->mutex());
+    // While tasks wait, this looks again within kFencedLookUs: the fence
+    // may close before a runner takes them (the runner then waits) and
+    // lift later with nothing else to wake anyone.
     if (core_.HasQueued()) {
-      if (core_.MayStart()) {
-        pool_->WakeRunners();
-      } else {
-        wait_us = kFencedLookUs;
-      }
+      wait_us = kFencedLookUs;
+      if (core_.MayStart()) pool_->WakeRunners();
     }
     // Nothing runs here: what is answered goes before this waits.
     if (core_.HasUnsent() && (pool_->idle() || core_.FlushDue())) {

@@ -71,6 +71,32 @@ class SchedulerProcess : public ::testing::Test {
     return replies;
   }
 
+  // Waits until every engine holds one task the scheduler gave it (with
+  // HWM 1, leastload gives each linked engine one), repeating the hub's
+  // notices meanwhile: a SUB socket may join after the first one was sent.
+  // The tasks are held, not answered.
+  std::vector<ReceivedTask> HoldOneTaskOnEachEngine() {
+    std::vector<std::optional<ReceivedTask>> held(engines_.size());
+    WaitFor(
+        [&] {
+          bool all = true;
+          for (size_t i = 0; i < engines_.size(); ++i) {
+            if (!held[i]) held[i] = engines_[i]->Receive(milliseconds(1));
+            all = all && held[i].has_value();
+          }
+          if (++turns_ % 20 == 0) {
+            for (auto& e : engines_) hub_->AnnounceEngine(e->id(), e->uuid());
+          }
+          return all;
+        },
+        seconds(20));
+    std::vector<ReceivedTask> tasks;
+    for (auto& h : held) {
+      if (h) tasks.push_back(*h);
+    }
+    return tasks;
+  }
+
   // Receives monitor messages until `done` holds of them.
   template <class F>
   bool MonitorUntil(F&& done) {
@@ -97,7 +123,14 @@ TEST_F(SchedulerProcess, RoutesTasksToEnginesAndEveryReplyBackToTheClient) {
   AddEngine(0);
   AddEngine(1);
   std::set<TaskId> submitted;
-  for (int i = 0; i < 20; ++i) submitted.insert(client_->Submit({}, Echo("t" + std::to_string(i))));
+  for (int i = 0; i < 2; ++i) submitted.insert(client_->Submit({}, Echo("t" + std::to_string(i))));
+  auto held = HoldOneTaskOnEachEngine();
+  ASSERT_EQ(held.size(), 2u) << "both engines are linked and each takes a task\n" << process_->Log();
+  for (size_t i = 0; i < held.size(); ++i) {
+    engines_[i]->Reply(held[i], true);
+    served_by_[held[i].header.id] = engines_[i]->id();
+  }
+  for (int i = 2; i < 20; ++i) submitted.insert(client_->Submit({}, Echo("t" + std::to_string(i))));
   auto replies = Serve(20);
   ASSERT_EQ(replies.size(), 20u) << process_->Log();
   std::set<TaskId> replied;

@@ -29,6 +29,19 @@ inline CLI::Validator NumberAbove(double least, bool inclusive) {
 inline const CLI::Validator kPositiveNumber = NumberAbove(0, false);
 inline const CLI::Validator kNonNegativeNumber = NumberAbove(0, true);
 
+// --hwm: "auto" (the default: learned per engine) or a whole number of
+// tasks an engine may hold, 0 for no limit.
+inline const CLI::Validator kHwmValue(
+    [](std::string& input) -> std::string {
+      if (input == "auto") return std::string();
+      if (input.empty() || input.size() > 9 ||
+          input.find_first_not_of("0123456789") != std::string::npos) {
+        return "'" + input + "' is not auto or a whole number of tasks (0: no limit)";
+      }
+      return std::string();
+    },
+    "auto|N");
+
 // "taskctl 0.2.0 (protocol ZTASK1)": what every program's --version prints.
 std::string VersionLine(const std::string& program);
 

@@ -171,7 +171,10 @@ ClusterStats StatsOf(const protocol::Bodies<MsgType::kStatsReply>::Content& repl
   if (const auto& s = reply.scheduler) {
     out.scheduler = ClusterStats::Scheduler{s->scheme,  s->hwm,     s->clients,
                                             s->waiting, s->ready,   s->running,
-                                            s->engines, s->dropped, SecondsOf(reply.scheduler_age_us)};
+                                            s->engines, s->dropped, SecondsOf(reply.scheduler_age_us), {}};
+    for (const auto& e : s->engine_hwms.value_or(std::vector<protocol::EngineHwm>{})) {
+      out.scheduler->engine_hwms.emplace_back(e.engine_id, e.hwm);
+    }
   }
   out.feed = reply.feed;
   out.missed = reply.missed;

@@ -1,4 +1,5 @@
 // The functions every stock engine has.
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <thread>
@@ -16,9 +17,12 @@ void RegisterBuiltins(Engine& engine) {
     if (!seconds.is_number()) throw std::invalid_argument("sleep takes a number of seconds");
     const base::Deadline until(
         std::chrono::microseconds(static_cast<int64_t>(seconds.get<double>() * 1e6)));
+    // In steps of at most 5 ms, to see a time limit; the last one ends on
+    // time (a sleep of 1 ms takes 1 ms).
     while (!until.expired()) {
       if (context.OutOfTime()) throw TimeLimitReached();
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      const int64_t left_us = until.at_us() - base::MonotonicMicros();
+      std::this_thread::sleep_for(std::chrono::microseconds(std::clamp<int64_t>(left_us, 1, 5000)));
     }
     return Value();
   });

@@ -1,6 +1,7 @@
 // The engine's logic without I/O (engine/engine_core.h).
 #include "engine/engine_core.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "base/clock.h"
@@ -73,6 +74,20 @@ std::optional<size_t> EngineCore::DropIfRemoved() {
   queue_.clear();
   fence_.Dropped();
   return dropped;
+}
+
+size_t EngineCore::TakeBack(const std::vector<TaskId>& ids) {
+  size_t given = 0;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (std::find(ids.begin(), ids.end(), it->header.id) == ids.end()) {
+      ++it;
+      continue;
+    }
+    Reply(NotRunAnswer(*it, engine_id()));
+    it = queue_.erase(it);
+    ++given;
+  }
+  return given;
 }
 
 std::vector<TaskId> EngineCore::Held() const {

@@ -10,7 +10,8 @@
 //
 // The contract: every task taken here gets exactly one reply, in the order
 // the tasks finished: ran (any outcome), "not run" (sent ahead behind a task
-// that did not succeed here; held when the hub had removed this engine), or
+// that did not succeed here; held when the hub had removed this engine;
+// queued and asked back by the scheduler, to run elsewhere), or
 // "unsatisfiable" (it asks more than this engine has). Tasks start in the
 // order they came: none overtakes the first one waiting for room.
 //
@@ -75,6 +76,11 @@ class EngineCore {
   // without using a retry). Returns how many, or nullopt when it was not
   // removed.
   std::optional<size_t> DropIfRemoved();
+  // The scheduler asks these tasks back (task_take_back): each still
+  // queued here leaves the queue, answered "not run"; one started, or not
+  // held, is left as it is (its reply comes as usual). Returns how many
+  // were given back.
+  size_t TakeBack(const std::vector<TaskId>& ids);
   // The tasks held here, running and queued, for engine_ready.
   std::vector<TaskId> Held() const;
 

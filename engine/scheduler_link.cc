@@ -126,13 +126,25 @@ int64_t SchedulerLink::Look() {
 void SchedulerLink::TakeTasks() {
   protocol::Frames frames;
   std::vector<Job> jobs;
-  while (!stop_.load() && protocol::TryReceive(scheduler_, frames)) OnMessage(frames, jobs);
-  if (jobs.empty()) return;
-  std::lock_guard<std::mutex> lock(pool_->mutex());
-  for (Job& job : jobs) core_.Arrive(std::move(job));
+  std::vector<TaskId> take_back;
+  while (!stop_.load() && protocol::TryReceive(scheduler_, frames)) {
+    OnMessage(frames, jobs, take_back);
+  }
+  if (jobs.empty() && take_back.empty()) return;
+  size_t given = 0;
+  {
+    std::lock_guard<std::mutex> lock(pool_->mutex());
+    for (Job& job : jobs) core_.Arrive(std::move(job));
+    // After the tasks that came with them: asked back, a task has come.
+    if (!take_back.empty()) given = core_.TakeBack(take_back);
+  }
+  if (!take_back.empty()) {
+    spdlog::debug("the scheduler asked {} tasks back; {} had not started", take_back.size(), given);
+  }
 }
 
-void SchedulerLink::OnMessage(const protocol::Frames& frames, std::vector<Job>& jobs) {
+void SchedulerLink::OnMessage(const protocol::Frames& frames, std::vector<Job>& jobs,
+                              std::vector<TaskId>& take_back) {
   const std::vector<std::string_view> views = protocol::Views(frames);
   Status checked = protocol::CheckFrames(*setup_.signer, protocol::Limits{}, views);
   auto header = checked.ok() ? protocol::DecodeHeader(views[protocol::kFrameHeader])
@@ -141,6 +153,16 @@ void SchedulerLink::OnMessage(const protocol::Frames& frames, std::vector<Job>& 
     spdlog::info("drained: the scheduler retires this engine");
     stop_.store(true);
     wake_.send(zmq::str_buffer("retire"), zmq::send_flags::dontwait);
+    return;
+  }
+  if (header.ok() && header->type == MsgType::kTaskTakeBack) {
+    auto ids = protocol::DecodeBody<protocol::TaskIdList>(views[protocol::kFrameContent]);
+    if (!ids.ok()) {
+      spdlog::warn("dropped a message from the scheduler: task_take_back: {}",
+                   ids.status().ToString());
+      return;
+    }
+    take_back.insert(take_back.end(), ids->task_ids.begin(), ids->task_ids.end());
     return;
   }
   protocol::TaskBatch batch;

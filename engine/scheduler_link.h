@@ -81,8 +81,10 @@ class SchedulerLink {
   void Main();
   int64_t Look();
   void TakeTasks();
-  // Reads a message from the scheduler: its tasks go to `jobs`.
-  void OnMessage(const protocol::Frames& frames, std::vector<Job>& jobs);
+  // Reads a message from the scheduler: its tasks go to `jobs`, the ids a
+  // task_take_back asks back to `take_back`.
+  void OnMessage(const protocol::Frames& frames, std::vector<Job>& jobs,
+                 std::vector<TaskId>& take_back);
   void Resume(bool resend_replies);
   void SendReady(std::optional<std::vector<TaskId>> held);
   // Sends the replies that wait (all, or only when due).

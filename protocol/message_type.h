@@ -28,6 +28,9 @@ namespace ztask::protocol {
   /* many task_requests or task_replies in one message, one signature: */    \
   /* client -> scheduler -> engine, engine -> scheduler -> client */         \
   X(kTaskBatch, 7, "task_batch", Empty, TaskBatch)                           \
+  /* scheduler -> engine: give these back if not started (answered */       \
+  /* "not run" each; started ones run and are answered as usual) */          \
+  X(kTaskTakeBack, 8, "task_take_back", Empty, TaskIdList)                   \
   /* engine <-> hub */                                                       \
   X(kRegistrationRequest, 10, "registration_request", Empty, RegistrationRequest) \
   X(kRegistrationReply, 11, "registration_reply", Empty, RegistrationReply)  \

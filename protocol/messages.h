@@ -791,15 +791,30 @@ struct Event {
 
 // The scheduler's own view, sent to the hub every second on the monitor
 // socket (not acknowledged: the next one replaces it).
+// One engine's HWM as the scheduler has it now.
+struct EngineHwm {
+  int32_t engine_id = 0;
+  int32_t hwm = 0;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("engine_id", s.engine_id);
+    v("hwm", s.hwm);
+  }
+  friend bool operator==(const EngineHwm&, const EngineHwm&) = default;
+};
+
 struct SchedulerStats {
   std::string scheme;
-  int32_t hwm = 0;
+  int32_t hwm = 0;  // 0: no limit; -1: the default, learned per engine (engine_hwms)
   int64_t clients = 0;   // client connections it knows
   int64_t waiting = 0;   // tasks whose dependencies are not met yet
   int64_t ready = 0;     // tasks that could run, waiting for an engine
   int64_t running = 0;   // tasks sent to engines
   int64_t engines = 0;   // engines it can give tasks
   int64_t dropped = 0;   // messages it dropped since it started
+  // With the learned HWM (-1): each engine's now, at most kMaxEngineHwms.
+  std::optional<std::vector<EngineHwm>> engine_hwms;
+  static constexpr size_t kMaxEngineHwms = 1000;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("scheme", s.scheme);
@@ -810,6 +825,7 @@ struct SchedulerStats {
     v("running", s.running);
     v("engines", s.engines);
     v("dropped", s.dropped);
+    v("engine_hwms", s.engine_hwms);
   }
   friend bool operator==(const SchedulerStats&, const SchedulerStats&) = default;
 };

@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cassert>
 
 namespace ztask::scheduler {
@@ -15,7 +16,7 @@ using protocol::MsgType;
 void ActionApplier::ApplyAll(Msg reply) {
   while (true) {
     core_.TakeActions(&actions_);
-    if (actions_.empty()) return;
+    if (actions_.empty()) return SendTakeBacks();
     std::vector<Action> batch;
     batch.swap(actions_);
     for (const Action& a : batch) Apply(a, reply);
@@ -24,6 +25,7 @@ void ActionApplier::ApplyAll(Msg reply) {
 
 void ActionApplier::Apply(const Action& a, Msg reply) {
   if (a.kind == Action::Kind::kRetire) return Retire(a);
+  if (a.kind == Action::Kind::kTakeBack) return TakeBack(a);
   const PackedRequest* request = requests_.Find(a.task);
   if (!request) {
     spdlog::error("no request kept for task {}: a bug", a.task.ToHex());
@@ -44,6 +46,7 @@ void ActionApplier::Apply(const Action& a, Msg reply) {
     case Action::Kind::kUnmet:
       return Returned(a, *request);
     case Action::Kind::kRetire:
+    case Action::Kind::kTakeBack:
       return;  // handled above
   }
 }
@@ -60,6 +63,33 @@ void ActionApplier::Retire(const Action& a) {
       protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{},
                               protocol::EngineRef{a.engine_id, uuid}));
   spdlog::info("engine {} is drained and retires", a.engine_id);
+}
+
+void ActionApplier::TakeBack(const Action& a) { take_back_.emplace_back(a.slot, a.task); }
+
+void ActionApplier::SendTakeBacks() {
+  if (take_back_.empty()) return;
+  std::sort(take_back_.begin(), take_back_.end());
+  for (size_t i = 0; i < take_back_.size();) {
+    const EngineSlot slot = take_back_[i].first;
+    protocol::TaskIdList ids;
+    for (; i < take_back_.size() && take_back_[i].first == slot; ++i) {
+      ids.task_ids.push_back(take_back_[i].second);
+    }
+    const std::string* route = targets_.engine_routes.RouteOf(engines_.UuidOf(slot));
+    if (!route) continue;  // gone: its tasks come back with its loss
+    const std::string_view prefix[] = {*route};
+    // Sent at once, after the batches that carried them (a task is asked
+    // back only once it has waited there a while). Harmless when the
+    // engine's queue is full and it is not sent: the engine then runs its
+    // tasks where they are, as without the rule.
+    (void)protocol::SendEncoded(
+        targets_.engine_socket, prefix,
+        protocol::EncodeMessage(signer_, builder_.NewHeader(MsgType::kTaskTakeBack), std::nullopt,
+                                protocol::Empty{}, ids));
+    spdlog::debug("asked {} tasks back from an engine stuck on a long one", ids.task_ids.size());
+  }
+  take_back_.clear();
 }
 
 void ActionApplier::Dispatch(const Action& a, const PackedRequest& request) {
@@ -114,8 +144,9 @@ void ActionApplier::Returned(const Action& a, const PackedRequest& request) {
   result.error_message =
       a.kind == Action::Kind::kUnmet
           ? "engine " + std::to_string(a.engine_id) + " cannot run it: " + a.message
-          : "sent ahead to engine " + std::to_string(a.engine_id) +
-                ", not run there: its dependency did not succeed there";
+      : !a.message.empty() ? a.message
+                           : "sent ahead to engine " + std::to_string(a.engine_id) +
+                                 ", not run there: its dependency did not succeed there";
   hub_.RecordOutcome(a, /*final=*/false, request[1 + protocol::kFrameHeader],
                      protocol::EncodeBody(result));
 }

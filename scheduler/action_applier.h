@@ -69,6 +69,10 @@ class ActionApplier {
   void Apply(const Action& a, Msg reply);
   // A drained engine may go: tell it, and forget it (it unregisters).
   void Retire(const Action& a);
+  // Notes a task to ask back from its engine (SendTakeBacks asks).
+  void TakeBack(const Action& a);
+  // One task_take_back to each engine that has tasks to give back.
+  void SendTakeBacks();
   void Dispatch(const Action& a, const PackedRequest& request);
   // REQUIRES: `reply` is the engine's reply that finished the task.
   void Deliver(const Action& a, const PackedRequest& request, Msg reply);
@@ -83,6 +87,8 @@ class ActionApplier {
   const protocol::Signer& signer_;
   ActionTargets targets_;
   std::vector<Action> actions_;
+  // Tasks to ask back, by engine slot, gathered while applying.
+  std::vector<std::pair<EngineSlot, TaskId>> take_back_;
 };
 
 }  // namespace ztask::scheduler

@@ -255,6 +255,7 @@ SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId&
                                                   ErrorType error, bool retriable) {
   const auto it = RunningTask(slot, id);
   if (it == tasks_.end()) return Finish::kLate;
+  if (adaptive()) Measured(slot);
   Release(it->second);
   ahead_.Forget(id);
   if (success) {
@@ -279,8 +280,12 @@ void SchedulerCore::Deliver(TaskMap::iterator it, EngineSlot slot, ErrorType err
 SchedulerCore::Finish SchedulerCore::TaskNotRun(EngineSlot slot, const TaskId& id) {
   const auto it = RunningTask(slot, id);
   if (it == tasks_.end()) return Finish::kLate;
+  const bool taken_back = it->second.taking_back;
   Release(it->second);
-  Return(it->second, slot);
+  Return(it->second, slot,
+         taken_back ? "taken back from engine " + std::to_string(book_.IdOf(slot)) +
+                          " before it started there: it waited behind a long task"
+                    : std::string());
   Pump();
   return Finish::kAccepted;
 }
@@ -290,6 +295,7 @@ SchedulerCore::Finish SchedulerCore::TaskUnmet(EngineSlot slot, const TaskId& id
   if (it == tasks_.end()) return Finish::kLate;
   Task& task = it->second;
   const int32_t engine_id = book_.IdOf(slot);
+  if (adaptive()) Measured(slot);
   Release(task);
   NoteUnmet(task.deps, engine_id);
   actions_.push_back(
@@ -380,6 +386,10 @@ void SchedulerCore::Tick() {
          "task " + id.ToHex() + " did not start within " +
              std::to_string(task.timeout_us / 1e6).substr(0, 8) + " s of being queued");
   }
+  if (adaptive() && maybe_queued_ && now >= next_take_back_us_) {
+    next_take_back_us_ = now + kTakeBackLookUs;
+    TakeBackStuck(now);
+  }
   Pump();
 }
 
@@ -388,6 +398,9 @@ std::optional<int64_t> SchedulerCore::NextDeadline() const {
   if (!deadlines_.empty()) next = deadlines_.top().first;
   const std::optional<int64_t> await = tracker_.AwaitDeadline();
   if (await && (!next || *await < *next)) next = await;
+  if (adaptive() && maybe_queued_ && (!next || next_take_back_us_ < *next)) {
+    next = next_take_back_us_;
+  }
   return next;
 }
 

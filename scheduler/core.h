@@ -31,6 +31,7 @@
 #include "base/recent_id_map.h"
 #include "scheduler/dependencies.h"
 #include "scheduler/dependency_tracker.h"
+#include "scheduler/depth_gauge.h"
 #include "scheduler/engine_book.h"
 #include "scheduler/ready_queue.h"
 #include "scheduler/retry_policy.h"
@@ -45,6 +46,16 @@ struct CoreOptions {
   // default) sends a task only where its slots are free, HWM h lets h-1
   // more slots' worth of tasks wait on an engine; 0 means no limit.
   // Resources are never booked beyond what an engine has.
+  //
+  // kAdaptiveHwm (taskscheduler's default): each engine's HWM is learned
+  // (depth_gauge.h): a queue there only while its tasks finish fast, as
+  // deep as hides the round trip. And the take-back rule: when an engine
+  // is idle while another has tasks queued behind one that has run far
+  // longer than its tasks usually take, those queued tasks are asked back
+  // (kTakeBack); the engine answers "not run" for each it had not started
+  // (TaskNotRun: it waits again, no retry used, and goes where there is
+  // room) and runs the others as usual. A task never moves once started,
+  // and nothing moves before its engine said it did not start it.
   uint32_t hwm = 1;
   // Send ahead: a task waiting for one last dependency, running on an
   // engine with room, goes to that engine at once, to run there as soon as
@@ -89,9 +100,12 @@ struct Action {
     kFail,      // final: the scheduler fails the task with error/message
     kRetry,     // attempt `attempt` failed on engine_id; the task waits again
     kRetire,    // the draining engine (slot, engine_id) has no task left: let it go
-    kReturned,  // sent ahead, not run there (attempt `attempt`): waits again, no retry used
+    kReturned,  // sent ahead, or taken back (message: why), not run there (attempt
+                // `attempt`): waits again, no retry used
     kUnmet,     // engine_id answered that the task's functional dependencies are unmet
                 // there (message: why): it waits for another engine, no retry used
+    kTakeBack,  // ask engine (slot, engine_id) to give `attempt` of the task back if it
+                // has not started it (its answer: TaskNotRun, or the task's reply)
   };
   Kind kind;
   TaskId task;
@@ -114,6 +128,7 @@ struct CoreCounters {
   uint64_t failed = 0;
   uint64_t retried = 0;
   uint64_t late_replies = 0;  // replies for tasks not running there
+  uint64_t taken_back = 0;    // tasks asked back from engines (kTakeBack)
 };
 
 struct AbortOutcome {
@@ -227,7 +242,12 @@ class SchedulerCore {
   size_t finished_tasks() const { return tracker_.finished_count(); }
   // Slots booked on the engine by the tasks it holds.
   uint32_t LoadOf(EngineSlot slot) const { return book_.LoadOf(slot); }
+  // The engine's HWM now: learned with kAdaptiveHwm, else the option's.
+  // REQUIRES: slot was returned by EngineAdded.
+  uint32_t HwmOf(EngineSlot slot) const { return book_.HwmOf(slot); }
   size_t live_engines() const { return book_.live().size(); }
+  // Live engine ids and their slots.
+  const std::unordered_map<int32_t, EngineSlot>& engines() const { return book_.live(); }
 
  private:
   enum class State : uint8_t { kWaiting, kReady, kRunning };
@@ -243,6 +263,7 @@ class SchedulerCore {
     // it waits for one to have room, even through engines leaving.
     bool judged = false;
     bool grouped = false;  // ready, in a group of ready_
+    bool taking_back = false;  // running: asked back from its engine (kTakeBack)
     int32_t priority = 0;
     int32_t attempt = 0;
     uint64_t seq = 0;
@@ -346,13 +367,29 @@ class SchedulerCore {
   void SendAheadAll();
   // A task sent ahead whose dependencies are not met comes back: it waits
   // again, its attempt not counted against its retries.
-  void Return(Task& task, EngineSlot slot);
+  // `why`: why it came back, when not because its dependency failed.
+  void Return(Task& task, EngineSlot slot, std::string why = {});
+
+  // --- the default HWM and the take-back rule (core_take_back.cc) ---
+  bool adaptive() const { return book_.adaptive(); }
+  // An engine answered a task it ran: its depth is measured again.
+  void Measured(EngineSlot slot);
+  // Asks back what waits on stuck engines while another engine is idle.
+  void TakeBackStuck(int64_t now);
+  // How often the take-back rule looks, while tasks may be queued on
+  // engines.
+  static constexpr int64_t kTakeBackLookUs = 5000;
 
   CoreOptions options_;
   base::Clock* clock_;
   EngineBook book_;
   DependencyTracker tracker_;
   SendAhead ahead_;
+  DepthGauge gauge_;
+  // Some engine may hold queued tasks (set on dispatch, cleared by a look
+  // that found none), and when the take-back rule looks next.
+  bool maybe_queued_ = false;
+  int64_t next_take_back_us_ = 0;
   TaskMap tasks_;
   // Tasks ready to be placed; wide ones that may go anywhere in groups.
   ReadyQueue ready_;

@@ -76,16 +76,17 @@ void SchedulerCore::SendAheadAll() {
   while (ahead_.TakeCheck(&dep)) SendAheadAfter(dep);
 }
 
-void SchedulerCore::Return(Task& task, EngineSlot slot) {
+void SchedulerCore::Return(Task& task, EngineSlot slot, std::string why) {
   actions_.push_back({Action::Kind::kReturned,
                       task.id,
                       slot,
                       book_.IdOf(slot),
                       task.attempt,
                       ErrorType::kNone,
-                      {},
+                      std::move(why),
                       false});
   task.ahead = false;
+  task.taking_back = false;
   Settle(task, ahead_.TakeCause(task.id));
 }
 

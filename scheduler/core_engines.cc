@@ -21,11 +21,17 @@ void SchedulerCore::Place(Task& task, EngineSlot slot) {
   task.slot = slot;
   task.ahead = !task.deps.Met();
   task.followed = false;
+  task.taking_back = false;
   ++running_;
 }
 
 void SchedulerCore::Assign(Task& task, EngineSlot slot, const TaskId& run_after) {
+  const bool was_idle = book_.LoadOf(slot) == 0;
   Place(task, slot);
+  if (adaptive()) {
+    gauge_.Dispatched(slot, was_idle, clock_->MonotonicMicros());
+    if (book_.Queued(slot) > 0) maybe_queued_ = true;
+  }
   ++task.attempt;
   ++counters_.dispatched;
   actions_.push_back({Action::Kind::kDispatch,
@@ -180,6 +186,7 @@ EngineSlot SchedulerCore::EngineAdded(int32_t engine_id, bool accepting,
                                       const Amounts& capacity) {
   if (const EngineSlot old = book_.SlotOf(engine_id); old != kNoSlot) EngineRemoved(old);
   const EngineSlot slot = book_.Add(engine_id, accepting, capacity);
+  gauge_.Added(slot);
   Pump();
   return slot;
 }

@@ -34,6 +34,13 @@ bool EngineBook::SetCapacity(EngineSlot slot, const Amounts& capacity) {
   return true;
 }
 
+void EngineBook::SetDepth(EngineSlot slot, uint32_t depth) {
+  if (!Alive(slot) || engines_[slot].depth == depth) return;
+  LeaveScheme(slot);
+  engines_[slot].depth = depth;
+  JoinScheme(slot);
+}
+
 bool EngineBook::Accept(EngineSlot slot) {
   if (!Alive(slot) || engines_[slot].accepting) return false;
   engines_[slot].accepting = true;

@@ -46,9 +46,13 @@ struct Demand {
   bool Wide() const { return slots > 1 || !units.empty(); }
 };
 
+// CoreOptions::hwm for the default: each engine's own depth (SetDepth).
+inline constexpr uint32_t kAdaptiveHwm = UINT32_MAX;
+
 class EngineBook {
  public:
-  // `hwm` as CoreOptions::hwm. REQUIRES: scheme non-null.
+  // `hwm` as CoreOptions::hwm (kAdaptiveHwm: each engine's depth, 0 until
+  // SetDepth). REQUIRES: scheme non-null.
   EngineBook(uint32_t hwm, std::unique_ptr<Scheme> scheme);
 
   // A new engine life: returns its slot. REQUIRES: engine_id is not alive.
@@ -86,6 +90,27 @@ class EngineBook {
   }
   // Room for a one-slot task asking no resource: what the scheme holds.
   bool HasRoom(EngineSlot slot) const { return HasRoom(engines_[slot]); }
+  // Open to new tasks with a slot free: it would start one at once.
+  bool Idle(EngineSlot slot) const {
+    const Engine& e = engines_[slot];
+    return Open(e) && e.load < e.slots;
+  }
+  // Slots booked beyond what the engine runs at once: tasks queued there.
+  uint32_t Queued(EngineSlot slot) const {
+    const Engine& e = engines_[slot];
+    return e.load > e.slots ? e.load - e.slots : 0;
+  }
+
+  // ---- the default HWM (kAdaptiveHwm)
+  bool adaptive() const { return hwm_ == kAdaptiveHwm; }
+  // The slots' worth of tasks the engine may hold queued beyond what it
+  // runs. Ignored unless adaptive().
+  void SetDepth(EngineSlot slot, uint32_t depth);
+  // The HWM the engine has now (as --hwm would give it): its depth plus
+  // one when adaptive(), the fixed one otherwise.
+  uint32_t HwmOf(EngineSlot slot) const {
+    return adaptive() ? engines_[slot].depth + 1 : hwm_;
+  }
 
   // The scheme's choice among the engines with room. REQUIRES: !SchemeEmpty().
   bool SchemeEmpty() const { return scheme_->Empty(); }
@@ -141,6 +166,7 @@ class EngineBook {
     bool reserved = false;  // held whole (Reserve): out of the scheme
     uint32_t load = 0;      // slots booked by the tasks it holds
     uint32_t slots = 1;     // what it has
+    uint32_t depth = 0;     // queued beyond its slots (adaptive())
     std::vector<int64_t> capacity, booked;  // units by resource index
     int64_t stamp = 0;
     std::vector<TaskId> running;
@@ -149,7 +175,9 @@ class EngineBook {
   static bool Open(const Engine& e) { return e.alive && e.accepting && !e.draining; }
   // Room for `slots` more slots, within the HWM.
   bool SlotRoom(const Engine& e, uint32_t slots) const {
-    return hwm_ == 0 || e.load + slots <= e.slots + hwm_ - 1;
+    if (hwm_ == 0) return true;
+    const uint32_t hwm = adaptive() ? e.depth + 1 : hwm_;
+    return e.load + slots <= e.slots + hwm - 1;
   }
   bool HasRoom(const Engine& e) const { return Open(e) && !e.reserved && SlotRoom(e, 1); }
   static int64_t UnitsOf(const std::vector<int64_t>& v, uint16_t r) {

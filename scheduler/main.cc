@@ -22,6 +22,7 @@ struct Flags {
   SchedulerOptions options;
   std::string ip;
   std::string log_level = "info";
+  std::string hwm = "auto";
 };
 
 std::string SchemeList() {
@@ -37,7 +38,11 @@ void AddRoutingFlags(CLI::App& app, Flags& flags) {
   SchedulerOptions& options = flags.options;
   app.add_option("--scheme", options.scheme, "how to choose an engine: " + SchemeList())
       ->capture_default_str();
-  app.add_option("--hwm", options.hwm, "most tasks outstanding per engine; 0: no limit")
+  app.add_option("--hwm", flags.hwm,
+                 "most tasks outstanding per engine; 0: no limit; auto: learned per engine, "
+                 "deep while tasks finish fast, 1 for long ones (tasks queued behind a long "
+                 "one are taken back for idle engines)")
+      ->check(ztask::kHwmValue)
       ->capture_default_str();
   using ztask::cluster::AddPassedFlag;
   // A task naming an outcome older than --keep-finished waits while the hub
@@ -93,6 +98,8 @@ std::optional<int> ParseFlags(int argc, char** argv, Flags& flags) {
   } catch (const CLI::ParseError& e) {
     return ztask::UsageExit(app, e, "taskscheduler");
   }
+  flags.options.hwm = flags.hwm == "auto" ? ztask::scheduler::kAdaptiveHwm
+                                          : static_cast<uint32_t>(std::stoul(flags.hwm));
   if (!flags.ip.empty()) {
     flags.options.client_endpoint = "tcp://" + flags.ip + ":*";
     flags.options.engine_endpoint = "tcp://" + flags.ip + ":*";
@@ -109,7 +116,9 @@ int Serve(const SchedulerOptions& options) {
     return 2;
   }
   ztask::SetStopTarget(server->get());
-  spdlog::info("scheme {}, hwm {}; clients at {}, engines at {}", options.scheme, options.hwm,
+  spdlog::info("scheme {}, hwm {}; clients at {}, engines at {}", options.scheme,
+               options.hwm == ztask::scheduler::kAdaptiveHwm ? std::string("auto")
+                                                            : std::to_string(options.hwm),
                (*server)->client_endpoint(), (*server)->engine_endpoint());
   (*server)->Run();
   ztask::SetStopTarget(nullptr);

@@ -15,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -305,7 +306,17 @@ void SchedulerServer::Impl::SendStats(int64_t now_us) {
   next_stats_us_ = now_us + kStatsEveryUs;
   protocol::SchedulerStats stats;
   stats.scheme = options_.scheme;
-  stats.hwm = static_cast<int32_t>(options_.hwm);
+  const bool learned = options_.hwm == kAdaptiveHwm;
+  stats.hwm = learned ? -1 : static_cast<int32_t>(options_.hwm);
+  if (learned) {
+    stats.engine_hwms.emplace();
+    for (const auto& [engine_id, slot] : core_.engines()) {
+      if (stats.engine_hwms->size() == protocol::SchedulerStats::kMaxEngineHwms) break;
+      stats.engine_hwms->push_back({engine_id, static_cast<int32_t>(core_.HwmOf(slot))});
+    }
+    std::sort(stats.engine_hwms->begin(), stats.engine_hwms->end(),
+              [](const auto& a, const auto& b) { return a.engine_id < b.engine_id; });
+  }
   stats.clients = static_cast<int64_t>(client_routes_.size());
   stats.ready = static_cast<int64_t>(core_.ready_tasks());
   stats.waiting = static_cast<int64_t>(core_.unassigned_tasks() - core_.ready_tasks());

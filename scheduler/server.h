@@ -21,6 +21,7 @@
 
 #include "base/signals.h"
 #include "protocol/codec.h"
+#include "scheduler/engine_book.h"
 #include "ztask/status.h"
 
 namespace ztask::scheduler {
@@ -37,8 +38,9 @@ struct TaskLimits {
 struct SchedulerOptions {
   // Scheme name (scheme.h). Default: "leastload".
   std::string scheme = "leastload";
-  // Most tasks outstanding per engine, 0 for no limit. Default: 1.
-  uint32_t hwm = 1;
+  // Most tasks outstanding per engine, 0 for no limit. Default:
+  // kAdaptiveHwm, learned per engine (CoreOptions::hwm).
+  uint32_t hwm = kAdaptiveHwm;
   // Send a task waiting for one last dependency to the engine running it
   // (CoreOptions::send_ahead). Default: on.
   bool send_ahead = true;

@@ -144,9 +144,11 @@ struct ClusterStats {
   double duration_sum = 0;
   struct Scheduler {
     std::string scheme;
-    int32_t hwm = 0;
+    int32_t hwm = 0;  // 0: no limit; -1: the default, learned per engine
     int64_t clients = 0, waiting = 0, ready = 0, running = 0, engines = 0, dropped = 0;
     double age_s = 0;  // how long ago it sent them (once a second)
+    // With the learned HWM: each engine's now (engine id, HWM), by id.
+    std::vector<std::pair<int32_t, int32_t>> engine_hwms;
   };
   std::optional<Scheduler> scheduler;  // none yet, or no scheduler
   // The hub's feed of finished tasks: the position of its newest entry,

@@ -77,6 +77,30 @@ TEST_F(EngineCoreTest, ATaskSentAheadBehindATaskNeverSeenHereIsNotRun) {
   EXPECT_TRUE(sent[0].meta.not_run);
 }
 
+TEST_F(EngineCoreTest, TasksAskedBackThatHaveNotStartedAreAnsweredNotRun) {
+  Arrive(TaskJob(1));
+  Arrive(TaskJob(2));
+  Arrive(TaskJob(3));
+  Arrive(TaskJob(4));
+  ASSERT_EQ(Next(), 1u);  // started: it stays
+  // 1 started, 2 and 4 queued, 9 never held here.
+  EXPECT_EQ(core().TakeBack({Id(1), Id(2), Id(4), Id(9)}), 2u);
+  const auto sent = Sent();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].id, Id(2));
+  EXPECT_EQ(sent[1].id, Id(4));
+  EXPECT_TRUE(sent[0].meta.not_run && sent[1].meta.not_run);
+  EXPECT_EQ(core().Held(), (std::vector<TaskId>{Id(1), Id(3)}));
+  Finish(1);
+  EXPECT_EQ(Next(), 3u) << "what was not asked back runs in its order";
+  Finish(3);
+  EXPECT_EQ(Next(), std::nullopt);
+  EXPECT_EQ(SentIds(), (std::vector<uint64_t>{1, 3})) << "one answer each";
+  // Asked back again (late): nothing is held, nothing changes.
+  EXPECT_EQ(core().TakeBack({Id(2), Id(3)}), 0u);
+  EXPECT_TRUE(SentIds().empty());
+}
+
 TEST_F(EngineCoreTest, ATaskAskingMoreThanTheEngineHasIsUnsatisfiable) {
   Make(/*slots=*/2, {{"gpus", 1}});
   Arrive(TaskJob(1).Slots(3));

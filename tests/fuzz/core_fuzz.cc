@@ -38,7 +38,7 @@ TaskId IdOf(uint64_t n) { return TaskId{0, n}; }
 class Run {
  public:
   explicit Run(uint8_t config)
-      : hwm_(config % 3),
+      : hwm_(config % 4 == 3 ? kAdaptiveHwm : config % 4),
         core_(CoreOptions{hwm_}, MakeScheme(SchemeNames()[(config / 3) % SchemeNames().size()], 7),
               &clock_) {}
 
@@ -224,6 +224,12 @@ class Run {
       case Action::Kind::kUnmet:
         running_.erase(n);
         break;
+      case Action::Kind::kTakeBack:
+        // The engine had started the odd ones; the even ones it gives back.
+        if (n % 2 == 0) {
+          Check(core_.TaskNotRun(a.slot, a.task) == SchedulerCore::Finish::kAccepted);
+        }
+        break;
       case Action::Kind::kRetire: {
         // The engine goes, as a retired engine unregisters.
         auto it = std::find_if(alive_.begin(), alive_.end(),
@@ -257,7 +263,8 @@ class Run {
     }
     for (const Where& w : alive_) {
       const Amounts cap = CapacityOf(w.engine);
-      if (hwm_ > 0) Check(core_.LoadOf(w.slot) <= static_cast<uint32_t>(cap.slots) + hwm_ - 1);
+      const uint32_t hwm = hwm_ == kAdaptiveHwm ? DepthGauge::kMaxDepth + 1 : hwm_;
+      if (hwm > 0) Check(core_.LoadOf(w.slot) <= static_cast<uint32_t>(cap.slots) + hwm - 1);
       auto g = cap.resources.find("gpus");
       Check(gpus[w.slot] <= (g == cap.resources.end() ? 0 : g->second));
     }

@@ -109,7 +109,7 @@ template <> inline RecoverReply Sample<RecoverReply>() {
 }
 template <> inline StatsRequest Sample<StatsRequest>() { return {12, 500}; }
 template <> inline SchedulerStats Sample<SchedulerStats>() {
-  return {"leastload", 64, 3, 10, 5, 4, 2, 1};
+  return {"leastload", -1, 3, 10, 5, 4, 2, 1, std::vector<EngineHwm>{{0, 64}, {1, 1}}};
 }
 template <> inline StatsReply Sample<StatsReply>() {
   StatsReply reply;

@@ -174,7 +174,7 @@ Status LocalCluster::Start() {
   Status s = WaitForEndpoint(*hub_, "hub", false);
   if (s.ok()) {
     std::vector<std::string> scheduler = {bin + "taskscheduler", "--profile-dir", dir, "--scheme",
-                                          options_.scheme, "--hwm", std::to_string(options_.hwm),
+                                          options_.scheme, "--hwm", options_.hwm,
                                           "--ip", options_.ip};
     if (options_.insecure) scheduler.push_back("--insecure");
     scheduler.insert(scheduler.end(), options_.scheduler_args.begin(),

@@ -33,7 +33,7 @@ struct ClusterOptions {
   std::filesystem::path profile_dir;  // Default: ~/.ztask/profile_default.
   int engines = 0;                    // 0: the number of cores.
   std::string scheme = "leastload";
-  int hwm = 1;
+  std::string hwm = "auto";            // taskscheduler --hwm
   std::string db;                     // Default: <profile>/tasks.db; or :memory:.
   std::string ip = "127.0.0.1";       // where every socket binds
   double launch_timeout_s = 30;       // for all engines to register

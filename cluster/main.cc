@@ -97,8 +97,10 @@ void AddShapeFlags(CLI::App* start, ClusterOptions& options) {
   start->add_option("-n,--engines", options.engines, "number of engines (default: cores)")
       ->check(CLI::Range(1, 100000));
   start->add_option("--scheme", options.scheme, "leastload, lru, twobin, weighted, random");
-  start->add_option("--hwm", options.hwm, "most tasks outstanding per engine; 0: no limit")
-      ->check(ztask::kNonNegativeNumber);
+  start->add_option("--hwm", options.hwm,
+                    "most tasks outstanding per engine; 0: no limit; auto (the default): "
+                    "learned per engine")
+      ->check(ztask::kHwmValue);
   start->add_option("--db", options.db, "task records: a SQLite file or :memory:");
   start->add_option("--ip", options.ip, "address to bind (and to write in the connection file)");
   start->add_option("--dashboard", options.dashboard,

@@ -5,6 +5,27 @@
 
 namespace ztask::cluster {
 
+namespace {
+
+// "routing: leastload, HWM auto (engine 0: 64, engine 1: 1)": with the
+// learned HWM, what each engine has now (the first ones, with many).
+std::string RoutingLine(const ClusterStats::Scheduler& s) {
+  constexpr size_t kListed = 16;
+  std::string line = "routing: " + s.scheme + ", HWM ";
+  if (s.hwm >= 0) return line + (s.hwm == 0 ? "unlimited" : std::to_string(s.hwm)) + "\n";
+  line += "auto";
+  for (size_t i = 0; i < s.engine_hwms.size() && i < kListed; ++i) {
+    line += (i == 0 ? " (engine " : ", engine ") + std::to_string(s.engine_hwms[i].first) +
+            ": " + std::to_string(s.engine_hwms[i].second);
+  }
+  if (s.engine_hwms.size() > kListed) {
+    line += ", and " + std::to_string(s.engine_hwms.size() - kListed) + " more";
+  }
+  return line + (s.engine_hwms.empty() ? "\n" : ")\n");
+}
+
+}  // namespace
+
 Result<std::string> RunReport(Client& client) {
   auto engines = client.Engines();
   if (!engines.ok()) return engines.status();
@@ -29,6 +50,7 @@ Result<std::string> RunReport(Client& client) {
                         static_cast<long long>(stats->ok), static_cast<long long>(stats->failed),
                         static_cast<long long>(stats->waiting + stats->running));
   std::string report(text, static_cast<size_t>(n));
+  if (stats->scheduler) report += RoutingLine(*stats->scheduler);
   if (last_finished > all_registered && all_registered > 0) {
     std::snprintf(text, sizeof text, "from all engines registered to the last task finished: %.3f s\n",
                   last_finished - all_registered);

@@ -159,6 +159,10 @@ Value DashModel::Engines() const {
   if (stats_) {
     for (const auto& [engine, id] : stats_->current) current[engine] = id;
   }
+  std::map<int32_t, int32_t> hwm;
+  if (stats_ && stats_->scheduler) {
+    for (const auto& [engine, h] : stats_->scheduler->engine_hwms) hwm[engine] = h;
+  }
   Value list = Value::array();
   for (const EngineStatus& e : engines_) {
     Value j = Value::object();
@@ -173,6 +177,9 @@ Value DashModel::Engines() const {
     j["running"] = q == queues_.end() ? 0 : q->second.running;
     j["queued"] = q == queues_.end() ? 0 : q->second.queued;
     j["done"] = q == queues_.end() ? 0 : q->second.completed;
+    // The learned HWM it has now (null: a fixed one, the same for all).
+    auto h = hwm.find(e.id);
+    j["hwm"] = h == hwm.end() ? Value(nullptr) : Value(h->second);
     auto c = current.find(e.id);
     j["current"] = c == current.end() ? Value(nullptr) : Value(Hex(c->second));
     list.push_back(std::move(j));

@@ -134,7 +134,7 @@ function renderOverview() {
     : [el('div', { class: 'hint' }, 'no engine registered')]));
   const info = [];
   if (c.scheme) {
-    info.push(el('div', {}, 'scheme ', el('b', {}, c.scheme), ' · HWM ', el('b', {}, c.hwm === 0 ? 'unlimited' : c.hwm)));
+    info.push(el('div', {}, 'scheme ', el('b', {}, c.scheme), ' · HWM ', el('b', {}, c.hwm === 0 ? 'unlimited' : c.hwm === -1 ? 'auto' : c.hwm)));
     info.push(el('div', {}, 'clients ', el('b', {}, fmt(c.clients))));
   } else {
     info.push(el('div', { class: 'hint' }, 'no word from the scheduler yet'));
@@ -299,7 +299,8 @@ function renderEngines() {
   const rows = state.engines.map((e) => el('tr', { 'data-engine': e.id, onclick: () => filterEngine(e.id) },
     el('td', {}, e.id), el('td', {}, e.name), el('td', {}, e.host), el('td', {}, e.pid),
     el('td', { class: 'st-' + e.state }, e.state), el('td', {}, e.restarts), el('td', {}, fmt(e.done)),
-    el('td', {}, e.running), el('td', {}, e.queued), el('td', {}, e.current ? taskLink(e.current) : '')));
+    el('td', {}, e.running), el('td', {}, e.queued), el('td', {}, e.hwm ?? ''),
+    el('td', {}, e.current ? taskLink(e.current) : '')));
   $('engine-table').tBodies[0].replaceChildren(...rows);
 }
 

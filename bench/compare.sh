@@ -76,6 +76,16 @@ run ztask_sim2 "$bench" --label ztask_sim2 --simulated "$engines" --hwm "$hwm" \
   --tasks $((ztask_tasks / 4)) --latency 0 --chain 0
 run ztask_sim1000 "$bench" --label ztask_sim1000 --simulated 1000 --hwm "$hwm" \
   --tasks $((ztask_tasks / 4)) --latency 0 --chain 0
+# The defaults (--hwm auto, what `taskcluster start` does with no flag)
+# against fixed HWMs: no-ops, and three shapes of tasks that sleep.
+run ztask_auto "$bench" --label ztask_auto --engines "$engines" --hwm auto \
+  --tasks "$ztask_tasks" --latency 0 --chain 0
+for shape in mixed spikes slowdown; do
+  for h in auto 1 64; do
+    run "shape_${shape}_$h" "$bench" --label "shape_${shape}_$h" --engines "$engines" --hwm "$h" \
+      --tasks 0 --latency 0 --chain 0 --shape "$shape"
+  done
+done
 run ipyparallel_hwm1 timeout 300 "$py" bench/peers/ipyparallel_bench.py --engines "$engines" \
   --hwm 1 --tasks "$peer_tasks" --latency 500 --chain 500
 run ipyparallel_hwm "$py" bench/peers/ipyparallel_bench.py --engines "$engines" \
@@ -83,6 +93,8 @@ run ipyparallel_hwm "$py" bench/peers/ipyparallel_bench.py --engines "$engines" 
 # The Python client: the peers' Python no-op, and the engines' noop by name.
 run ztask_python timeout 600 "$py" bench/peers/ztask_python_bench.py --bin build-release/bin \
   --engines "$engines" --hwm "$hwm" --tasks "$python_tasks" --latency 1000
+run ztask_python_auto timeout 600 "$py" bench/peers/ztask_python_bench.py --bin build-release/bin \
+  --engines "$engines" --hwm auto --tasks "$python_tasks" --latency 0
 # The no-op workload with the dashboard open in headless Chromium (its task
 # stream), against the same without a dashboard, in turns.
 run dashboard timeout 900 "$py" bench/peers/dashboard_bench.py --bin build-release/bin \

@@ -4,7 +4,9 @@
 //                  [--db PATH|:memory:] [--tasks N] [--latency N] [--chain N]
 //                  [--fan-in N] [--dag N] [--relay] [--label TEXT]
 //                  [--send-ahead true|false] [--waiting N] [--curve]
-//                  [--durability process|power]
+//                  [--durability process|power] [--shape mixed|spikes|slowdown]
+// --hwm takes a number or auto (the scheduler's default; 64 here unless
+// given).
 //        e2e_bench --attach PROFILE_DIR [--tasks N] --latency N
 //
 // --attach: against a cluster already running, the no-op throughput (with
@@ -25,6 +27,8 @@
 //   chain              --chain no-ops, each `after` the one before;
 //   fan-in             --fan-in no-ops and one `after` all of them;
 //   random DAG         --dag no-ops, each after up to 3 random earlier ones;
+//   a shape            --shape: tasks that sleep, submitted at once, the
+//                      seconds to the last reply (ShapeOf says which);
 //   hub memory         the hub's resident memory grown per recorded task;
 //   waiting memory     --waiting no-ops, each after a task that sleeps,
 //                      so that all of them wait in the scheduler: its
@@ -72,7 +76,9 @@ double Since(Clock::time_point t) {
 }
 
 struct Options {
-  int engines = 2, simulated = 0, hwm = 64;
+  int engines = 2, simulated = 0;
+  std::string hwm = "64";  // or auto
+  std::string shape;       // none, or ShapeOf's
   std::string scheme = "leastload", db, label = "ztask";
   int tasks = 20000, latency = 2000, chain = 2000, fan_in = 0, dag = 0, waiting = 0;
   bool relay = false;
@@ -147,7 +153,7 @@ class Cluster {
         WaitForFile([](const protocol::ConnectionInfo& i) { return !i.hub.query.empty(); }));
     scheduler_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{bin + "taskscheduler", "--profile-dir", profile_, "--hwm",
-                                 std::to_string(o.hwm), "--scheme", o.scheme, "--send-ahead",
+                                 o.hwm, "--scheme", o.scheme, "--send-ahead",
                                  o.send_ahead, "--durability", o.durability, "--log-level",
                                  "warn"},
         dir + "/scheduler.log");
@@ -244,6 +250,43 @@ Result<double> RunGraph(Client& c, const std::vector<std::vector<size_t>>& after
   }
   ZTASK_RETURN_IF_ERROR(c.WaitReplies(ids, 600));
   return static_cast<double>(after.size()) / Since(start);
+}
+
+// The durations (seconds) of the tasks of a shape, in submission order, or
+// none for an unknown name:
+//   mixed     one task of 2 s, then 160 of 10 ms;
+//   spikes    2,000 tasks of 1 ms with 4 of 1 s at random among them;
+//   slowdown  a map of 400 tasks that become ten times slower halfway
+//             (2 ms, then 20 ms).
+std::vector<double> ShapeOf(const std::string& name) {
+  std::vector<double> d;
+  if (name == "mixed") {
+    d.push_back(2.0);
+    d.insert(d.end(), 160, 0.01);
+  } else if (name == "spikes") {
+    d.assign(2000, 0.001);
+    std::mt19937_64 rng(20261126);
+    for (int k = 0; k < 4; ++k) d[rng() % d.size()] = 1.0;
+  } else if (name == "slowdown") {
+    d.assign(200, 0.002);
+    d.insert(d.end(), 200, 0.02);
+  }
+  return d;
+}
+
+// Submits tasks that sleep for `durations` at once; the seconds to the
+// last reply.
+Result<double> RunShape(Client& c, const std::vector<double>& durations) {
+  std::vector<TaskOptions> tasks(durations.size());
+  for (size_t i = 0; i < durations.size(); ++i) {
+    tasks[i].function = "sleep";
+    tasks[i].args = Value(durations[i]);
+  }
+  const auto start = base::MonotonicNow();
+  auto ids = c.SubmitMany(tasks);
+  if (!ids.ok()) return ids.status();
+  ZTASK_RETURN_IF_ERROR(c.WaitReplies(*ids, 600));
+  return Since(start);
 }
 
 // The scheduler's resident memory grown per waiting task: in all, and
@@ -368,6 +411,7 @@ Graph RandomDag(int n) {
 // What one run measured.
 struct Figures {
   double throughput = 0, chain = 0, fan_in = 0, dag = 0, bytes_per_record = 0;
+  double shape_s = 0;  // --shape's seconds
   WaitingMemory waiting;  // bytes per waiting task
   CpuSample cpu;          // µs per task over the no-op run
   Latency rtt;
@@ -406,6 +450,11 @@ Status MeasureCluster(const Options& o, const std::string& dir, Figures* f) {
     if (!rate.ok()) return Status::Unavailable(std::string(name) + ": " + rate.status().message());
     *out = *rate;
   }
+  if (!o.shape.empty()) {
+    auto seconds = RunShape(c, ShapeOf(o.shape));
+    if (!seconds.ok()) return Status::Unavailable("shape: " + seconds.status().message());
+    f->shape_s = *seconds;
+  }
   if (o.waiting > 0) {
     auto bytes = WaitingBytes(cluster, o.waiting);
     if (!bytes.ok()) return Status::Unavailable("waiting tasks: " + bytes.status().message());
@@ -415,8 +464,8 @@ Status MeasureCluster(const Options& o, const std::string& dir, Figures* f) {
 }
 
 void PrintTable(const Options& o, int pool, const Figures& f) {
-  std::printf("%s: %d %s engines, %s, hwm %d, db %s, signed\n", o.label.c_str(), pool,
-              o.simulated > 0 ? "simulated" : "real", o.scheme.c_str(), o.hwm,
+  std::printf("%s: %d %s engines, %s, hwm %s, db %s, signed\n", o.label.c_str(), pool,
+              o.simulated > 0 ? "simulated" : "real", o.scheme.c_str(), o.hwm.c_str(),
               o.db.empty() ? "sqlite" : o.db.c_str());
   std::printf("  %-22s %12s %9s %9s %9s\n", "workload", "tasks/s", "p50 us", "p99 us", "max us");
   if (o.tasks > 0) std::printf("  %-22s %12.0f\n", "no-op throughput", f.throughput);
@@ -427,6 +476,7 @@ void PrintTable(const Options& o, int pool, const Figures& f) {
   if (o.chain > 0) std::printf("  %-22s %12.0f\n", "chain", f.chain);
   if (o.fan_in > 0) std::printf("  %-22s %12.0f\n", "fan-in", f.fan_in);
   if (o.dag > 0) std::printf("  %-22s %12.0f\n", "random DAG", f.dag);
+  if (!o.shape.empty()) std::printf("  shape %s: %.3f s\n", o.shape.c_str(), f.shape_s);
   if (o.tasks > 0) {
     std::printf("  hub memory per recorded task: %.0f bytes\n", f.bytes_per_record);
     std::printf(
@@ -450,18 +500,20 @@ void PrintTable(const Options& o, int pool, const Figures& f) {
 // The one JSON line bench/compare.sh reads.
 void PrintJson(const Options& o, int pool, const Figures& f) {
   std::printf(
-      "{\"label\": \"%s\", \"engines\": %d, \"simulated\": %s, \"hwm\": %d, \"scheme\": \"%s\", "
+      "{\"label\": \"%s\", \"engines\": %d, \"simulated\": %s, \"hwm\": \"%s\", \"scheme\": \"%s\", "
       "\"db\": \"%s\", \"tasks\": %d, \"tasks_per_s\": %.0f, \"p50_us\": %.0f, \"p99_us\": %.0f, "
       "\"max_us\": %.0f, \"chain_tasks_per_s\": %.0f, \"fan_in_tasks_per_s\": %.0f, "
       "\"dag_tasks_per_s\": %.0f, \"hub_bytes_per_record\": %.0f, "
       "\"waiting\": %d, \"scheduler_bytes_per_waiting\": %.0f, "
       "\"scheduler_bytes_per_waiting_all\": %.0f, \"relay_tasks_per_s\": %.0f, "
-      "\"relay_p50_us\": %.0f, \"relay64_tasks_per_s\": %.0f, \"cpu_us_per_task\": {\"hub\": %.1f, \"scheduler\": %.1f, "
+      "\"relay_p50_us\": %.0f, \"relay64_tasks_per_s\": %.0f, \"shape\": \"%s\", \"shape_s\": %.3f, "
+      "\"cpu_us_per_task\": {\"hub\": %.1f, \"scheduler\": %.1f, "
       "\"engines\": %.1f, \"client\": %.1f, \"all\": %.1f}}\n",
-      o.label.c_str(), pool, o.simulated > 0 ? "true" : "false", o.hwm, o.scheme.c_str(),
+      o.label.c_str(), pool, o.simulated > 0 ? "true" : "false", o.hwm.c_str(), o.scheme.c_str(),
       o.db.empty() ? "sqlite" : o.db.c_str(), o.tasks, f.throughput, f.rtt.p50, f.rtt.p99,
       f.rtt.max, f.chain, f.fan_in, f.dag, f.bytes_per_record, o.waiting, f.waiting.marginal,
-      f.waiting.all, f.relay.tasks_per_s, f.relay.rtt.p50, f.relay64.tasks_per_s, f.cpu.hub,
+      f.waiting.all, f.relay.tasks_per_s, f.relay.rtt.p50, f.relay64.tasks_per_s, o.shape.c_str(),
+      f.shape_s, f.cpu.hub,
       f.cpu.scheduler, f.cpu.engines, f.cpu.client, f.cpu.total());
 }
 
@@ -505,7 +557,8 @@ int main(int argc, char** argv) {
       // clang-format off
       if (flag == "--engines") o.engines = std::stoi(v);
       else if (flag == "--simulated") o.simulated = std::stoi(v);
-      else if (flag == "--hwm") o.hwm = std::stoi(v);
+      else if (flag == "--hwm") o.hwm = v == "auto" ? v : std::to_string(std::stoi(v));
+      else if (flag == "--shape") o.shape = v;
       else if (flag == "--scheme") o.scheme = v;
       else if (flag == "--db") o.db = v;
       else if (flag == "--tasks") o.tasks = std::stoi(v), tasks_given = true;
@@ -531,6 +584,9 @@ int main(int argc, char** argv) {
   }
   if (o.send_ahead != "true" && o.send_ahead != "false") {
     return Fail("--send-ahead takes true or false, not '" + o.send_ahead + "'");
+  }
+  if (!o.shape.empty() && ztask::bench::ShapeOf(o.shape).empty()) {
+    return Fail("--shape takes mixed, spikes or slowdown, not '" + o.shape + "'");
   }
   if (serve > 0) return ztask::bench::RunSimulatedEngines(serve_profile, serve);
   if (!attach.empty()) return ztask::bench::Attached(attach, o.latency, tasks_given ? o.tasks : 0);

@@ -31,7 +31,7 @@ def ratio(a, b):
 
 
 def main():
-    directory, engines, hwm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    directory, engines, hwm = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     runs = [r for r in (load(directory, f"ztask_{k}") for k in (1, 2, 3)) if r]
     z = median_of(runs) if runs else {}
     z1 = load(directory, "ztask_hwm1")
@@ -120,6 +120,26 @@ def main():
     except OSError:
         pass
     print("runs that failed once and were run again: " + (", ".join(retried) or "none"))
+    za = load(directory, "ztask_auto")
+    zpya = load(directory, "ztask_python_auto")
+    defaults = {
+        "auto_tasks_per_s": za.get("tasks_per_s", 0),
+        "auto_vs_hwm64": ratio(za.get("tasks_per_s"), z.get("tasks_per_s")),
+        "python_function_auto_tasks_per_s": zpya.get("function_tasks_per_s", 0),
+        "python_auto_vs_hwm64": ratio(zpya.get("function_tasks_per_s"),
+                                      zpy.get("function_tasks_per_s")),
+    }
+    print(f"defaults (HWM auto) / HWM {hwm}:   C++ no-ops {defaults['auto_vs_hwm64']:.2f} "
+          f"({defaults['auto_tasks_per_s']:.0f} tasks/s), Python function no-ops "
+          f"{defaults['python_auto_vs_hwm64']:.2f} "
+          f"({defaults['python_function_auto_tasks_per_s']:.0f} tasks/s)")
+    for shape in ("mixed", "spikes", "slowdown"):
+        s = {h: load(directory, f"shape_{shape}_{h}").get("shape_s", 0) for h in ("auto", "1", "64")}
+        best = min((v for v in (s["1"], s["64"]) if v), default=0)
+        defaults[f"{shape}_s"] = {f"hwm_{h}": v for h, v in s.items()}
+        defaults[f"{shape}_auto_vs_best"] = ratio(s["auto"], best)
+        print(f"shape {shape + ':':10}                 auto {s['auto']:.3f} s, HWM 1 {s['1']:.3f} s, "
+              f"HWM 64 {s['64']:.3f} s: auto / better fixed {ratio(s['auto'], best):.3f}")
     cpu = median_of([r["cpu_us_per_task"] for r in runs if isinstance(r.get("cpu_us_per_task"), dict)]
                     or [{}])
     if cpu:
@@ -163,6 +183,7 @@ def main():
         "dashboard_ratio": dash.get("ratio", 0),
         "dashboard_hub_cpu_us_per_task": dash.get("hub_cpu_us_per_task_with", 0),
         "retried": retried,
+        "defaults": defaults,
     }
     print(json.dumps(summary))
 

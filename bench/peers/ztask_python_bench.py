@@ -48,7 +48,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", default=os.path.join(HERE, "..", "..", "build-release", "bin"))
     parser.add_argument("--engines", type=int, default=2)
-    parser.add_argument("--hwm", type=int, default=64)
+    parser.add_argument("--hwm", default="64", help="a number, or auto (the default of taskcluster)")
     parser.add_argument("--tasks", type=int, default=20000)
     parser.add_argument("--latency", type=int, default=1000)
     args = parser.parse_args()

@@ -3,8 +3,11 @@
 // gauge measures, per engine life (slot), the time between the replies of a
 // busy engine (its service time per task, its slots working in parallel
 // included) and keeps enough queued there to cover kHideUs of work, the
-// round trip a queue hides, and no more. Fast tasks (no-ops) get a deep
-// queue, as --hwm 64 gives; tasks of 10 ms or more get none, as --hwm 1.
+// round trip a queue hides, and no more: fast tasks (no-ops) get a deep
+// queue, as --hwm 64 gives; tasks of a few ms to kShortUs one task queued
+// (a round trip per task would cost them a few percent); longer ones none,
+// as --hwm 1, so that no task waits long behind another while an engine
+// could run it.
 //
 // It also says when an engine is stuck: busy and silent for much longer
 // than its tasks take (a long task at the head of its queue), so that what
@@ -17,6 +20,7 @@
 #define ZTASK_SCHEDULER_DEPTH_GAUGE_H_
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -27,8 +31,11 @@ namespace ztask::scheduler {
 class DepthGauge {
  public:
   // Work kept queued on an engine beyond what it runs, in microseconds of
-  // its measured service time.
-  static constexpr int64_t kHideUs = 2000;
+  // its measured service time: a round trip through a busy scheduler, and
+  // the engine's batching of replies, with room to spare.
+  static constexpr int64_t kHideUs = 5000;
+  // Tasks taking longer than this (on average, on that engine) get no queue.
+  static constexpr int64_t kShortUs = 50000;
   // The deepest queue: as --hwm 64.
   static constexpr uint32_t kMaxDepth = 63;
   // An engine silent this long while it holds queued tasks (and at least
@@ -58,8 +65,9 @@ class DepthGauge {
     g.measured = true;
     g.last_finish_us = now_us;
     g.stalled = false;
-    g.depth = static_cast<uint32_t>(
-        std::min<double>(kMaxDepth, static_cast<double>(kHideUs) / g.mean_us));
+    g.depth = g.mean_us > kShortUs ? 0
+                                   : static_cast<uint32_t>(std::min<double>(
+                                         kMaxDepth, std::ceil(kHideUs / g.mean_us)));
     return g.depth;
   }
   // What waited on the engine was taken back: it holds no queue until it

@@ -64,13 +64,16 @@ TEST_F(LearnedHwm, FastTasksDeepenTheQueueUpToSixtyFour) {
   EXPECT_EQ(Held(0), static_cast<int>(DepthGauge::kMaxDepth) + 1);
 }
 
-TEST_F(LearnedHwm, TasksOfTenMillisecondsGetNoQueue) {
+TEST_F(LearnedHwm, TasksOfTenMillisecondsGetOneQueuedAndLongOnesNone) {
   AddEngine(0);
   SubmitRange(1, 50);
   RunAll(0, /*gap_us=*/10, /*limit=*/100);  // fast at first: a deep queue
   ASSERT_GT(core().HwmOf(slots_.at(0)), 8u);
-  SubmitRange(101, 200);
-  RunAll(0, /*gap_us=*/10'000, /*limit=*/80);  // then slow
+  SubmitRange(101, 300);
+  RunAll(0, /*gap_us=*/10'000, /*limit=*/80);  // then slower
+  EXPECT_EQ(core().HwmOf(slots_.at(0)), 2u);
+  EXPECT_EQ(Held(0), 2);
+  RunAll(0, /*gap_us=*/200'000, /*limit=*/60);  // then long
   EXPECT_EQ(core().HwmOf(slots_.at(0)), 1u);
   EXPECT_EQ(Held(0), 1);
 }

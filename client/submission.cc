@@ -227,7 +227,9 @@ void Client::Impl::SendAgain(std::vector<TaskId> never_recorded) {
     frames[protocol::kFrameHeader] = protocol::EncodeHeader(*header);
     std::vector<std::string_view> views(frames.begin(), frames.end());
     frames[protocol::kFrameHmac] = signer_.Sign(views);
-    (void)protocol::SendEncoded(scheduler_, {}, frames);
+    // A queue that stays full is waited out as for a first send; one that
+    // never drains leaves the rest unanswered, for the next check to send.
+    if (!SendToScheduler(frames).ok()) return;
   }
 }
 

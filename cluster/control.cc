@@ -115,6 +115,8 @@ void LocalCluster::ServeControl(std::chrono::microseconds wait) {
     }
     const protocol::Acknowledgement reply{error.empty(), error};
     const std::string_view prefix[] = {protocol::View(frames[0])};
+    // taskcluster waits for this answer with a timeout and says so when it
+    // does not come: nothing else is lost.
     (void)protocol::SendEncoded(
         control_->socket, prefix,
         protocol::EncodeMessage(control_->signer,

@@ -72,6 +72,9 @@ void HubLink::Beat() {
   const protocol::Header header{TaskId::Random(), MsgType::kHeartbeat, setup_.uuid,
                                 base::WallMicros()};
   const int64_t sent_us = base::MonotonicMicros();
+  // Harmless when the hub's queue will not take it: a heartbeat missed is
+  // what the hub's count of misses is for, the next goes one interval
+  // later, and the fence counts only from beats the hub answered.
   (void)protocol::SendEncoded(
       hub_, {},
       protocol::EncodeMessage(*setup_.signer, header, std::nullopt, protocol::Empty{},
@@ -82,6 +85,8 @@ void HubLink::Beat() {
 void HubLink::Unregister() {
   const protocol::Header header{TaskId::Random(), MsgType::kUnregistration, setup_.uuid,
                                 base::WallMicros()};
+  // Best effort as the engine exits: without it the hub removes the engine
+  // once its heartbeats stop.
   (void)protocol::SendEncoded(
       hub_, {},
       protocol::EncodeMessage(*setup_.signer, header, std::nullopt, protocol::Empty{},

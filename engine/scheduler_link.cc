@@ -97,6 +97,15 @@ void SchedulerLink::Main() {
 int64_t SchedulerLink::Look() {
   std::vector<std::vector<std::vector<std::string>>> due;
   int64_t wait_us = -1;
+  if (ready_unsent_) {
+    std::optional<std::vector<TaskId>> held;
+    if (ready_with_held_) {
+      std::lock_guard<std::mutex> lock(pool_->mutex());
+      held = core_.Held();
+    }
+    SendReady(std::move(held));
+    if (ready_unsent_) wait_us = kFencedLookUs;
+  }
   {
     std::lock_guard<std::mutex> lock(pool_->mutex());
     // While tasks wait, this looks again within kFencedLookUs: the fence
@@ -224,9 +233,15 @@ void SchedulerLink::SendReady(std::optional<std::vector<TaskId>> held) {
   if (options.slots != 1) ready.slots = options.slots;
   if (!options.resources.empty()) ready.resources = options.resources;
   protocol::Header header{TaskId::Random(), MsgType::kEngineReady, setup_.uuid, base::WallMicros()};
-  (void)protocol::SendEncoded(scheduler_, {},
-                              protocol::EncodeMessage(*setup_.signer, header, std::nullopt,
-                                                      protocol::Empty{}, ready));
+  ready_with_held_ = ready.held.has_value();
+  Status sent = protocol::SendEncoded(
+      scheduler_, {},
+      protocol::EncodeMessage(*setup_.signer, header, std::nullopt, protocol::Empty{}, ready));
+  if (!sent.ok() && !ready_unsent_) {
+    spdlog::warn("engine_ready could not be sent ({}); it goes again until the scheduler takes it",
+                 sent.message());
+  }
+  ready_unsent_ = !sent.ok();
 }
 
 // Sends the replies not sent yet, in task_batches within the protocol's

@@ -86,6 +86,9 @@ class SchedulerLink {
   void OnMessage(const protocol::Frames& frames, std::vector<Job>& jobs,
                  std::vector<TaskId>& take_back);
   void Resume(bool resend_replies);
+  // engine_ready; when the socket will not take it now (the scheduler
+  // stalled past its queue), it goes again at each Look until it left: a
+  // scheduler that never hears it gives this engine nothing.
   void SendReady(std::optional<std::vector<TaskId>> held);
   // Sends the replies that wait (all, or only when due).
   void FlushReplies();
@@ -99,6 +102,8 @@ class SchedulerLink {
   // Runs the tasks; its mutex guards the core.
   std::unique_ptr<Pool> pool_;
   std::thread thread_;
+  // engine_ready waits to be sent again (and whether with what is held).
+  bool ready_unsent_ = false, ready_with_held_ = false;
 };
 
 }  // namespace ztask::engine

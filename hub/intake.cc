@@ -58,6 +58,9 @@ void HubServer::Impl::NoteAck(std::string_view peer, int64_t seq) {
 void HubServer::Impl::SendAcks() {
   for (auto& [peer, seqs] : acks_) {
     const std::string_view prefix[] = {peer};
+    // Lost (the scheduler's queue full), it costs a resend: the scheduler
+    // sends what stays unacknowledged again (MonitorLink::kResendAfterUs),
+    // and a batch applied twice changes nothing.
     (void)protocol::SendEncoded(
         monitor_, prefix,
         protocol::EncodeMessage(signer_, NewHeader(MsgType::kMonitorAck), std::nullopt,

@@ -40,6 +40,9 @@ void HubServer::Impl::AnswerWhen(std::string_view route, const protocol::Header&
 
 void HubServer::Impl::AnswerWait(const ResultWaits::Wait& wait) {
   const std::string_view prefix[] = {wait.route};
+  // A client that does not read its answers (its queue full) misses this
+  // one: its request times out on its side with an error, or is asked
+  // again; the hub keeps nothing for it.
   (void)protocol::SendEncoded(
       query_, prefix,
       protocol::EncodeMessage(signer_, NewHeader(MsgType::kResultReply), wait.header,

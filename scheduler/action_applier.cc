@@ -58,6 +58,8 @@ void ActionApplier::Retire(const Action& a) {
   if (!route) return;
   const std::string_view prefix[] = {*route};
   const protocol::Header header = builder_.NewHeader(MsgType::kEngineRetire);
+  // A drained engine holds no task, so nothing of ours fills its queue;
+  // one that cannot take this is gone, and is removed as any engine gone.
   (void)protocol::SendEncoded(
       targets_.engine_socket, prefix,
       protocol::EncodeMessage(signer_, header, std::nullopt, protocol::Empty{},

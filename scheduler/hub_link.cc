@@ -109,6 +109,7 @@ void HubLink::OnLookupReply(const std::vector<std::string_view>& views) {
 void HubLink::SendStats(const protocol::SchedulerStats& stats) {
   const protocol::Header header{TaskId::Random(), MsgType::kSchedulerStats, session_,
                                 base::WallMicros()};
+  // Every second; one the hub's queue will not take is replaced by the next.
   (void)protocol::SendEncoded(socket_, {},
                               protocol::EncodeMessage(signer_, header, std::nullopt,
                                                       protocol::Empty{}, stats));

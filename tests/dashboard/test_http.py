@@ -115,6 +115,10 @@ def test_the_api_answers_what_the_pages_show(make_cluster, tmp_path):
                "the engines' done counts")
     engines = cluster.json("/api/engines")
     assert sorted(e["id"] for e in engines) == [0, 1]
+    # The default HWM is learned: each engine shows its own.
+    assert overview["counts"]["hwm"] == -1
+    wait_until(lambda: all(isinstance(e.get("hwm"), int) and e["hwm"] >= 1
+                           for e in cluster.json("/api/engines")), 30, "each engine's HWM")
     labels = {l["prefix"]: l for l in cluster.json("/api/labels")}
     assert labels["map"] == {"prefix": "map", "submitted": 200, "ok": 195, "failed": 5}
     stream = cluster.json("/api/stream?after=0&limit=5000")

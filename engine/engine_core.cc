@@ -68,11 +68,12 @@ void EngineCore::Finished(const Done& done, const Grant& grant) {
 size_t EngineCore::ResendReplies() { return ledger_.ResendAll(clock_->MonotonicMicros()); }
 
 std::optional<size_t> EngineCore::DropIfRemoved() {
+  const uint64_t removals = fence_.removals();
   if (!fence_.drop_held()) return std::nullopt;
   const size_t dropped = queue_.size();
   for (const Job& job : queue_) Reply(NotRunAnswer(job, engine_id()));
   queue_.clear();
-  fence_.Dropped();
+  fence_.Dropped(removals);
   return dropped;
 }
 

@@ -31,7 +31,7 @@ Fence::Refusal Fence::Refused(int64_t parent_date_us, int64_t now_us) {
   // Silent past the hub's window: it removed this engine, and the scheduler
   // gave its tasks to others or failed them.
   if (Fenced(now_us)) {
-    drop_held_.store(true);
+    removals_.fetch_add(1);
     return Refusal::kRegisterAndDrop;
   }
   return Refusal::kRegister;

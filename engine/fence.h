@@ -14,8 +14,8 @@
 // task already running is not stopped (docs/reliability.md).
 //
 // Must not: send, receive or read a clock. Thread safety: the hub link's
-// thread (the loop thread) calls everything but Fenced, drop_held and
-// Dropped, which any thread may call.
+// thread (the loop thread) calls everything but Fenced, drop_held,
+// removals and Dropped, which any thread may call.
 #ifndef ZTASK_ENGINE_FENCE_H_
 #define ZTASK_ENGINE_FENCE_H_
 
@@ -53,12 +53,15 @@ class Fence {
 
   // Any thread: whether tasks may not start now.
   bool Fenced(int64_t now_us) const {
-    return drop_held_.load() || now_us - heard_us_.load() > window_us_.load();
+    return drop_held() || now_us - heard_us_.load() > window_us_.load();
   }
   // Any thread: the hub removed this engine; what it holds goes back unstarted.
-  bool drop_held() const { return drop_held_.load(); }
-  // Any thread: what was held is dropped.
-  void Dropped() { drop_held_.store(false); }
+  bool drop_held() const { return removals_.load() > dropped_.load(); }
+  // Any thread: how many removals were found so far (read before dropping).
+  uint64_t removals() const { return removals_.load(); }
+  // One thread (the one that drops): what was held when `removals` were
+  // counted is dropped. A removal found since still asks for its drop.
+  void Dropped(uint64_t removals) { dropped_.store(removals); }
   int64_t window_us() const { return window_us_.load(); }
 
  private:
@@ -66,7 +69,9 @@ class Fence {
 
   std::atomic<int64_t> heard_us_{0};
   std::atomic<int64_t> window_us_{3'000'000};
-  std::atomic<bool> drop_held_{false};
+  // Removals found, and those whose drop was done: both only grow, so a
+  // second removal found while the first one's drop runs is not lost.
+  std::atomic<uint64_t> removals_{0}, dropped_{0};
   // The loop thread's: the date of the latest registration request, and the
   // date and time each recent heartbeat left.
   int64_t registered_date_us_ = 0;

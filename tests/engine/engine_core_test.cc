@@ -188,6 +188,21 @@ TEST_F(EngineCoreTest, ARefusalWhileFencedDropsWhatIsHeldAsNotRun) {
   EXPECT_TRUE(core().Held().empty());
 }
 
+TEST_F(EngineCoreTest, ARemovalFoundWhileTheLastOneIsDroppedIsNotLost) {
+  Fence& fence = core().fence();
+  clock().AdvanceMicros(kWindowUs + 1);
+  ASSERT_EQ(fence.Refused(500, clock().now_us), Fence::Refusal::kRegisterAndDrop);
+  const uint64_t seen = fence.removals();  // the dropping thread reads...
+  fence.Registered(600, clock().now_us, kWindowUs);
+  clock().AdvanceMicros(kWindowUs + 1);
+  // ...and before it says it dropped, the hub removes the engine again.
+  ASSERT_EQ(fence.Refused(700, clock().now_us), Fence::Refusal::kRegisterAndDrop);
+  fence.Dropped(seen);
+  EXPECT_TRUE(fence.drop_held()) << "the second removal still asks for its drop";
+  fence.Dropped(fence.removals());
+  EXPECT_FALSE(fence.drop_held());
+}
+
 TEST_F(EngineCoreTest, ARefusalWithinTheWindowKeepsWhatIsHeld) {
   Arrive(TaskJob(1));
   EXPECT_EQ(core().fence().Refused(500, clock().now_us), Fence::Refusal::kRegister);

@@ -56,14 +56,14 @@ done
 # run path, and no byte of a program or library outside its debug sections
 # (which say where it was compiled, as every unstripped binary does).
 while IFS= read -r -d '' f; do
-  if file -b "$f" | grep -q '^ELF'; then
-    if readelf -d "$f" 2>/dev/null | grep -E '\((RPATH|RUNPATH)\)' | grep -qE "$build|$src"; then
+  if file -b "$f" | grep '^ELF' >/dev/null; then
+    if readelf -d "$f" 2>/dev/null | grep -E '\((RPATH|RUNPATH)\)' | grep -E "$build|$src" >/dev/null; then
       fail "$f has a run path into the build or source tree"
     fi
     case "$f" in *.a) continue ;; esac
     objcopy --strip-debug "$f" "$tmp/stripped"
     ! grep -qaF -e "$build" -e "$src" "$tmp/stripped" || fail "$f names the build or source tree"
-  elif file -b "$f" | grep -q 'ar archive'; then
+  elif file -b "$f" | grep 'ar archive' >/dev/null; then
     continue
   else
     ! grep -qF -e "$build" -e "$src" "$f" || fail "$f names the build or source tree"
@@ -89,9 +89,9 @@ c++ -o "$pc/client" "$src/tests/package/consumer/client.cc" $(pkg-config --cflag
 c++ -o "$pc/engine" "$src/tests/package/consumer/engine.cc" \
   $(pkg-config --cflags --libs ztask-engine) -Wl,-rpath,"$(pkg-config --variable=libdir ztask-engine)" ||
   fail "the pkg-config engine does not build"
-ldd "$consumer/consumer_client" | grep -q "libztask_client.so.$abi => $libdir/" ||
+ldd "$consumer/consumer_client" | grep "libztask_client.so.$abi => $libdir/" >/dev/null ||
   fail "consumer_client is not linked with the installed shared library"
-! ldd "$consumer/consumer_client_static" | grep -q libztask_client ||
+! ldd "$consumer/consumer_client_static" | grep libztask_client >/dev/null ||
   fail "consumer_client_static is linked with the shared library"
 
 # A cluster from the installed programs, and the user's engines beside it.
@@ -108,7 +108,7 @@ run_pair() {  # ENGINE CLIENT NAME
   wait "$engine_pid" 2>/dev/null || true
   # Its engine is gone from the hub before the next one registers.
   for _ in $(seq 100); do
-    "$prefix/bin/taskctl" engines --profile-dir "$profile" | grep -q "$3" || return 0
+    "$prefix/bin/taskctl" engines --profile-dir "$profile" | grep "$3" >/dev/null || return 0
     sleep 0.1
   done
   fail "engine $3 still listed after it stopped"

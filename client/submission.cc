@@ -227,9 +227,10 @@ void Client::Impl::SendAgain(std::vector<TaskId> never_recorded) {
     frames[protocol::kFrameHeader] = protocol::EncodeHeader(*header);
     std::vector<std::string_view> views(frames.begin(), frames.end());
     frames[protocol::kFrameHmac] = signer_.Sign(views);
-    // A queue that stays full is waited out as for a first send; one that
-    // never drains leaves the rest unanswered, for the next check to send.
-    if (!SendToScheduler(frames).ok()) return;
+    // Not waited out here (a wait would check for replies, and could come
+    // back here): a full queue leaves the rest unanswered and unrecorded,
+    // for the next check (kRecheckS) to send.
+    if (!protocol::SendEncoded(scheduler_, {}, frames).ok()) return;
   }
 }
 

@@ -98,11 +98,18 @@ int64_t SchedulerLink::Look() {
   std::vector<std::vector<std::vector<std::string>>> due;
   int64_t wait_us = -1;
   if (ready_unsent_) {
+    // As after a reconnection: every reply waiting goes before the
+    // engine_ready that lists what is held, both taken at once, so that a
+    // task is either answered or listed (a restarted scheduler takes one
+    // neither answered nor listed as never run here).
     std::optional<std::vector<TaskId>> held;
-    if (ready_with_held_) {
+    {
       std::lock_guard<std::mutex> lock(pool_->mutex());
-      held = core_.Held();
+      while (core_.HasUnsent()) due.push_back(core_.TakeUnsent());
+      if (ready_with_held_) held = core_.Held();
     }
+    for (const auto& batch : due) SendBatch(batch);
+    due.clear();
     SendReady(std::move(held));
     if (ready_unsent_) wait_us = kFencedLookUs;
   }

@@ -78,17 +78,16 @@ void ActionApplier::SendTakeBacks() {
     for (; i < take_back_.size() && take_back_[i].first == slot; ++i) {
       ids.task_ids.push_back(take_back_[i].second);
     }
-    const std::string* route = targets_.engine_routes.RouteOf(engines_.UuidOf(slot));
-    if (!route) continue;  // gone: its tasks come back with its loss
-    const std::string_view prefix[] = {*route};
-    // Sent at once, after the batches that carried them (a task is asked
-    // back only once it has waited there a while). Harmless when the
-    // engine's queue is full and it is not sent: the engine then runs its
-    // tasks where they are, as without the rule.
-    (void)protocol::SendEncoded(
-        targets_.engine_socket, prefix,
-        protocol::EncodeMessage(signer_, builder_.NewHeader(MsgType::kTaskTakeBack), std::nullopt,
-                                protocol::Empty{}, ids));
+    // Through the engines' outbox, so that it leaves after every batch that
+    // carried these tasks, this turn's included: asked back before it came,
+    // a task would stay queued behind the long one.
+    protocol::Frames out;
+    out.push_back(protocol::Frame(engines_.UuidOf(slot)));
+    builder_.Append(out, MsgType::kTaskTakeBack,
+                    protocol::Frame(protocol::EncodeParent(std::nullopt)),
+                    protocol::Frame(protocol::EncodeBody(protocol::Empty{})),
+                    protocol::Frame(protocol::EncodeBody(ids)));
+    targets_.engines.Send(out);
     spdlog::debug("asked {} tasks back from an engine stuck on a long one", ids.task_ids.size());
   }
   take_back_.clear();

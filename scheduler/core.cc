@@ -280,7 +280,9 @@ void SchedulerCore::Deliver(TaskMap::iterator it, EngineSlot slot, ErrorType err
 SchedulerCore::Finish SchedulerCore::TaskNotRun(EngineSlot slot, const TaskId& id) {
   const auto it = RunningTask(slot, id);
   if (it == tasks_.end()) return Finish::kLate;
-  const bool taken_back = it->second.taking_back;
+  // Sent ahead and its dependency failed there: that is why, whether or
+  // not it was also asked back.
+  const bool taken_back = it->second.taking_back && !it->second.ahead;
   Release(it->second);
   Return(it->second, slot,
          taken_back ? "taken back from engine " + std::to_string(book_.IdOf(slot)) +

@@ -16,7 +16,12 @@ bool Contains(const std::vector<int32_t>& v, int32_t x) {
 }  // namespace
 
 void SchedulerCore::Place(Task& task, EngineSlot slot) {
+  const bool was_idle = book_.LoadOf(slot) == 0;
   task.running_index = book_.Place(slot, task.id, task.demand);
+  if (adaptive()) {
+    gauge_.Dispatched(slot, was_idle, clock_->MonotonicMicros());
+    if (book_.Queued(slot) > 0) maybe_queued_ = true;
+  }
   task.state = State::kRunning;
   task.slot = slot;
   task.ahead = !task.deps.Met();
@@ -26,12 +31,7 @@ void SchedulerCore::Place(Task& task, EngineSlot slot) {
 }
 
 void SchedulerCore::Assign(Task& task, EngineSlot slot, const TaskId& run_after) {
-  const bool was_idle = book_.LoadOf(slot) == 0;
   Place(task, slot);
-  if (adaptive()) {
-    gauge_.Dispatched(slot, was_idle, clock_->MonotonicMicros());
-    if (book_.Queued(slot) > 0) maybe_queued_ = true;
-  }
   ++task.attempt;
   ++counters_.dispatched;
   actions_.push_back({Action::Kind::kDispatch,
@@ -192,7 +192,9 @@ EngineSlot SchedulerCore::EngineAdded(int32_t engine_id, bool accepting,
 }
 
 void SchedulerCore::SetCapacity(EngineSlot slot, const Amounts& capacity) {
-  if (book_.SetCapacity(slot, capacity)) Pump();
+  if (!book_.SetCapacity(slot, capacity)) return;
+  if (book_.Queued(slot) > 0) maybe_queued_ = true;  // fewer slots than it holds
+  Pump();
 }
 
 void SchedulerCore::EngineAccepting(EngineSlot slot) {

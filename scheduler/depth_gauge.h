@@ -60,6 +60,10 @@ class DepthGauge {
   // Returns the depth it may hold now.
   uint32_t Finished(EngineSlot slot, int64_t now_us) {
     Gauge& g = gauges_[slot];
+    if (QuietSince(g) == 0) {  // never seen busy: nothing to measure from
+      g.last_finish_us = now_us;
+      return g.depth;
+    }
     const double gap = static_cast<double>(std::max<int64_t>(1, now_us - QuietSince(g)));
     g.mean_us = g.measured ? g.mean_us + (gap - g.mean_us) * kWeight : gap;
     g.measured = true;

@@ -91,6 +91,22 @@ TEST_F(LearnedHwm, AnExplicitHwmKeepsItsMeaning) {
   EXPECT_TRUE(TakenBack().empty());
 }
 
+TEST_F(LearnedHwm, TasksRestoredOnAnEngineCountFromWhenTheyWerePlaced) {
+  clock_.AdvanceSeconds(100);  // a scheduler restarted long after its clock began
+  AddEngine(0);
+  for (uint64_t n = 1; n <= 3; ++n) {  // restored running on engine 0: two queued
+    TaskSpec t(n);
+    t.s.attempts = 1;
+    t.s.running_on = slots_.at(0);
+    ASSERT_TRUE(Submit(t));
+  }
+  AddEngine(1);
+  Tick(0.001);
+  EXPECT_TRUE(TakenBack().empty()) << "quiet for 1 ms since they were placed, not since 0";
+  Tick(0.05);
+  EXPECT_EQ(TakenBack().size(), 3u) << "restored queues are looked at too";
+}
+
 // Engine 0 has learned a deep queue on fast tasks; then one long task
 // comes with fast ones behind it, while engine 1 runs dry.
 class TakeBack : public LearnedHwm {

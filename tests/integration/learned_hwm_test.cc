@@ -22,6 +22,19 @@ int LinesIn(const std::filesystem::path& path) {
   return n;
 }
 
+// Polls `taskcluster status` (the scheduler reports once a second) until
+// its report satisfies `holds`; *report is the last one read.
+template <class F>
+bool StatusUntil(const std::string& profile, const TempDir& dir, F&& holds,
+                 std::string* report) {
+  return base::WaitUntil(
+      [&] {
+        *report = RunProgram({kBin + "/taskcluster", "status", "--profile-dir", profile}, dir).out;
+        return holds(*report);
+      },
+      seconds(20));
+}
+
 // With no --hwm, fast tasks give each engine a deep queue; then a long task
 // with short ones behind it: those queued behind it are taken back and run
 // on the engine that ran dry, each once, long before the long one ends.
@@ -35,18 +48,17 @@ TEST_F(ClusterTest, TasksQueuedBehindALongOneRunOnTheIdleEngineEachOnce) {
   ASSERT_TRUE(c.WaitReplies(*fast, 60).ok());
 
   // The status shows each engine's HWM, learned deeper than one on no-ops.
-  const std::regex learned_line(R"(routing: leastload, HWM auto \(engine 0: (\d+), engine 1: (\d+)\))");
+  const std::regex learned_line(
+      R"(routing: leastload, HWM auto \(engine 0: (\d+), engine 1: (\d+)\))");
   std::string report;
   std::smatch hwms;
-  const bool learned = base::WaitUntil(
-      [&] {
-        Ran status =
-            RunProgram({kBin + "/taskcluster", "status", "--profile-dir", profile()}, dir_);
-        report = status.out;
-        return std::regex_search(report, hwms, learned_line) && std::stoi(hwms[1]) > 1 &&
+  const bool learned = StatusUntil(
+      profile(), dir_,
+      [&](const std::string& r) {
+        return std::regex_search(r, hwms, learned_line) && std::stoi(hwms[1]) > 1 &&
                std::stoi(hwms[2]) > 1;
       },
-      seconds(20));
+      &report);
   EXPECT_TRUE(learned) << report;
 
   TaskOptions long_task;
@@ -91,14 +103,12 @@ TEST_F(ClusterTest, TasksQueuedBehindALongOneRunOnTheIdleEngineEachOnce) {
 TEST_F(ClusterTest, AnExplicitHwmIsWhatTheStatusShows) {
   StartCluster(1, {"--hwm", "8"});
   std::string report;
-  const bool shown = base::WaitUntil(
-      [&] {
-        Ran status =
-            RunProgram({kBin + "/taskcluster", "status", "--profile-dir", profile()}, dir_);
-        report = status.out;
-        return report.find("routing: leastload, HWM 8\n") != std::string::npos;
+  const bool shown = StatusUntil(
+      profile(), dir_,
+      [](const std::string& r) {
+        return r.find("routing: leastload, HWM 8\n") != std::string::npos;
       },
-      seconds(20));
+      &report);
   EXPECT_TRUE(shown) << report;
 }
 

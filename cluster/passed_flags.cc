@@ -67,11 +67,24 @@ std::vector<PassedFlag> MakeTable() {
        "older ones are read from the hub's database when asked for",
        "hub 100000, scheduler 1000000",
        [](CLI::Option* o) { o->check(CLI::Range(size_t{1}, size_t{1} << 40)); }},
+      {"--max-finished-records", kHub,
+       "finished task records the hub's database keeps, at most: the oldest recorded go "
+       "first, never one a waiting task depends on (a dropped one is unknown to queries "
+       "and to new dependents); 0 keeps every one. A finished no-op's record takes about "
+       "750 bytes of the file",
+       "0", [](CLI::Option* o) { o->check(CLI::Range(size_t{0}, size_t{1} << 40)); }},
+      {"--drop-finished-after", kHub,
+       "seconds a finished task's record stays in the hub's database once it ended (never "
+       "one a waiting task depends on); 0 keeps them",
+       "0", NonNegative},
       {"--durability", kHub | kScheduler,
        "what acknowledged records and the scheduler's journal survive: a process crash "
        "(process) or a power loss too (power: synced to disk, once per turn)",
        "process", [](CLI::Option* o) { o->check(CLI::IsMember({"process", "power"})); }},
-      {"--heartbeat-ms", kHub, "engines heartbeat this often (milliseconds)", "1000",
+      {"--heartbeat-ms", kHub,
+       "engines heartbeat this often (milliseconds; stretched so that all engines send at most "
+       "2,000 heartbeats a second)",
+       "1000",
        [](CLI::Option* o) { o->check(CLI::Range(10, 600000)); }},
       {"--heartbeat-misses", kHub, "an engine silent for this many periods is lost", "3",
        [](CLI::Option* o) { o->check(CLI::Range(1, 1000)); }},

@@ -4,6 +4,7 @@
 #include "hub/records.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdlib>
 
 namespace ztask::hub {
@@ -33,6 +34,7 @@ bool RecordBook::Submitted(const protocol::Header& request, const protocol::Rout
   // function and arguments could be large, and only Python can send it).
   if (protocol::ParseTaskKind(spec.kind) != protocol::TaskKind::kPython) r.spec = spec;
   Tally(r, +1);
+  Guard(e, true);
   if (spec.replaces && *spec.replaces != request.id) Replace(*spec.replaces, request.id);
   if (!e.has_request) {
     e.request = std::move(request_frames);
@@ -112,6 +114,7 @@ bool RecordBook::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
     return true;
   }
   DropRequest(e);
+  Guard(e, false);
   if (source_) finished_order_.push_back(id);
   r.state = meta.ok ? TaskState::kOk : TaskState::kError;
   r.result = result.result;
@@ -197,6 +200,31 @@ size_t RecordBook::Purge(const std::vector<TaskId>& ids, bool all) {
   }
   for (const TaskId& id : doomed) entries_.erase(id);
   return doomed.size();
+}
+
+// A record that names one task twice (after and follow) counts it twice,
+// and is uncounted the same way.
+void RecordBook::Guard(Entry& e, bool on) {
+  if (!guard_ || e.guards == on) return;
+  e.guards = on;
+  for (const auto* set : {&e.record.routing.after.ids, &e.record.routing.follow.ids}) {
+    for (const TaskId& dep : *set) {
+      if (on) {
+        ++*awaited_.try_emplace(dep, 0).first;
+      } else if (int32_t* n = awaited_.find(dep); n && --*n <= 0) {
+        awaited_.erase(dep);
+      }
+    }
+  }
+}
+
+void RecordBook::Dropped(const std::vector<TaskId>& ids) {
+  assert(!HasChanges());
+  for (const TaskId& id : ids) {
+    const Entry* e = FindEntry(id);
+    // finished_order_ may still list it: Evict passes over what is gone.
+    if (e && Finished(e->record)) entries_.erase(id);
+  }
 }
 
 void RecordBook::ForgetFinished() {
@@ -316,6 +344,7 @@ void RecordBook::RestoreUnfinished(protocol::TaskRecord record, int64_t row,
   e.row = row;
   e.record = std::move(record);
   Tally(e.record, +1);  // finished ones are counted in the file's counts
+  Guard(e, true);
   if (request) {
     e.request = std::move(*request);
     e.has_request = true;

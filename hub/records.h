@@ -52,6 +52,7 @@ class RecordBook {
     bool has_request = false;
     bool dirty = false;            // changed since the last write (in dirty())
     bool request_changed = false;  // its request kept or dropped since then
+    bool guards = false;           // its dependencies are counted in awaited_
   };
   // Per engine id: the tasks running (or queued) there and those that ended
   // there.
@@ -124,6 +125,18 @@ class RecordBook {
   // same in memory.
   void ForgetFinished();
 
+  // ---- retention (the file drops finished records past a bound, store.h)
+  // From now on, counts the dependencies (after and follow) of unfinished
+  // records, so that Awaited can answer. Call before restoring.
+  void GuardDependencies() { guard_ = true; }
+  // Whether an unfinished record names `id` as a dependency.
+  // REQUIRES: GuardDependencies was called.
+  bool Awaited(const TaskId& id) const { return awaited_.contains(id); }
+  // The file deleted the rows of these finished records: they leave memory
+  // too. The counts keep them (they count the history).
+  // REQUIRES: nothing changed since the last write (!HasChanges()).
+  void Dropped(const std::vector<TaskId>& ids);
+
   // ---- what a write needs, and what it did
   const std::vector<Entry*>& dirty() const { return dirty_; }
   const std::vector<int64_t>& deleted_rows() const { return deleted_rows_; }
@@ -177,6 +190,8 @@ class RecordBook {
   // Lets go of the oldest finished records beyond keep_finished (written
   // ones only).
   void Evict();
+  // Counts (on) or uncounts the dependencies of an entry in awaited_.
+  void Guard(Entry& e, bool on);
 
   size_t keep_finished_;
   const RecordSource* source_;
@@ -200,6 +215,9 @@ class RecordBook {
   // as clients make ids that grow with time: TaskId::New) is known not to
   // be there without reading the file.
   TaskId largest_stored_;
+  // With guard_: per task id, how many unfinished records name it.
+  bool guard_ = false;
+  FlatIdMap<int32_t> awaited_;
 };
 
 }  // namespace ztask::hub

@@ -32,6 +32,10 @@ using base::MonotonicMicros;
 // and heartbeats are answered while the scheduler is busy.
 constexpr size_t kMonitorBatchesPerTurn = 8;
 constexpr int64_t kFlushEveryUs = 50'000;
+// Retention deletes up to StoreOptions::drop_per_turn rows this often:
+// 20,000 every 200 ms is 100,000 rows a second, more than the intake
+// records, in transactions of a few milliseconds.
+constexpr int64_t kRetainEveryUs = 200'000;
 // Messages queued for one subscriber of the notifier or event stream (about
 // 300 bytes each).
 constexpr int kSubscriberHwm = 2000;
@@ -242,6 +246,22 @@ void HubServer::Impl::Tick() {
   core_.Tick(&actions_);
   Apply(actions_);
   FlushStore();
+  Retain();
+}
+
+void HubServer::Impl::Retain() {
+  const int64_t now = base::MonotonicMicros();
+  if (!store_->retains() || now < next_retain_us_) return;
+  next_retain_us_ = now + kRetainEveryUs;
+  auto dropped = store_->DropFinished(base::WallMicros());
+  if (!dropped.ok()) {
+    if (!retain_failing_) spdlog::error("retention: {}", dropped.status().message());
+    retain_failing_ = true;
+    return;
+  }
+  if (retain_failing_) spdlog::info("retention: deleting finished records again");
+  retain_failing_ = false;
+  if (*dropped > 0) spdlog::debug("retention: {} finished records deleted", *dropped);
 }
 
 void HubServer::Impl::FlushStore() {
@@ -279,6 +299,8 @@ Result<std::unique_ptr<HubServer>> HubServer::Create(const HubOptions& options) 
   StoreOptions store_options;
   store_options.power = options.durability == "power";
   store_options.keep_finished = options.keep_finished;
+  store_options.max_finished_records = options.max_finished_records;
+  store_options.drop_finished_after_s = options.drop_finished_after_s;
   store_options.progress = [](size_t read) {
     spdlog::info("converting the task database to this version's layout: {} records so far",
                  read);

@@ -41,6 +41,11 @@ struct HubOptions {
   // Finished records kept in memory; older ones are read from the database
   // file when asked for (store.h).
   size_t keep_finished = 100000;
+  // Retention of finished records in the database (StoreOptions): at most
+  // this many (0: every one), none ended more than this many seconds ago
+  // (0: forever), never one a waiting task depends on. Defaults: off.
+  size_t max_finished_records = 0;
+  double drop_finished_after_s = 0;
   // Engines registered at once; more are refused with a reason.
   size_t max_engines = 100000;
   // A connection file made here has no key (and needs this to be read back).

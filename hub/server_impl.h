@@ -124,6 +124,9 @@ class HubServer::Impl {
   void OnEngineMessage(Frames& frames);
   void Tick();
   void FlushStore();
+  // Deletes a bounded batch of finished records past the retention bounds,
+  // at most every kRetainEveryUs, after a flush (never in the intake).
+  void Retain();
 
   // ---- the scheduler's monitor -------------------------------------------
 
@@ -210,6 +213,8 @@ class HubServer::Impl {
       monitor_guard_{protocol::ReplayWindowOf(0)};
   std::map<std::string, std::vector<int64_t>> acks_;  // by monitor peer, to send
   int listeners_ = 0;  // subscriptions to the event stream, by topic
+  int64_t next_retain_us_ = 0;
+  bool retain_failing_ = false;  // logged once until a deletion succeeds
 };
 
 }  // namespace ztask::hub

@@ -10,11 +10,16 @@ namespace ztask::hub {
 Result<std::unique_ptr<TaskStore>> TaskStore::Open(const std::string& path,
                                                    StoreOptions options) {
   if (path == ":memory:") {
+    if (options.max_finished_records > 0 || options.drop_finished_after_s > 0) {
+      return Status::InvalidArgument(
+          "a bound on the finished records needs a database file, not :memory:");
+    }
     return std::unique_ptr<TaskStore>(new TaskStore(std::move(options), nullptr));
   }
   auto file = StoreFile::Open(path, options.power, options.progress);
   if (!file.ok()) return file.status();
   std::unique_ptr<TaskStore> store(new TaskStore(std::move(options), std::move(*file)));
+  if (store->retains()) store->book_.GuardDependencies();
   ZTASK_RETURN_IF_ERROR(store->file_->Load(&store->book_, store->options_.keep_finished));
   return store;
 }
@@ -56,6 +61,22 @@ Status TaskStore::Flush() {
   if (!added.ok()) return added.status();  // the records stay changed: the next flush retries
   book_.Committed(*added);
   return Status::Ok();
+}
+
+Result<size_t> TaskStore::DropFinished(int64_t now_us) {
+  if (!file_ || !retains() || book_.HasChanges()) return size_t{0};
+  StoreFile::Retention bound;
+  bound.max_finished = options_.max_finished_records;
+  if (options_.drop_finished_after_s > 0) {
+    bound.finished_before_us =
+        now_us - static_cast<int64_t>(options_.drop_finished_after_s * 1e6);
+  }
+  bound.most = options_.drop_per_turn;
+  std::vector<TaskId> dropped;
+  ZTASK_RETURN_IF_ERROR(file_->DropFinished(
+      bound, [this](const TaskId& id) { return book_.Awaited(id); }, &dropped));
+  book_.Dropped(dropped);
+  return dropped.size();
 }
 
 }  // namespace ztask::hub

@@ -46,6 +46,15 @@ struct StoreOptions {
   // older ones are read from the file when asked for. Without a file
   // (":memory:") every record stays.
   size_t keep_finished = 100000;
+  // Retention, off by default: the file keeps at most this many finished
+  // records (the newest recorded; 0: every one) ...
+  size_t max_finished_records = 0;
+  // ... and none that ended more than this many seconds ago (0: forever).
+  // Either way a record that an unfinished task names as a dependency
+  // stays. Needs a file.
+  double drop_finished_after_s = 0;
+  // Rows one DropFinished deletes, at most. Default: 20000.
+  size_t drop_per_turn = 20000;
   // Called with the count of records read so far, every million, when a
   // file is converted from an earlier layout.
   std::function<void(size_t)> progress;
@@ -125,6 +134,16 @@ class TaskStore {
 
   // Writes every change since the last flush in one transaction.
   Status Flush();
+  // Whether a retention bound is on.
+  bool retains() const {
+    return options_.max_finished_records > 0 || options_.drop_finished_after_s > 0;
+  }
+  // Deletes, in one transaction, up to drop_per_turn finished records past
+  // the retention bounds (`now_us`: the wall clock, for their age), from
+  // the file and from memory; returns how many went. Does nothing (0)
+  // without a bound, or while changes wait to be written (a failed flush).
+  // A dropped record is unknown to every query afterwards.
+  Result<size_t> DropFinished(int64_t now_us);
   // Rows the next flush writes or deletes.
   size_t unflushed() const { return book_.unflushed(); }
   bool durable() const { return file_ != nullptr; }

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hub/records.h"
@@ -63,6 +64,22 @@ class StoreFile final : public RecordSource {
   // could not be written (nothing changed).
   std::optional<size_t> PurgeFinished();
 
+  // Which finished rows DropFinished deletes.
+  struct Retention {
+    size_t max_finished = 0;         // all but the newest this many; 0: no count bound
+    int64_t finished_before_us = 0;  // those that ended before; 0: no age bound
+    size_t most = 0;                 // rows deleted in one call, at most
+  };
+  // Deletes finished rows, oldest recorded first, in one transaction: those
+  // beyond the newest `max_finished` finished ones and those that ended
+  // before `finished_before_us`, at most `most`, never one whose id
+  // `awaited` says an unfinished task depends on. The age is read in the
+  // order recorded: the first young row stops it (a row may outlive the
+  // age by as long as the tasks recorded before it ran). On success
+  // appends the ids deleted to *dropped; on failure nothing was deleted.
+  Status DropFinished(const Retention& bound, const std::function<bool(const TaskId&)>& awaited,
+                      std::vector<TaskId>* dropped);
+
   // SQLite's synchronous level on this connection: 2 (FULL), 1 (NORMAL),
   // -1 when it cannot be read.
   int synchronous_level() const;
@@ -101,6 +118,11 @@ class StoreFile final : public RecordSource {
   Status DeleteRows(const RecordBook& book);
   Status WriteCounts(const RecordBook& book);
   Status WriteJobs(const RecordBook& book);
+
+  // ---- DropFinished's steps
+  // The rows to delete, oldest first, read without deleting.
+  Status ChooseDropped(const Retention& bound, const std::function<bool(const TaskId&)>& awaited,
+                       std::vector<std::pair<int64_t, TaskId>>* rows);
 
   sqlite3* db_ = nullptr;
   sqlite3_stmt* find_ = nullptr;  // the row of an id

@@ -165,7 +165,8 @@ void SchedulerCore::FailWaitersOf(const TaskId& dep) {
     if (t == tasks_.end() || t->second.state != State::kWaiting) continue;
     Fail(t->second, ErrorType::kInvalidDependency,
          "task " + w.task.ToHex() + " depends on " + dep.ToHex() +
-             ", which neither this scheduler nor the hub has seen");
+             ", which neither this scheduler nor the hub knows (never recorded, or its record "
+             "dropped by the hub's retention)");
   }
 }
 

@@ -19,6 +19,7 @@ packages=(
   help2man dpkg-dev file
   iproute2
   python3-ipython python3-joblib
+  python3-matplotlib
 )
 case "${1:-}" in
   fuzz) packages+=(clang libclang-rt-14-dev) ;;             # scripts/fuzz.sh

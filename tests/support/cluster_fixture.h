@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/proc_status.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 #include "ztask/client.h"
@@ -39,14 +40,6 @@ struct Ran {
     return lines;
   }
 };
-
-// The whole of a file ("" when it cannot be read).
-inline std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Runs a program to completion (bounded by `timeout_s`), capturing both streams.
 inline Ran RunProgram(const std::vector<std::string>& argv, const TempDir& dir,
@@ -79,40 +72,6 @@ inline bool WaitForFinalRecords(Client& client, const std::vector<TaskId>& ids,
     return std::all_of(records->begin(), records->end(),
                        [](const TaskInfo& r) { return r.finished(); });
   }, timeout);
-}
-
-// The live processes running `program` (by its path's last part) of the
-// cluster in `profile`, found through /proc.
-inline std::vector<pid_t> PidsOf(const std::string& program, const std::string& profile) {
-  std::vector<pid_t> pids;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = ReadFile(entry.path() / "cmdline");
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find("/" + program + " ") != std::string::npos &&
-        cmdline.find(profile + " ") != std::string::npos &&
-        ReadFile(entry.path() / "stat").find(") Z") == std::string::npos) {
-      pids.push_back(std::stoi(name));
-    }
-  }
-  return pids;
-}
-
-// A /proc/PID/status field in kB (VmRSS, or VmHWM: the peak resident
-// memory), as bytes; -1 when there is no such process.
-inline int64_t StatusBytes(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;
-  }
-  return -1;
-}
-
-// The one such process, or -1.
-inline pid_t PidOf(const std::string& program, const std::string& profile) {
-  const std::vector<pid_t> pids = PidsOf(program, profile);
-  return pids.empty() ? -1 : pids.front();
 }
 
 class ClusterTest : public ::testing::Test {

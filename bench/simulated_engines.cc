@@ -4,6 +4,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -147,7 +148,16 @@ class Simulator {
 
   void OnHubMessage(size_t i) {
     Sim& sim = sims_[i];
-    if (sim.id >= 0) return;  // heartbeat answers
+    if (sim.id >= 0) {
+      // A heartbeat's answer, read as a real engine reads it: the hub may
+      // have stretched the period, which only grows (so beats_ stays in
+      // order).
+      auto answer = protocol::DecodeMessage<MsgType::kHeartbeat>(signer_, {}, protocol::Views(frames_));
+      if (answer.ok() && answer->content.heartbeat_ms.value_or(0) > heartbeat_ms_) {
+        heartbeat_ms_ = *answer->content.heartbeat_ms;
+      }
+      return;
+    }
     auto reply = protocol::DecodeMessage<MsgType::kRegistrationReply>(
         signer_, {}, protocol::Views(frames_));
     if (!reply.ok() || !reply->parent || reply->parent->id != sim.registration) return;
@@ -157,7 +167,7 @@ class Simulator {
       return;
     }
     sim.id = reply->content.engine_id;
-    if (reply->content.heartbeat_ms > 0) heartbeat_ms_ = reply->content.heartbeat_ms;
+    heartbeat_ms_ = std::max(heartbeat_ms_, int64_t{reply->content.heartbeat_ms});
     ++registered_;
     // Its heartbeats start now, as a real engine's do once it registered:
     // engines registered together beat together, as real ones would.
@@ -200,7 +210,7 @@ class Simulator {
       Sim& sim = sims_[beat.sim];
       Send(*sim.hub, protocol::EncodeMessage(signer_, Header(MsgType::kHeartbeat, sim.uuid),
                                              std::nullopt, protocol::Empty{},
-                                             protocol::EngineRef{sim.id, sim.uuid}));
+                                             protocol::HeartbeatBody{sim.id, sim.uuid, std::nullopt}));
       Drain(beat.sim, 0);
       beat.due += heartbeat_ms_;
       beats_.push_back(beat);

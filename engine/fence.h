@@ -43,6 +43,9 @@ class Fence {
   // left at `sent_us` (monotonic); it removes an engine silent for
   // `window_us`.
   void Registered(int64_t date_us, int64_t sent_us, int64_t window_us);
+  // The hub stretched its heartbeat period: it now removes an engine
+  // silent for `window_us` (longer than before).
+  void SetWindow(int64_t window_us) { window_us_.store(window_us); }
   // A heartbeat dated `date_us` left at `sent_us`.
   void BeatSent(int64_t date_us, int64_t sent_us);
   // The hub answered the heartbeat dated `parent_date_us`. True when that

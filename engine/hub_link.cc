@@ -62,8 +62,9 @@ Status HubLink::Register() {
   if (!reply->content.ok) return Status::Unavailable("the hub refused: " + reply->content.error);
   core_.set_engine_id(reply->content.engine_id);
   heartbeat_ms_ = reply->content.heartbeat_ms > 0 ? reply->content.heartbeat_ms : 1000;
-  const int32_t misses = std::max(1, reply->content.heartbeat_misses.value_or(3));
-  core_.fence().Registered(sent.date_us, sent_us, int64_t{heartbeat_ms_} * misses * 1000);
+  heartbeat_misses_ = std::max(1, reply->content.heartbeat_misses.value_or(3));
+  core_.fence().Registered(sent.date_us, sent_us,
+                           int64_t{heartbeat_ms_} * heartbeat_misses_ * 1000);
   spdlog::info("registered as engine {} ({})", core_.engine_id(), options.name);
   return Status::Ok();
 }
@@ -78,7 +79,7 @@ void HubLink::Beat() {
   (void)protocol::SendEncoded(
       hub_, {},
       protocol::EncodeMessage(*setup_.signer, header, std::nullopt, protocol::Empty{},
-                              protocol::EngineRef{core_.engine_id(), setup_.uuid}));
+                              protocol::HeartbeatBody{core_.engine_id(), setup_.uuid, std::nullopt}));
   core_.fence().BeatSent(header.date_us, sent_us);
 }
 
@@ -114,10 +115,19 @@ void HubLink::OnReadable(const std::function<void()>& registered_again) {
 }
 
 void HubLink::OnHeartbeatAnswer(const std::vector<std::string_view>& views) {
-  auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
-  if (!parent.ok() || !*parent) return;
-  if (core_.fence().BeatAnswered((*parent)->date_us, base::MonotonicMicros())) {
+  auto answer = protocol::DecodeChecked<MsgType::kHeartbeat>(views);
+  if (!answer.ok() || !answer->parent) return;
+  if (core_.fence().BeatAnswered(answer->parent->date_us, base::MonotonicMicros())) {
     spdlog::info("the hub answers again; starting tasks again");
+  }
+  // Many engines registered after this one: the hub stretched the period
+  // (it never shortens it while it runs). The fence's window grows with it,
+  // as the hub's wait for a silent engine did.
+  const int32_t told = answer->content.heartbeat_ms.value_or(heartbeat_ms_);
+  if (told > heartbeat_ms_) {
+    heartbeat_ms_ = told;
+    core_.fence().SetWindow(int64_t{heartbeat_ms_} * heartbeat_misses_ * 1000);
+    spdlog::info("the hub asks for a heartbeat every {} ms", heartbeat_ms_);
   }
 }
 

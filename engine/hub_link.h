@@ -44,7 +44,7 @@ class HubLink {
   void Unregister();
 
   zmq::socket_t& socket() { return hub_; }
-  // How often to beat, as the hub asked at registration.
+  // How often to beat, as the hub asked at registration or since.
   int heartbeat_ms() const { return heartbeat_ms_; }
 
  private:
@@ -57,6 +57,7 @@ class HubLink {
   const std::atomic<bool>& stop_;
   zmq::socket_t hub_;
   int heartbeat_ms_ = 1000;
+  int heartbeat_misses_ = 3;
 };
 
 }  // namespace ztask::engine

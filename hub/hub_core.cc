@@ -3,6 +3,8 @@
 // not: touch a socket, encode a message, log or write the store's file.
 #include "hub/hub_core.h"
 
+#include <algorithm>
+
 #include "base/clock.h"
 
 namespace ztask::hub {
@@ -40,8 +42,12 @@ void HubCore::Register(const protocol::RegistrationRequest& request, HubActions*
   auto registered =
       registry_.Register(request, clock_->MonotonicMicros(), clock_->WallMicros());
   if (registered.replaced) EngineGone(*registered.replaced, "restarted", out);
+  const int64_t stretched =
+      (int64_t{1000} * static_cast<int64_t>(registry_.alive().size()) + kMostHeartbeatsPerSecond - 1) /
+      kMostHeartbeatsPerSecond;
+  heartbeat_ms_ = static_cast<int>(std::max<int64_t>(heartbeat_ms_, stretched));
   out->registration_reply = protocol::RegistrationReply{
-      true, registered.id, "", options_.heartbeat_ms, options_.heartbeat_misses};
+      true, registered.id, "", heartbeat_ms_, options_.heartbeat_misses};
   const protocol::EngineInfo& info = registry_.alive().at(registered.id).info;
   out->notices.push_back({MsgType::kEngineRegistered, info, {}});
   Log(LogLine::Level::kInfo,
@@ -56,7 +62,9 @@ void HubCore::Register(const protocol::RegistrationRequest& request, HubActions*
 
 void HubCore::Heartbeat(const protocol::EngineRef& ref, HubActions* out) {
   if (registry_.Touch(ref.uuid, clock_->MonotonicMicros())) {
-    out->heartbeat = ref;
+    // The answer tells the period now: it stretched since the engine
+    // registered when many registered after it.
+    out->heartbeat = protocol::HeartbeatBody{ref.engine_id, ref.uuid, heartbeat_ms_};
     return;
   }
   // Not (or no longer) registered: tell it to register again.
@@ -111,13 +119,13 @@ void HubCore::EngineGone(const protocol::EngineRef& ref, const std::string& why,
 }
 
 void HubCore::Tick(HubActions* out) {
-  const int64_t expiry = int64_t{options_.heartbeat_ms} * options_.heartbeat_misses * 1000;
+  const int64_t expiry = int64_t{heartbeat_ms_} * options_.heartbeat_misses * 1000;
   for (const auto& gone : registry_.Expire(clock_->MonotonicMicros(), expiry)) {
     EngineGone({gone.info.id, gone.info.uuid}, "missed its heartbeats", out);
   }
   if (clock_->MonotonicMicros() >= next_announce_us_) {
     Announce(out);
-    next_announce_us_ = clock_->MonotonicMicros() + int64_t{options_.heartbeat_ms} * 1000;
+    next_announce_us_ = clock_->MonotonicMicros() + int64_t{heartbeat_ms_} * 1000;
   }
 }
 

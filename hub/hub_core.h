@@ -38,7 +38,8 @@ namespace ztask::hub {
 struct HubCoreOptions {
   // Engines heartbeat this often, and are lost after `heartbeat_misses`
   // periods of silence; the scheduler's notices are repeated every period.
-  // Defaults: 1000 ms, 3.
+  // With many engines the period stretches (HeartbeatMs). Defaults: 1000
+  // ms, 3.
   int heartbeat_ms = 1000;
   int heartbeat_misses = 3;
   // Engines registered at once; more are refused with a reason.
@@ -67,7 +68,7 @@ struct HubActions {
   // The answer to the engine whose message it was: a registration_reply,
   // or its heartbeat echoed.
   std::optional<protocol::RegistrationReply> registration_reply;
-  std::optional<protocol::EngineRef> heartbeat;
+  std::optional<protocol::HeartbeatBody> heartbeat;
   std::vector<Notice> notices;
   // Dated and numbered; made only while someone listens (SetListening).
   std::vector<protocol::Event> events;
@@ -90,7 +91,7 @@ class HubCore {
  public:
   // `store` and `clock` outlive the core.
   HubCore(HubCoreOptions options, TaskStore* store, base::Clock* clock)
-      : options_(options), store_(store), clock_(clock) {}
+      : options_(options), store_(store), clock_(clock), heartbeat_ms_(options.heartbeat_ms) {}
 
   // ---- engines ------------------------------------------------------------
   // Answered with a registration_reply: an id, or a refusal past
@@ -121,7 +122,13 @@ class HubCore {
   }
 
   // ---- the time, the store, the listeners ---------------------------------
-  // Engines silent for heartbeat_ms × heartbeat_misses are gone; every
+  // The heartbeat period engines are told now: heartbeat_ms, stretched so
+  // that all the engines registered together send at most
+  // kMostHeartbeatsPerSecond. It only grows while the hub runs, so that no
+  // engine still beating at a longer period it was told is taken for lost.
+  static constexpr int kMostHeartbeatsPerSecond = 2000;
+  int HeartbeatMs() const { return heartbeat_ms_; }
+  // Engines silent for HeartbeatMs() × heartbeat_misses are gone; every
   // heartbeat period the live and draining engines are announced again
   // (notices are idempotent: a scheduler that started late learns them).
   void Tick(HubActions* out);
@@ -153,6 +160,7 @@ class HubCore {
   bool listening_ = false;
   int64_t events_made_ = 0;
   int64_t next_announce_us_ = 0;
+  int heartbeat_ms_;  // HeartbeatMs()
   uint64_t refused_registrations_ = 0;
   bool flush_failing_ = false;
 };

@@ -219,9 +219,9 @@ void HubServer::Impl::OnEngineMessage(Frames& frames) {
       break;
     }
     case MsgType::kHeartbeat: {
-      auto ref = protocol::DecodeBody<protocol::EngineRef>(content);
-      if (!ref.ok()) return Drop(View(frames[0]), ref.status());
-      core_.Heartbeat(*ref, &actions_);
+      auto beat = protocol::DecodeBody<protocol::HeartbeatBody>(content);
+      if (!beat.ok()) return Drop(View(frames[0]), beat.status());
+      core_.Heartbeat({beat->engine_id, std::move(beat->uuid)}, &actions_);
       break;
     }
     case MsgType::kUnregistration: {

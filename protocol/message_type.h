@@ -35,7 +35,7 @@ namespace ztask::protocol {
   X(kRegistrationRequest, 10, "registration_request", Empty, RegistrationRequest) \
   X(kRegistrationReply, 11, "registration_reply", Empty, RegistrationReply)  \
   X(kUnregistration, 12, "unregistration", Empty, EngineRef)                 \
-  X(kHeartbeat, 13, "heartbeat", Empty, EngineRef)                           \
+  X(kHeartbeat, 13, "heartbeat", Empty, HeartbeatBody)                           \
   /* supervisor -> hub: an engine it runs is starting, restarting, failed */ \
   X(kEngineState, 14, "engine_state", Empty, EngineStateReport)              \
   X(kEngineStateReply, 15, "engine_state_reply", Empty, Acknowledgement)     \

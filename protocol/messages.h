@@ -334,6 +334,21 @@ struct EngineRef {
   friend bool operator==(const EngineRef&, const EngineRef&) = default;
 };
 
+// A heartbeat, and the hub's answer to it (which carries `heartbeat_ms`:
+// the period to beat at now, stretched when many engines registered).
+struct HeartbeatBody {
+  int32_t engine_id = -1;
+  std::string uuid;
+  std::optional<int32_t> heartbeat_ms;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("engine_id", s.engine_id);
+    v("uuid", s.uuid);
+    v("heartbeat_ms", s.heartbeat_ms);
+  }
+  friend bool operator==(const HeartbeatBody&, const HeartbeatBody&) = default;
+};
+
 // What a supervisor says of an engine it runs, by name.
 struct EngineStateReport {
   std::string name;

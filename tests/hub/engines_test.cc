@@ -81,6 +81,31 @@ TEST_F(HubCoreTest, AnEngineSilentForItsMissedHeartbeatsIsLost) {
   EXPECT_FALSE(Heartbeat(0, "u1").heartbeat.has_value()) << "lost: it must register again";
 }
 
+TEST_F(HubCoreTest, ManyEnginesStretchTheHeartbeatPeriodWhichNeverShortens) {
+  Register("e0", "u0");
+  EXPECT_EQ(Heartbeat(0, "u0").heartbeat->heartbeat_ms, 1000) << "a few engines: as asked";
+  // At 1.5 s, 3,000 engines send the most heartbeats a second.
+  const int n = 3 * HubCore::kMostHeartbeatsPerSecond / 2;
+  for (int i = 1; i < n; ++i) Register("e" + std::to_string(i), "u" + std::to_string(i));
+  EXPECT_EQ(out_.registration_reply->heartbeat_ms, 1500) << "the last one is told the stretched period";
+  EXPECT_EQ(core_->HeartbeatMs(), 1500);
+  HubActions& beat = Heartbeat(0, "u0");
+  ASSERT_TRUE(beat.heartbeat.has_value());
+  EXPECT_EQ(beat.heartbeat->heartbeat_ms, 1500) << "an engine registered earlier learns it";
+  // The wait for a silent engine stretches with it: 3 × 1.5 s.
+  for (int i = 0; i < n; ++i) Heartbeat(i, "u" + std::to_string(i));
+  clock_.AdvanceSeconds(4.4);
+  EXPECT_EQ(NoticesOf(Tick(), MsgType::kEngineUnregistered), 0u);
+  for (int i = 1; i < n; ++i) Heartbeat(i, "u" + std::to_string(i));
+  clock_.AdvanceSeconds(0.2);
+  EXPECT_EQ(NoticesOf(Tick(), MsgType::kEngineUnregistered), 1u) << "4.6 s silent: lost";
+  // Engines leaving do not shorten it: one still beating at the stretched
+  // period would otherwise be taken for lost.
+  for (int i = 2; i < n; ++i) core_->Unregister({i, "u" + std::to_string(i)}, &out_);
+  EXPECT_EQ(core_->registry().size(), 1u);
+  EXPECT_EQ(Heartbeat(1, "u1").heartbeat->heartbeat_ms, 1500);
+}
+
 TEST_F(HubCoreTest, LiveEnginesAreAnnouncedAgainEveryHeartbeatPeriod) {
   Register("a", "u1");
   EXPECT_EQ(NoticesOf(Tick(), MsgType::kEngineRegistered), 1u);

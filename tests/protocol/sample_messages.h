@@ -51,6 +51,7 @@ template <> inline RegistrationRequest Sample<RegistrationRequest>() {
 }
 template <> inline RegistrationReply Sample<RegistrationReply>() { return {true, 3, "", 1000, 3}; }
 template <> inline EngineRef Sample<EngineRef>() { return {3, "uuid-3"}; }
+template <> inline HeartbeatBody Sample<HeartbeatBody>() { return {3, "uuid-3", 2500}; }
 template <> inline ClusterRequest Sample<ClusterRequest>() {
   return {"add", 4, "ssh", {"node1", "node2:3"}};
 }

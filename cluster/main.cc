@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -177,10 +178,30 @@ void AddSecurityFlags(CLI::App* start, ClusterOptions& options) {
                   "no CurveZMQ even when --ip is beyond loopback (warns): signing only");
 }
 
+// Whether a retention bound (a value above 0) goes with --db :memory:,
+// which the hub refuses at its start (TaskStore::Open): said here at once,
+// rather than as a hub that exited.
+bool RetentionWithoutAFile(const StartFlags& f, const ClusterOptions& options) {
+  if (options.db != ":memory:") return false;
+  const auto& table = ztask::cluster::PassedFlags();
+  for (size_t i = 0; i < table.size() && i < f.passed_on.size(); ++i) {
+    if (table[i].name != "--max-finished-records" && table[i].name != "--drop-finished-after") {
+      continue;
+    }
+    for (const std::string& value : f.passed_on[i]) {
+      if (std::strtod(value.c_str(), nullptr) > 0) return true;  // checked as a number
+    }
+  }
+  return false;
+}
+
 // Starts the cluster as parsed, and serves it until it is stopped (or
 // until it is ready, with --daemonize).
 int RunStart(const StartFlags& f, ClusterOptions& options) {
   using ztask::cluster::PassedOnTo;
+  if (RetentionWithoutAFile(f, options)) {
+    return Fail("a bound on the finished records needs a database file, not :memory:");
+  }
   for (auto [daemon, args] : {std::pair{ztask::cluster::kHub, &options.hub_args},
                               {ztask::cluster::kScheduler, &options.scheduler_args},
                               {ztask::cluster::kEngine, &options.engine_args}}) {

@@ -67,9 +67,11 @@ Result<size_t> TaskStore::DropFinished(int64_t now_us) {
   if (!file_ || !retains() || book_.HasChanges()) return size_t{0};
   StoreFile::Retention bound;
   bound.max_finished = options_.max_finished_records;
-  if (options_.drop_finished_after_s > 0) {
-    bound.finished_before_us =
-        now_us - static_cast<int64_t>(options_.drop_finished_after_s * 1e6);
+  // An age past the clock's reading (inf, 1e300) keeps everything; cast to
+  // int64_t it would overflow.
+  const double age_us = options_.drop_finished_after_s * 1e6;
+  if (age_us > 0 && age_us < static_cast<double>(now_us)) {
+    bound.finished_before_us = now_us - static_cast<int64_t>(age_us);
   }
   bound.most = options_.drop_per_turn;
   std::vector<TaskId> dropped;

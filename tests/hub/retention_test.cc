@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,20 @@ TEST_F(RetentionTest, AgeBoundDropsThoseThatEndedBeforeIt) {
   EXPECT_EQ(DropAll(*store, 255 * kSecond), 0u) << "not a minute old yet";
   EXPECT_EQ(DropAll(*store, 261 * kSecond), 10u);
   EXPECT_EQ(RowsInFile(), 0);
+}
+
+TEST_F(RetentionTest, AnAgeBeyondTheClockKeepsEveryRecord) {
+  uint64_t rows = 0;
+  for (double seconds : {1e300, std::numeric_limits<double>::infinity()}) {
+    StoreOptions options;
+    options.drop_finished_after_s = seconds;
+    auto store = Open(options);
+    ASSERT_NE(store, nullptr);
+    Run(*store, rows + 1, rows + 10, 100 * kSecond);
+    rows += 10;
+    EXPECT_EQ(DropAll(*store, 200 * kSecond), 0u) << seconds;
+    EXPECT_EQ(RowsInFile(), static_cast<int64_t>(rows)) << seconds;
+  }
 }
 
 TEST_F(RetentionTest, AWaitingTasksDependencyStaysUntilItEnds) {

@@ -3,6 +3,8 @@
 // query answers them as unknown, a new task naming one fails with
 // InvalidDependency, a record a waiting task depends on stays, and without
 // the flag every record stays.
+#include <fstream>
+
 #include "tests/support/cluster_fixture.h"
 
 namespace ztask::testing {
@@ -67,8 +69,11 @@ TEST_F(ClusterTest, ARecordAWaitingTaskDependsOnStaysPastTheBound) {
   ASSERT_TRUE(client_->WaitForEngines(2, 60).ok());
   const std::vector<TaskId> first = NoOps(*client_, 1);
   ASSERT_EQ(first.size(), 1u);
+  // The gate: the slow task runs until the test opens it, so the waiting
+  // task waits for as long as the test looks.
+  const std::string gate = (dir_.path() / "gate").string();
   TaskOptions slow;
-  slow.command = {"sleep", "10"};
+  slow.command = {"sh", "-c", "while [ ! -e " + gate + " ]; do sleep 0.01; done"};
   auto slow_id = client_->SubmitMany({slow});
   ASSERT_TRUE(slow_id.ok());
   TaskOptions waiting;
@@ -81,9 +86,29 @@ TEST_F(ClusterTest, ARecordAWaitingTaskDependsOnStaysPastTheBound) {
   // The bound has passed over the first task: older no-ops are gone.
   ASSERT_TRUE(WaitFor([&] { return Unknown(*client_, later.front()); }, std::chrono::seconds(30)));
   EXPECT_FALSE(Unknown(*client_, first[0])) << "a waiting task depends on it";
+  std::ofstream(gate) << "go";
   std::vector<TaskInfo> records;
   ASSERT_TRUE(WaitForFinalRecords(*client_, *waiting_id, &records));
   EXPECT_EQ(records[0].status, TaskState::kOk) << records[0].error_message;
+}
+
+// Refused by taskcluster before anything starts, with the hub's words.
+TEST_F(ClusterTest, ARetentionBoundWithoutADatabaseFileIsOneLineAndExitCodeTwo) {
+  for (const char* flag : {"--max-finished-records", "--drop-finished-after"}) {
+    const Ran ran = RunProgram({kBin + "/taskcluster", "start", "--profile-dir", profile(), "-n",
+                                "1", flag, "5", "--db", ":memory:"},
+                               dir_);
+    EXPECT_EQ(ran.code, 2) << flag << ": " << ran.err;
+    EXPECT_EQ(ran.err, "taskcluster: a bound on the finished records needs a database file, "
+                       "not :memory:\n")
+        << flag;
+  }
+  const Ran zero = RunProgram({kBin + "/taskcluster", "start", "--profile-dir", profile(), "-n",
+                               "1", "--daemonize", "--max-finished-records", "0", "--db",
+                               ":memory:"},
+                              dir_);
+  EXPECT_EQ(zero.code, 0) << "0 is no bound: " << zero.err;
+  RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_);
 }
 
 TEST_F(ClusterTest, WithoutABoundEveryFinishedRecordStays) {

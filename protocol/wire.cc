@@ -195,8 +195,16 @@ zmq::context_t OwnBuffersContext() {
 namespace {
 
 // bind(), and errno when it fails.
+// Connections not yet accepted that a listening socket holds. ZeroMQ's 100
+// drops the connections of thousands of engines that start together (a
+// Slurm allocation), and each dropped one tries again only seconds later:
+// 10,000 engines took 30 s to register instead of a few. The kernel caps it
+// at net.core.somaxconn.
+constexpr int kListenBacklog = 65535;
+
 Result<std::string> BindOnce(zmq::socket_t& socket, const std::string& endpoint, int* error) {
   try {
+    socket.set(zmq::sockopt::backlog, kListenBacklog);
     socket.bind(endpoint);
     return socket.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {

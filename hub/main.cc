@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <spdlog/spdlog.h>
 
+#include "base/open_files.h"
 #include "base/usage.h"
 #include "cluster/passed_flags.h"
 #include "hub/server.h"
@@ -55,6 +56,11 @@ int main(int argc, char** argv) {
   ::signal(SIGXFSZ, SIG_IGN);
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskhub %l: %v");
+  // Each engine's connection holds a descriptor here.
+  if (const uint64_t files = ztask::base::RaiseOpenFileLimit(); files < options.max_engines + 256) {
+    spdlog::info("about {} engines can connect: the open-file limit is {} (ulimit -n)",
+                 files > 256 ? files - 256 : 0, files);
+  }
   auto server = ztask::hub::HubServer::Create(options);
   if (!server.ok()) {
     std::fprintf(stderr, "taskhub: %s\n", server.status().message().c_str());

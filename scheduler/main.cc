@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "base/open_files.h"
 #include "base/signals.h"
 #include "base/usage.h"
 #include "cluster/passed_flags.h"
@@ -136,5 +137,7 @@ int main(int argc, char** argv) {
   ztask::InstallStopSignals();
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskscheduler %l: %v");
+  // Each engine's connection holds a descriptor here.
+  ztask::base::RaiseOpenFileLimit();
   return Serve(flags.options);
 }

@@ -128,7 +128,8 @@ class HubCore {
   // engine still beating at a longer period it was told is taken for lost.
   static constexpr int kMostHeartbeatsPerSecond = 2000;
   int HeartbeatMs() const { return heartbeat_ms_; }
-  // Engines silent for HeartbeatMs() × heartbeat_misses are gone; every
+  // Engines silent for HeartbeatMs() × heartbeat_misses are gone (looked
+  // for four times a period); every
   // heartbeat period the live and draining engines are announced again
   // (notices are idempotent: a scheduler that started late learns them).
   void Tick(HubActions* out);
@@ -160,6 +161,7 @@ class HubCore {
   bool listening_ = false;
   int64_t events_made_ = 0;
   int64_t next_announce_us_ = 0;
+  int64_t next_expiry_look_us_ = 0;
   int heartbeat_ms_;  // HeartbeatMs()
   uint64_t refused_registrations_ = 0;
   bool flush_failing_ = false;

@@ -72,10 +72,13 @@ run ztask_power "$bench" --label ztask_power --engines "$engines" --hwm "$hwm" \
 # Alone, so that no earlier workload's freed memory hides what it needs.
 run ztask_waiting "$bench" --label ztask_waiting --engines "$engines" --hwm "$hwm" \
   --tasks 0 --latency 0 --chain 0 --waiting 300000
+# A pool of 10,000 engines beside one of 2, both simulated (a connection
+# each to the hub and the scheduler, in processes of 2,000): no-ops and a
+# chain, the seconds to register them, the idle pool's CPU and memory.
 run ztask_sim2 "$bench" --label ztask_sim2 --simulated "$engines" --hwm "$hwm" \
-  --tasks $((ztask_tasks / 4)) --latency 0 --chain 0
-run ztask_sim1000 "$bench" --label ztask_sim1000 --simulated 1000 --hwm "$hwm" \
-  --tasks $((ztask_tasks / 4)) --latency 0 --chain 0
+  --tasks $((ztask_tasks / 2)) --latency 0 --chain 10000
+run ztask_sim10000 "$bench" --label ztask_sim10000 --simulated 10000 --hwm "$hwm" \
+  --tasks $((ztask_tasks / 2)) --latency 0 --chain 10000
 # The defaults (--hwm auto, what `taskcluster start` does with no flag)
 # against fixed HWMs: no-ops, and three shapes of tasks that sleep.
 run ztask_auto "$bench" --label ztask_auto --engines "$engines" --hwm auto \

@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "bench/relay.h"
+#include "base/open_files.h"
 #include "bench/simulated_engines.h"
 #include "cluster/child_process.h"
 #include "protocol/connection_file.h"
@@ -159,6 +160,9 @@ class Cluster {
         dir + "/scheduler.log");
     ZTASK_RETURN_IF_ERROR(
         WaitForFile([](const protocol::ConnectionInfo& i) { return !i.scheduler.client.empty(); }));
+    hub_rss_before_ = ResidentBytes(hub_->pid());
+    scheduler_rss_before_ = ResidentBytes(scheduler_->pid());
+    started_us_ = base::MonotonicMicros();
     if (o.simulated > 0) {
       // At most 2,000 engines a process: each holds two connections, and
       // each connection costs two descriptors.
@@ -179,7 +183,17 @@ class Cluster {
     auto client = Client::Connect(profile_);
     if (!client.ok()) return client.status();
     client_ = std::move(*client);
-    return client_->WaitForEngines(o.simulated > 0 ? o.simulated : o.engines, 120);
+    ZTASK_RETURN_IF_ERROR(client_->WaitForEngines(o.simulated > 0 ? o.simulated : o.engines, 120));
+    register_s_ = static_cast<double>(base::MonotonicMicros() - started_us_) / 1e6;
+    return Status::Ok();
+  }
+  // Seconds from the first engine started to the last one registered.
+  double register_s() const { return register_s_; }
+  // Resident bytes the hub and the scheduler grew since before the engines
+  // started.
+  std::pair<int64_t, int64_t> GrewSinceEngines() const {
+    return {ResidentBytes(hub_->pid()) - hub_rss_before_,
+            ResidentBytes(scheduler_->pid()) - scheduler_rss_before_};
   }
   ~Cluster() {
     client_.reset();
@@ -220,6 +234,8 @@ class Cluster {
   }
 
   std::string profile_;
+  int64_t hub_rss_before_ = 0, scheduler_rss_before_ = 0, started_us_ = 0;
+  double register_s_ = 0;
   std::unique_ptr<ChildProcess> hub_, scheduler_;
   std::vector<std::unique_ptr<ChildProcess>> engines_;
   std::unique_ptr<Client> client_;
@@ -412,6 +428,11 @@ Graph RandomDag(int n) {
 struct Figures {
   double throughput = 0, chain = 0, fan_in = 0, dag = 0, bytes_per_record = 0;
   double shape_s = 0;  // --shape's seconds
+  double register_s = 0;  // from the first engine started to the last registered
+  // The pool idle, with simulated engines: the hub's and the scheduler's
+  // CPU (ms a second) and resident bytes per engine.
+  double idle_hub_ms = 0, idle_scheduler_ms = 0, hub_bytes_per_engine = 0,
+         scheduler_bytes_per_engine = 0;
   WaitingMemory waiting;  // bytes per waiting task
   CpuSample cpu;          // µs per task over the no-op run
   Latency rtt;
@@ -433,11 +454,29 @@ Status MeasureThroughput(const Options& o, Cluster& cluster, Figures* f) {
   return Status::Ok();
 }
 
+// What the registered pool costs before any task: the heartbeats alone
+// (after a few periods, so that every engine beats at the period the hub
+// asks of a pool this size), and the memory each engine takes.
+void MeasureIdlePool(const Options& o, Cluster& cluster, Figures* f) {
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const CpuSample before = cluster.Cpu();
+  constexpr int kSeconds = 5;
+  std::this_thread::sleep_for(std::chrono::seconds(kSeconds));
+  const CpuSample used = cluster.Cpu() - before;
+  f->idle_hub_ms = used.hub / 1000 / kSeconds;
+  f->idle_scheduler_ms = used.scheduler / 1000 / kSeconds;
+  const auto [hub, scheduler] = cluster.GrewSinceEngines();
+  f->hub_bytes_per_engine = static_cast<double>(hub) / o.simulated;
+  f->scheduler_bytes_per_engine = static_cast<double>(scheduler) / o.simulated;
+}
+
 // Every workload asked for, on one cluster started in `dir`.
 Status MeasureCluster(const Options& o, const std::string& dir, Figures* f) {
   Cluster cluster;
   ZTASK_RETURN_IF_ERROR(cluster.Start(o, dir));
   Client& c = cluster.client();
+  f->register_s = cluster.register_s();
+  if (o.simulated > 0) MeasureIdlePool(o, cluster, f);
   if (o.tasks > 0) ZTASK_RETURN_IF_ERROR(MeasureThroughput(o, cluster, f));
   auto measured = RoundTrips(c, o.latency);
   if (!measured.ok()) return measured.status();
@@ -477,6 +516,13 @@ void PrintTable(const Options& o, int pool, const Figures& f) {
   if (o.fan_in > 0) std::printf("  %-22s %12.0f\n", "fan-in", f.fan_in);
   if (o.dag > 0) std::printf("  %-22s %12.0f\n", "random DAG", f.dag);
   if (!o.shape.empty()) std::printf("  shape %s: %.3f s\n", o.shape.c_str(), f.shape_s);
+  std::printf("  engines registered in %.1f s\n", f.register_s);
+  if (o.simulated > 0) {
+    std::printf(
+        "  idle pool: hub %.0f ms CPU a second, scheduler %.0f; memory per engine: hub %.0f "
+        "bytes, scheduler %.0f\n",
+        f.idle_hub_ms, f.idle_scheduler_ms, f.hub_bytes_per_engine, f.scheduler_bytes_per_engine);
+  }
   if (o.tasks > 0) {
     std::printf("  hub memory per recorded task: %.0f bytes\n", f.bytes_per_record);
     std::printf(
@@ -507,17 +553,31 @@ void PrintJson(const Options& o, int pool, const Figures& f) {
       "\"waiting\": %d, \"scheduler_bytes_per_waiting\": %.0f, "
       "\"scheduler_bytes_per_waiting_all\": %.0f, \"relay_tasks_per_s\": %.0f, "
       "\"relay_p50_us\": %.0f, \"relay64_tasks_per_s\": %.0f, \"shape\": \"%s\", \"shape_s\": %.3f, "
+      "\"register_s\": %.1f, \"idle_hub_ms_per_s\": %.0f, \"idle_scheduler_ms_per_s\": %.0f, "
+      "\"hub_bytes_per_engine\": %.0f, \"scheduler_bytes_per_engine\": %.0f, "
       "\"cpu_us_per_task\": {\"hub\": %.1f, \"scheduler\": %.1f, "
       "\"engines\": %.1f, \"client\": %.1f, \"all\": %.1f}}\n",
       o.label.c_str(), pool, o.simulated > 0 ? "true" : "false", o.hwm.c_str(), o.scheme.c_str(),
       o.db.empty() ? "sqlite" : o.db.c_str(), o.tasks, f.throughput, f.rtt.p50, f.rtt.p99,
       f.rtt.max, f.chain, f.fan_in, f.dag, f.bytes_per_record, o.waiting, f.waiting.marginal,
       f.waiting.all, f.relay.tasks_per_s, f.relay.rtt.p50, f.relay64.tasks_per_s, o.shape.c_str(),
-      f.shape_s, f.cpu.hub,
+      f.shape_s, f.register_s, f.idle_hub_ms, f.idle_scheduler_ms, f.hub_bytes_per_engine,
+      f.scheduler_bytes_per_engine, f.cpu.hub,
       f.cpu.scheduler, f.cpu.engines, f.cpu.client, f.cpu.total());
 }
 
 int Main(const Options& o) {
+  // The hub and the scheduler hold a descriptor per engine, the simulated
+  // engines' processes two per connection: a large pool needs more than a
+  // login's usual limit, which the children inherit.
+  if (o.simulated > 0) {
+    const uint64_t wanted = 2 * static_cast<uint64_t>(o.simulated) + 4096;
+    if (const uint64_t files = base::RaiseOpenFileLimitTo(wanted); files < wanted) {
+      std::fprintf(stderr, "e2e_bench: the open-file limit is %llu; %d engines need about %llu\n",
+                   static_cast<unsigned long long>(files), o.simulated,
+                   static_cast<unsigned long long>(wanted));
+    }
+  }
   char pattern[] = "/tmp/ztask-bench-XXXXXX";
   const std::string dir = ::mkdtemp(pattern);
   Figures f;

@@ -40,7 +40,7 @@ def main():
     zc = load(directory, "ztask_curve")
     zp = load(directory, "ztask_power")
     s2 = load(directory, "ztask_sim2")
-    s1000 = load(directory, "ztask_sim1000")
+    s10k = load(directory, "ztask_sim10000")
     i1 = load(directory, "ipyparallel_hwm1")
     ih = load(directory, "ipyparallel_hwm")
     d = load(directory, "dask")
@@ -100,9 +100,16 @@ def main():
           f"us/task, taskdash {dash.get('taskdash_cpu_us_per_task', 0):.2f}, "
           f"browser {dash.get('browser_cpu_us_per_task', 0):.1f})")
     print(f"fan-in / no-op throughput:       {ratio(z.get('fan_in_tasks_per_s'), z.get('tasks_per_s')):.2f}")
-    print(f"1000 / {engines} simulated engines:      "
-          f"{ratio(s1000.get('tasks_per_s'), s2.get('tasks_per_s')):.2f} "
-          f"({s1000.get('tasks_per_s', 0):.0f} vs {s2.get('tasks_per_s', 0):.0f} tasks/s)")
+    print(f"10000 / {engines} simulated engines:     "
+          f"no-ops {ratio(s10k.get('tasks_per_s'), s2.get('tasks_per_s')):.2f} "
+          f"({s10k.get('tasks_per_s', 0):.0f} vs {s2.get('tasks_per_s', 0):.0f} tasks/s), "
+          f"chain {ratio(s10k.get('chain_tasks_per_s'), s2.get('chain_tasks_per_s')):.2f} "
+          f"({s10k.get('chain_tasks_per_s', 0):.0f} vs {s2.get('chain_tasks_per_s', 0):.0f}); "
+          f"registered in {s10k.get('register_s', 0):.1f} s; idle: hub "
+          f"{s10k.get('idle_hub_ms_per_s', 0):.0f} ms/s, scheduler "
+          f"{s10k.get('idle_scheduler_ms_per_s', 0):.0f} ms/s; per engine: hub "
+          f"{s10k.get('hub_bytes_per_engine', 0) / 1024:.0f} KiB, scheduler "
+          f"{s10k.get('scheduler_bytes_per_engine', 0) / 1024:.0f} KiB")
     print(f"hub SQLite / :memory:            {ratio(z.get('tasks_per_s'), zm.get('tasks_per_s')):.2f} "
           f"({zm.get('tasks_per_s', 0):.0f} tasks/s in memory)")
     print(f"CURVE / signed only:             {ratio(zc.get('tasks_per_s'), z.get('tasks_per_s')):.2f} "
@@ -170,7 +177,14 @@ def main():
         "ztask_power_tasks_per_s": zp.get("tasks_per_s", 0),
         "ztask_power_p50_us": zp.get("p50_us", 0),
         "ztask_sim2_tasks_per_s": s2.get("tasks_per_s", 0),
-        "ztask_sim1000_tasks_per_s": s1000.get("tasks_per_s", 0),
+        "ztask_sim10000_tasks_per_s": s10k.get("tasks_per_s", 0),
+        "ztask_sim2_chain_tasks_per_s": s2.get("chain_tasks_per_s", 0),
+        "ztask_sim10000_chain_tasks_per_s": s10k.get("chain_tasks_per_s", 0),
+        "ztask_sim10000_register_s": s10k.get("register_s", 0),
+        "ztask_sim10000_idle_hub_ms_per_s": s10k.get("idle_hub_ms_per_s", 0),
+        "ztask_sim10000_idle_scheduler_ms_per_s": s10k.get("idle_scheduler_ms_per_s", 0),
+        "ztask_sim10000_hub_bytes_per_engine": s10k.get("hub_bytes_per_engine", 0),
+        "ztask_sim10000_scheduler_bytes_per_engine": s10k.get("scheduler_bytes_per_engine", 0),
         "hub_bytes_per_record": z.get("hub_bytes_per_record", 0),
         "scheduler_bytes_per_waiting": zw.get("scheduler_bytes_per_waiting", 0),
         "scheduler_bytes_per_waiting_all": zw.get("scheduler_bytes_per_waiting_all", 0),

@@ -6,10 +6,13 @@
 // seldom past one cache line, then one id: where std::unordered_map divides
 // by a prime and follows a pointer to a node for each key it compares.
 //
-// Erasing leaves a tombstone that lookups pass over and inserts reuse; a
-// growth (or, with many tombstones, a rehash at the same size) clears them.
-// Values move when the table grows: a pointer to one lasts until the next
-// insert. The all-zero id marks an empty slot, so it is kept apart.
+// Erasing leaves no tombstone: the entries after the erased one in its run
+// move back into the hole where their probe passes it, so a table that
+// only turns over (a window of the latest ids) is never rebuilt, and never
+// holds its old and new arrays at once, which an allocator keeps as a step
+// of resident memory. Values move when the table grows and when an entry
+// is erased: a pointer to one lasts until the next insert or erase. The
+// all-zero id marks an empty slot, so it is kept apart.
 //
 // Thread safety: none.
 #ifndef ZTASK_BASE_FLAT_ID_MAP_H_
@@ -53,23 +56,17 @@ class FlatIdMap {
       zero_.emplace(std::forward<Args>(args)...);
       return {&*zero_, true};
     }
-    if ((used_ + 1) * 8 > ids_.size() * 7) Rehash();
+    if ((size_ + 1) * 8 > ids_.size() * 7) Grow();
     const uint64_t h = Mix(id);
     const uint8_t tag = Tag(h);
-    size_t reuse = kNone;  // the first tombstone passed
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       if (control_[i] == tag && ids_[i] == id) return {&values_[i], false};
-      if (control_[i] == kDeleted && reuse == kNone) reuse = i;
       if (control_[i] == kEmpty) {
-        if (reuse == kNone) {
-          reuse = i;
-          ++used_;
-        }
-        control_[reuse] = tag;
-        ids_[reuse] = id;
-        values_[reuse] = V(std::forward<Args>(args)...);
+        control_[i] = tag;
+        ids_[i] = id;
+        values_[i] = V(std::forward<Args>(args)...);
         ++size_;
-        return {&values_[reuse], true};
+        return {&values_[i], true};
       }
     }
   }
@@ -85,9 +82,22 @@ class FlatIdMap {
     }
     const size_t slot = Lookup(id);
     if (slot == kNone) return false;
-    control_[slot] = kDeleted;
-    ids_[slot] = TaskId{};
-    values_[slot] = V{};
+    // The entries after the hole, to the end of the run: one whose home
+    // slot is at or before the hole (its probe passed the hole) moves into
+    // it, and its slot is the hole from then on.
+    size_t hole = slot;
+    for (size_t i = (slot + 1) & mask_; control_[i] != kEmpty; i = (i + 1) & mask_) {
+      const size_t home = Mix(ids_[i]) & mask_;
+      if (((i - home) & mask_) >= ((i - hole) & mask_)) {
+        control_[hole] = control_[i];
+        ids_[hole] = ids_[i];
+        values_[hole] = std::move(values_[i]);
+        hole = i;
+      }
+    }
+    control_[hole] = kEmpty;
+    ids_[hole] = TaskId{};
+    values_[hole] = V{};
     --size_;
     return true;
   }
@@ -110,7 +120,7 @@ class FlatIdMap {
   }
 
  private:
-  static constexpr uint8_t kEmpty = 0, kDeleted = 1, kFull = 0x80;
+  static constexpr uint8_t kEmpty = 0, kFull = 0x80;
   static constexpr size_t kNone = ~size_t{0};
 
   // Test ids are often sequential: mix every bit into the home slot.
@@ -139,18 +149,18 @@ class FlatIdMap {
 
   // Doubles the table when more than half of it is live, else rebuilds it
   // at the same size without its tombstones.
-  void Rehash() {
+  // Twice the slots (64 the first time), every entry placed again.
+  void Grow() {
     std::vector<TaskId> old_ids = std::move(ids_);
     std::vector<V> old_values = std::move(values_);
     std::vector<uint8_t> old_control = std::move(control_);
-    size_t capacity = old_ids.empty() ? 64 : old_ids.size();
-    if ((size_ + 1) * 2 > capacity) capacity *= 2;
+    const size_t capacity = old_ids.empty() ? 64 : old_ids.size() * 2;
     ids_.assign(capacity, TaskId{});
     values_.clear();
     values_.resize(capacity);
     control_.assign(capacity, kEmpty);
     mask_ = capacity - 1;
-    size_ = used_ = 0;
+    size_ = 0;
     for (size_t i = 0; i < old_ids.size(); ++i) {
       if (old_control[i] & kFull) try_emplace(old_ids[i], std::move(old_values[i]));
     }
@@ -162,7 +172,6 @@ class FlatIdMap {
   std::vector<uint8_t> control_;
   size_t mask_ = 0;
   size_t size_ = 0;  // live entries
-  size_t used_ = 0;  // live entries and tombstones
   std::optional<V> zero_;
 };
 

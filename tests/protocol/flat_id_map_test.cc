@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <memory>
 #include <random>
 #include <unordered_map>
@@ -112,14 +113,38 @@ TEST(FlatIdMap, ForEachVisitsEveryEntryOnce) {
   EXPECT_EQ(sum, expected + 1);
 }
 
-TEST(FlatIdMap, TombstonesDoNotMakeItGrow) {
+TEST(FlatIdMap, TurningOverNeverMakesItGrow) {
   FlatIdMap<int> map;
   for (uint64_t i = 1; i <= 100000; ++i) {
     map.emplace(TaskId{i, i}, 1);
     map.erase(TaskId{i, i});
   }
   EXPECT_TRUE(map.empty());
-  EXPECT_EQ(map.capacity(), 64u) << "rebuilt at its size, never grown";
+  EXPECT_EQ(map.capacity(), 64u);
+}
+
+// A window of the latest ids, as RecentIdMap keeps: every id in the window
+// is still found through the moves that erasing makes, and the table never
+// grows past what the window needs.
+TEST(FlatIdMap, AWindowOfTheLatestIdsKeepsItsArraysAndFindsEveryOne) {
+  FlatIdMap<uint64_t> map;
+  constexpr uint64_t kWindow = 5000;
+  std::mt19937_64 rng(5);
+  std::deque<TaskId> window;
+  for (uint64_t i = 1; i <= 200000; ++i) {
+    const TaskId id{rng() | 1, rng()};
+    ASSERT_TRUE(map.emplace(id, i));
+    window.push_back(id);
+    if (window.size() > kWindow) {
+      ASSERT_TRUE(map.erase(window.front()));
+      window.pop_front();
+    }
+    if (i % 9973 == 0) {
+      ASSERT_EQ(map.size(), window.size());
+      for (const TaskId& kept : window) ASSERT_NE(map.find(kept), nullptr);
+    }
+  }
+  EXPECT_EQ(map.capacity(), 8192u) << "grown to hold the window, then never rebuilt";
 }
 
 // Many inserts and erases mixed, as a store of live tasks sees them: the

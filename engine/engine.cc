@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -102,14 +103,11 @@ class EngineLoop final : public Stoppable {
       while (protocol::TryReceive(wake_, frames)) {
       }
     });
-    int64_t next_heartbeat = 0;
     while (!stop_.load()) {
       const int64_t now = base::MonotonicMicros();
-      if (now >= next_heartbeat) {
-        hub_->Beat();
-        next_heartbeat = now + int64_t{hub_->heartbeat_ms()} * 1000;
-      }
-      if (!reactor.Turn(std::chrono::microseconds(next_heartbeat - now)).ok()) break;
+      if (now >= hub_->NextBeatUs()) hub_->Beat();
+      const int64_t wait_us = std::max<int64_t>(0, hub_->NextBeatUs() - now);
+      if (!reactor.Turn(std::chrono::microseconds(wait_us)).ok()) break;
     }
     Stop();
   }

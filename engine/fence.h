@@ -53,6 +53,10 @@ class Fence {
   bool BeatAnswered(int64_t parent_date_us, int64_t now_us);
   // The hub refused the heartbeat dated `parent_date_us`.
   Refusal Refused(int64_t parent_date_us, int64_t now_us);
+  // Whether the heartbeat dated `date_us` went to the hub of the latest
+  // registration: an answer from a hub that has since restarted says
+  // nothing of the period this one asks for.
+  bool SinceRegistration(int64_t date_us) const { return date_us > registered_date_us_; }
 
   // Any thread: whether tasks may not start now.
   bool Fenced(int64_t now_us) const {

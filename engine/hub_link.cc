@@ -81,6 +81,7 @@ void HubLink::Beat() {
       protocol::EncodeMessage(*setup_.signer, header, std::nullopt, protocol::Empty{},
                               protocol::HeartbeatBody{core_.engine_id(), setup_.uuid, std::nullopt}));
   core_.fence().BeatSent(header.date_us, sent_us);
+  last_beat_us_ = sent_us;
 }
 
 void HubLink::Unregister() {
@@ -122,9 +123,11 @@ void HubLink::OnHeartbeatAnswer(const std::vector<std::string_view>& views) {
   }
   // Many engines registered after this one: the hub stretched the period
   // (it never shortens it while it runs). The fence's window grows with it,
-  // as the hub's wait for a silent engine did.
+  // as the hub's wait for a silent engine did; but not for an answer from
+  // before a registration made again, which a restarted hub may have
+  // answered with a shorter period and a shorter wait.
   const int32_t told = answer->content.heartbeat_ms.value_or(heartbeat_ms_);
-  if (told > heartbeat_ms_) {
+  if (told > heartbeat_ms_ && core_.fence().SinceRegistration(answer->parent->date_us)) {
     heartbeat_ms_ = told;
     core_.fence().SetWindow(int64_t{heartbeat_ms_} * heartbeat_misses_ * 1000);
     spdlog::info("the hub asks for a heartbeat every {} ms", heartbeat_ms_);

@@ -37,6 +37,16 @@ class HubLink {
   Status Connect();
   // Sends a heartbeat.
   void Beat();
+  // When the next heartbeat is due (monotonic): one period, as the hub asks
+  // now, after the latest one; at once before the first. A registration
+  // made again may shorten the period (a restarted hub starts at its base
+  // one while this engine beat at the one its predecessor stretched), and
+  // the next beat then comes that much sooner: a beat kept a stretched
+  // period away would come after the new hub's wait, which removes the
+  // engine just registered.
+  int64_t NextBeatUs() const {
+    return last_beat_us_ ? *last_beat_us_ + int64_t{heartbeat_ms_} * 1000 : 0;
+  }
   // Reads what the hub sent; calls `registered_again` after this engine
   // registered again because the hub no longer knew it.
   void OnReadable(const std::function<void()>& registered_again);
@@ -44,8 +54,6 @@ class HubLink {
   void Unregister();
 
   zmq::socket_t& socket() { return hub_; }
-  // How often to beat, as the hub asked at registration or since.
-  int heartbeat_ms() const { return heartbeat_ms_; }
 
  private:
   Status Register();
@@ -56,8 +64,9 @@ class HubLink {
   EngineCore& core_;
   const std::atomic<bool>& stop_;
   zmq::socket_t hub_;
-  int heartbeat_ms_ = 1000;
+  int heartbeat_ms_ = 1000;  // as the hub asked at registration or since
   int heartbeat_misses_ = 3;
+  std::optional<int64_t> last_beat_us_;  // when the latest heartbeat left
 };
 
 }  // namespace ztask::engine

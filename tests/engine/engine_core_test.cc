@@ -218,6 +218,18 @@ TEST_F(EngineCoreTest, ARefusalOfAHeartbeatFromBeforeTheRegistrationIsStale) {
   EXPECT_FALSE(core().fence().drop_held());
 }
 
+// A restarted hub asks for its base period at registration; an answer its
+// predecessor sent to an earlier heartbeat, with the period it had
+// stretched, must not lengthen the window past the new hub's wait.
+TEST_F(EngineCoreTest, OnlyHeartbeatsSinceTheLatestRegistrationSpeakForTheHub) {
+  Fence& fence = core().fence();
+  EXPECT_TRUE(fence.SinceRegistration(200));
+  fence.Registered(600, clock().now_us, kWindowUs);
+  EXPECT_FALSE(fence.SinceRegistration(200)) << "sent to the hub before it restarted";
+  EXPECT_FALSE(fence.SinceRegistration(600));
+  EXPECT_TRUE(fence.SinceRegistration(700));
+}
+
 // ---- when replies go ----
 
 TEST_F(EngineCoreTest, RepliesAreDueWhenEnoughWaitOrTheOldestWaited) {

@@ -48,7 +48,7 @@ class FlatIdMap {
   bool contains(const TaskId& id) const { return find(id) != nullptr; }
 
   // Adds id -> V(args...) unless id is there: the value, and whether it was
-  // added. The pointer lasts until the next insert.
+  // added. The pointer lasts until the next insert or erase.
   template <class... Args>
   std::pair<V*, bool> try_emplace(const TaskId& id, Args&&... args) {
     if (id.IsZero()) {
@@ -147,8 +147,6 @@ class FlatIdMap {
     }
   }
 
-  // Doubles the table when more than half of it is live, else rebuilds it
-  // at the same size without its tombstones.
   // Twice the slots (64 the first time), every entry placed again.
   void Grow() {
     std::vector<TaskId> old_ids = std::move(ids_);

@@ -9,13 +9,11 @@
 // Columns: tasks, seconds, tasks_per_s (since the row before), the
 // resident bytes of hub, scheduler, the largest engine and this client,
 // the database's bytes (file and WAL) and its rows.
-#include <sqlite3.h>
-
 #include <cstdio>
-#include <filesystem>
 #include <string>
 
 #include "tests/support/noop_stream.h"
+#include "tests/support/task_db.h"
 
 namespace {
 
@@ -24,30 +22,6 @@ using ztask::testing::StreamSample;
 int Fail(const std::string& what) {
   std::fprintf(stderr, "soak: %s\n", what.c_str());
   return 2;
-}
-
-int64_t FileBytes(const std::string& path) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  return ec ? 0 : static_cast<int64_t>(size);
-}
-
-// Rows in the hub's database, read through a connection of our own (-1
-// when it cannot be read).
-int64_t Rows(const std::string& db_path) {
-  sqlite3* db = nullptr;
-  int64_t rows = -1;
-  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt* count = nullptr;
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM tasks", -1, &count, nullptr) == SQLITE_OK &&
-        sqlite3_step(count) == SQLITE_ROW) {
-      rows = sqlite3_column_int64(count, 0);
-    }
-    sqlite3_finalize(count);
-  }
-  sqlite3_close(db);
-  return rows;
 }
 
 }  // namespace
@@ -94,8 +68,8 @@ int main(int argc, char** argv) {
   const ztask::Status ran = ztask::testing::RunNoOps(
       **client, run, pids,
       [&](const StreamSample& s) {
-        const int64_t db_bytes = FileBytes(db) + FileBytes(db + "-wal");
-        const int64_t rows = Rows(db);
+        const int64_t db_bytes = ztask::testing::TaskDbBytes(db);
+        const int64_t rows = ztask::testing::TaskRowsIn(db);
         std::fprintf(csv, "%zu,%.2f,%.0f,%ld,%ld,%ld,%ld,%ld,%ld\n", s.tasks, s.seconds,
                      s.tasks_per_s, s.hub, s.scheduler, s.engine, s.client, db_bytes, rows);
         std::fflush(csv);

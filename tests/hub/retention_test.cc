@@ -2,13 +2,13 @@
 // drop_finished_after_s) against a real SQLite file in a temporary
 // directory: what goes from the file and from memory, what always stays.
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "hub/store.h"
+#include "tests/support/task_db.h"
 #include "tests/support/temp_dir.h"
 
 namespace ztask::hub {
@@ -62,20 +62,7 @@ class RetentionTest : public ::testing::Test {
     return store.Find(Id(n), &scratch) != nullptr;
   }
   // Rows in the file, read by a connection of the test's own.
-  int64_t RowsInFile() const {
-    sqlite3* db = nullptr;
-    int64_t rows = -1;
-    if (sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-      sqlite3_stmt* count = nullptr;
-      if (sqlite3_prepare_v2(db, "SELECT count(*) FROM tasks", -1, &count, nullptr) == SQLITE_OK &&
-          sqlite3_step(count) == SQLITE_ROW) {
-        rows = sqlite3_column_int64(count, 0);
-      }
-      sqlite3_finalize(count);
-    }
-    sqlite3_close(db);
-    return rows;
-  }
+  int64_t RowsInFile() const { return testing::TaskRowsIn(path_); }
 
   ztask::testing::TempDir dir_;
   const std::string path_ = (dir_.path() / "tasks.db").string();

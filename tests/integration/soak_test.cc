@@ -4,42 +4,16 @@
 // the second half. The ten-million version is bench/soak.sh
 // (docs/performance.md, "A long run"); both run the same loop
 // (tests/support/noop_stream.h).
-#include <sqlite3.h>
-
 #include <cstdio>
-#include <filesystem>
 
 #include "tests/support/cluster_fixture.h"
 #include "tests/support/noop_stream.h"
+#include "tests/support/task_db.h"
 
 namespace ztask::testing {
 namespace {
 
 constexpr size_t kBound = 100000;
-
-// Rows in the hub's database, read through a connection of our own.
-int64_t Rows(const std::string& path) {
-  sqlite3* db = nullptr;
-  int64_t rows = -1;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt* count = nullptr;
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM tasks", -1, &count, nullptr) == SQLITE_OK &&
-        sqlite3_step(count) == SQLITE_ROW) {
-      rows = sqlite3_column_int64(count, 0);
-    }
-    sqlite3_finalize(count);
-  }
-  sqlite3_close(db);
-  return rows;
-}
-
-int64_t Bytes(const std::string& path) {
-  std::error_code ec;
-  const auto main = std::filesystem::file_size(path, ec);
-  const auto wal = std::filesystem::file_size(path + "-wal", ec);
-  return static_cast<int64_t>(main) + (ec ? 0 : static_cast<int64_t>(wal));
-}
 
 TEST_F(ClusterTest, AMillionNoOpsUnderACountBoundKeepTheDatabaseAndEveryProcessFlat) {
 #ifdef ZTASK_SANITIZED
@@ -61,20 +35,20 @@ TEST_F(ClusterTest, AMillionNoOpsUnderACountBoundKeepTheDatabaseAndEveryProcessF
   TaskId first, last;
   const Status ran = RunNoOps(*client_, run, pids, [&](const StreamSample& s) {
     samples.push_back(s);
-    db_bytes.push_back(Bytes(db));
+    db_bytes.push_back(TaskDbBytes(db));
     auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
     std::printf("%8zu %8.0f %8.1f %8.1f %8.1f %8.1f %8.1f %8ld\n", s.tasks, s.tasks_per_s,
                 mib(s.hub), mib(s.scheduler), mib(s.engine), mib(s.client), mib(db_bytes.back()),
-                Rows(db));
+                TaskRowsIn(db));
     std::fflush(stdout);
   }, &first, &last);
   ASSERT_TRUE(ran.ok()) << ran.ToString();
   ASSERT_GE(samples.size(), 10u);
 
   // The bound holds once the last deletions ran: the newest records stay.
-  ASSERT_TRUE(WaitFor([&] { return Rows(db) == static_cast<int64_t>(kBound); },
+  ASSERT_TRUE(WaitFor([&] { return TaskRowsIn(db) == static_cast<int64_t>(kBound); },
                       std::chrono::seconds(30)))
-      << Rows(db) << " rows";
+      << TaskRowsIn(db) << " rows";
   auto oldest = client_->Fetch({first});
   EXPECT_FALSE(oldest.ok()) << "the first record is gone";
   auto newest = client_->Fetch({last});

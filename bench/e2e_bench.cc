@@ -58,13 +58,13 @@
 #include <tuple>
 #include <vector>
 
-#include "bench/relay.h"
+#include "base/clock.h"
 #include "base/open_files.h"
+#include "bench/relay.h"
 #include "bench/simulated_engines.h"
 #include "cluster/child_process.h"
 #include "protocol/connection_file.h"
 #include "ztask/client.h"
-#include "base/clock.h"
 
 namespace ztask::bench {
 namespace {
@@ -562,8 +562,8 @@ void PrintJson(const Options& o, int pool, const Figures& f) {
       f.rtt.max, f.chain, f.fan_in, f.dag, f.bytes_per_record, o.waiting, f.waiting.marginal,
       f.waiting.all, f.relay.tasks_per_s, f.relay.rtt.p50, f.relay64.tasks_per_s, o.shape.c_str(),
       f.shape_s, f.register_s, f.idle_hub_ms, f.idle_scheduler_ms, f.hub_bytes_per_engine,
-      f.scheduler_bytes_per_engine, f.cpu.hub,
-      f.cpu.scheduler, f.cpu.engines, f.cpu.client, f.cpu.total());
+      f.scheduler_bytes_per_engine, f.cpu.hub, f.cpu.scheduler, f.cpu.engines, f.cpu.client,
+      f.cpu.total());
 }
 
 int Main(const Options& o) {

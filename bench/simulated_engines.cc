@@ -152,7 +152,8 @@ class Simulator {
       // A heartbeat's answer, read as a real engine reads it: the hub may
       // have stretched the period, which only grows (so beats_ stays in
       // order).
-      auto answer = protocol::DecodeMessage<MsgType::kHeartbeat>(signer_, {}, protocol::Views(frames_));
+      auto answer =
+          protocol::DecodeMessage<MsgType::kHeartbeat>(signer_, {}, protocol::Views(frames_));
       if (answer.ok() && answer->content.heartbeat_ms.value_or(0) > heartbeat_ms_) {
         heartbeat_ms_ = *answer->content.heartbeat_ms;
       }
@@ -208,9 +209,10 @@ class Simulator {
       Beat beat = beats_.front();
       beats_.pop_front();
       Sim& sim = sims_[beat.sim];
-      Send(*sim.hub, protocol::EncodeMessage(signer_, Header(MsgType::kHeartbeat, sim.uuid),
-                                             std::nullopt, protocol::Empty{},
-                                             protocol::HeartbeatBody{sim.id, sim.uuid, std::nullopt}));
+      Send(*sim.hub,
+           protocol::EncodeMessage(signer_, Header(MsgType::kHeartbeat, sim.uuid), std::nullopt,
+                                   protocol::Empty{},
+                                   protocol::HeartbeatBody{sim.id, sim.uuid, std::nullopt}));
       Drain(beat.sim, 0);
       beat.due += heartbeat_ms_;
       beats_.push_back(beat);

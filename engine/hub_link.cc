@@ -78,8 +78,9 @@ void HubLink::Beat() {
   // later, and the fence counts only from beats the hub answered.
   (void)protocol::SendEncoded(
       hub_, {},
-      protocol::EncodeMessage(*setup_.signer, header, std::nullopt, protocol::Empty{},
-                              protocol::HeartbeatBody{core_.engine_id(), setup_.uuid, std::nullopt}));
+      protocol::EncodeMessage(
+          *setup_.signer, header, std::nullopt, protocol::Empty{},
+          protocol::HeartbeatBody{core_.engine_id(), setup_.uuid, std::nullopt}));
   core_.fence().BeatSent(header.date_us, sent_us);
   last_beat_us_ = sent_us;
 }

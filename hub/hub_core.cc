@@ -42,12 +42,13 @@ void HubCore::Register(const protocol::RegistrationRequest& request, HubActions*
   auto registered =
       registry_.Register(request, clock_->MonotonicMicros(), clock_->WallMicros());
   if (registered.replaced) EngineGone(*registered.replaced, "restarted", out);
+  // The period, in ms, at which the engines send kMostHeartbeatsPerSecond.
+  const int64_t engines = static_cast<int64_t>(registry_.alive().size());
   const int64_t stretched =
-      (int64_t{1000} * static_cast<int64_t>(registry_.alive().size()) + kMostHeartbeatsPerSecond - 1) /
-      kMostHeartbeatsPerSecond;
+      (engines * 1000 + kMostHeartbeatsPerSecond - 1) / kMostHeartbeatsPerSecond;
   heartbeat_ms_ = static_cast<int>(std::max<int64_t>(heartbeat_ms_, stretched));
-  out->registration_reply = protocol::RegistrationReply{
-      true, registered.id, "", heartbeat_ms_, options_.heartbeat_misses};
+  out->registration_reply = protocol::RegistrationReply{true, registered.id, "", heartbeat_ms_,
+                                                        options_.heartbeat_misses};
   const protocol::EngineInfo& info = registry_.alive().at(registered.id).info;
   out->notices.push_back({MsgType::kEngineRegistered, info, {}});
   Log(LogLine::Level::kInfo,

@@ -29,10 +29,8 @@ int main(int argc, char** argv) {
   AddPassedFlag(app, "--heartbeat-misses", options.heartbeat_misses)->capture_default_str();
   // With --db :memory: every record stays in memory.
   AddPassedFlag(app, "--keep-finished", options.keep_finished)->capture_default_str();
-  AddPassedFlag(app, "--max-finished-records", options.max_finished_records)
-      ->capture_default_str();
-  AddPassedFlag(app, "--drop-finished-after", options.drop_finished_after_s)
-      ->capture_default_str();
+  AddPassedFlag(app, "--max-finished-records", options.max_finished_records)->capture_default_str();
+  AddPassedFlag(app, "--drop-finished-after", options.drop_finished_after_s)->capture_default_str();
   app.add_option("--max-engines", options.max_engines, "engines registered at once")
       ->capture_default_str();
   AddPassedFlag(app, "--replay-window", options.replay_window_s)->capture_default_str();

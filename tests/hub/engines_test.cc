@@ -87,7 +87,8 @@ TEST_F(HubCoreTest, ManyEnginesStretchTheHeartbeatPeriodWhichNeverShortens) {
   // At 1.5 s, 3,000 engines send the most heartbeats a second.
   const int n = 3 * HubCore::kMostHeartbeatsPerSecond / 2;
   for (int i = 1; i < n; ++i) Register("e" + std::to_string(i), "u" + std::to_string(i));
-  EXPECT_EQ(out_.registration_reply->heartbeat_ms, 1500) << "the last one is told the stretched period";
+  EXPECT_EQ(out_.registration_reply->heartbeat_ms, 1500)
+      << "the last one is told the stretched period";
   EXPECT_EQ(core_->HeartbeatMs(), 1500);
   HubActions& beat = Heartbeat(0, "u0");
   ASSERT_TRUE(beat.heartbeat.has_value());

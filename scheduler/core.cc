@@ -27,7 +27,7 @@ SchedulerCore::SchedulerCore(CoreOptions options, std::unique_ptr<Scheme> scheme
 }
 
 bool SchedulerCore::Submit(const Submission& s) {
-  if (tasks_.count(s.id) || tracker_.HasFinished(s.id)) {
+  if (tasks_.contains(s.id) || tracker_.HasFinished(s.id)) {
     ++counters_.duplicates;
     return false;
   }
@@ -82,7 +82,7 @@ void SchedulerCore::CountRestored(Task& task, const std::vector<TaskId>& after,
     for (const TaskId& dep : *ids) {
       if (const Finished* f = tracker_.OutcomeOf(dep)) {
         CountDependency(task.deps, is_follow, *f);
-      } else if (dep != task.id && tasks_.count(dep)) {
+      } else if (dep != task.id && tasks_.contains(dep)) {
         tracker_.Wait(task.id, dep, is_follow);
       } else {
         --(is_follow ? task.deps.follow : task.deps.after).total;
@@ -100,7 +100,7 @@ bool SchedulerCore::CheckDependencies(Task& task, const std::vector<TaskId>& aft
         Fail(task, ErrorType::kInvalidDependency, "task " + id.ToHex() + " depends on itself");
         return false;
       }
-      if (tasks_.count(dep) || tracker_.HasFinished(dep)) continue;
+      if (tasks_.contains(dep) || tracker_.HasFinished(dep)) continue;
       if (tracker_.WaitForUnknown(id, dep, clock_->MonotonicMicros())) continue;
       Fail(task, ErrorType::kInvalidDependency,
            "task " + id.ToHex() + " depends on " + dep.ToHex() +
@@ -133,7 +133,7 @@ Waiter SchedulerCore::WaitForDependencies(Task& task, const std::vector<TaskId>&
 }
 
 void SchedulerCore::RestoreFinished(const TaskId& id, bool success, int32_t engine_id) {
-  if (tasks_.count(id) || tracker_.HasFinished(id)) return;
+  if (tasks_.contains(id) || tracker_.HasFinished(id)) return;
   tracker_.Restore(id, {SlotOf(engine_id), success});
 }
 
@@ -141,7 +141,7 @@ std::vector<TaskId> SchedulerCore::TakeLookups() { return tracker_.TakeLookups()
 
 void SchedulerCore::LookedUp(const TaskId& dep, Lookup answer, bool success, int32_t engine_id) {
   tracker_.Answered(dep);
-  if (tasks_.count(dep) || tracker_.HasFinished(dep)) return;  // it came meanwhile
+  if (tasks_.contains(dep) || tracker_.HasFinished(dep)) return;  // it came meanwhile
   switch (answer) {
     case Lookup::kFinished:
       Resolve(dep, {SlotOf(engine_id), success});
@@ -161,9 +161,9 @@ void SchedulerCore::LookedUp(const TaskId& dep, Lookup answer, bool success, int
 
 void SchedulerCore::FailWaitersOf(const TaskId& dep) {
   for (const Waiter& w : tracker_.TakeWaiters(dep)) {
-    auto t = tasks_.find(w.task);
-    if (t == tasks_.end() || t->second.state != State::kWaiting) continue;
-    Fail(t->second, ErrorType::kInvalidDependency,
+    Task* t = tasks_.find(w.task);
+    if (!t || t->state != State::kWaiting) continue;
+    Fail(*t, ErrorType::kInvalidDependency,
          "task " + w.task.ToHex() + " depends on " + dep.ToHex() +
              ", which neither this scheduler nor the hub knows (never recorded, or its record "
              "dropped by the hub's retention)");
@@ -223,9 +223,9 @@ void SchedulerCore::Resolve(const TaskId& id, Finished outcome) {
 }
 
 void SchedulerCore::DependencyDone(const Waiter& w, const TaskId& dep, const Finished& f) {
-  auto t = tasks_.find(w.task);
-  if (t == tasks_.end()) return;
-  Task& task = t->second;
+  Task* t = tasks_.find(w.task);
+  if (!t) return;
+  Task& task = *t;
   if (task.state == State::kRunning && task.ahead) {
     // Sent ahead: its engine runs it only if this was a success; if it
     // comes back not run, it is settled then (TaskNotRun).
@@ -243,49 +243,49 @@ void SchedulerCore::AddDeadline(Task& task) {
   deadlines_.emplace(task.deadline_us, task.id);
 }
 
-SchedulerCore::TaskMap::iterator SchedulerCore::RunningTask(EngineSlot slot, const TaskId& id) {
-  auto it = tasks_.find(id);
-  if (it == tasks_.end() || it->second.state != State::kRunning || it->second.slot != slot) {
+SchedulerCore::Task* SchedulerCore::RunningTask(EngineSlot slot, const TaskId& id) {
+  Task* task = tasks_.find(id);
+  if (!task || task->state != State::kRunning || task->slot != slot) {
     ++counters_.late_replies;
-    return tasks_.end();
+    return nullptr;
   }
-  return it;
+  return task;
 }
 
 SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId& id, bool success,
                                                   ErrorType error, bool retriable) {
-  const auto it = RunningTask(slot, id);
-  if (it == tasks_.end()) return Finish::kLate;
+  Task* task = RunningTask(slot, id);
+  if (!task) return Finish::kLate;
   if (adaptive()) Measured(slot);
-  Release(it->second);
+  Release(*task);
   ahead_.Forget(id);
   if (success) {
     ++counters_.succeeded;
-    Deliver(it, slot, ErrorType::kNone);
+    Deliver(*task, slot, ErrorType::kNone);
   } else {
-    AttemptFailed(it->second, slot, error == ErrorType::kNone ? ErrorType::kTaskFailed : error,
-                  {}, /*from_reply=*/true, retriable);
+    AttemptFailed(*task, slot, error == ErrorType::kNone ? ErrorType::kTaskFailed : error, {},
+                  /*from_reply=*/true, retriable);
   }
   Pump();
   return Finish::kAccepted;
 }
 
-void SchedulerCore::Deliver(TaskMap::iterator it, EngineSlot slot, ErrorType error) {
-  const TaskId id = it->first;
+void SchedulerCore::Deliver(Task& task, EngineSlot slot, ErrorType error) {
+  const TaskId id = task.id;
   actions_.push_back(
-      {Action::Kind::kDeliver, id, slot, book_.IdOf(slot), it->second.attempt, error, {}, true});
-  tasks_.erase(it);
+      {Action::Kind::kDeliver, id, slot, book_.IdOf(slot), task.attempt, error, {}, true});
+  tasks_.erase(id);
   Resolve(id, {slot, error == ErrorType::kNone});
 }
 
 SchedulerCore::Finish SchedulerCore::TaskNotRun(EngineSlot slot, const TaskId& id) {
-  const auto it = RunningTask(slot, id);
-  if (it == tasks_.end()) return Finish::kLate;
+  Task* task = RunningTask(slot, id);
+  if (!task) return Finish::kLate;
   // Sent ahead and its dependency failed there: that is why, whether or
   // not it was also asked back.
-  const bool taken_back = it->second.taking_back && !it->second.ahead;
-  Release(it->second);
-  Return(it->second, slot,
+  const bool taken_back = task->taking_back && !task->ahead;
+  Release(*task);
+  Return(*task, slot,
          taken_back ? "taken back from engine " + std::to_string(book_.IdOf(slot)) +
                           " before it started there: it waited behind a long task"
                     : std::string());
@@ -294,9 +294,9 @@ SchedulerCore::Finish SchedulerCore::TaskNotRun(EngineSlot slot, const TaskId& i
 }
 
 SchedulerCore::Finish SchedulerCore::TaskUnmet(EngineSlot slot, const TaskId& id, std::string why) {
-  const auto it = RunningTask(slot, id);
-  if (it == tasks_.end()) return Finish::kLate;
-  Task& task = it->second;
+  Task* running = RunningTask(slot, id);
+  if (!running) return Finish::kLate;
+  Task& task = *running;
   const int32_t engine_id = book_.IdOf(slot);
   if (adaptive()) Measured(slot);
   Release(task);
@@ -335,7 +335,7 @@ void SchedulerCore::AttemptFailed(Task& task, EngineSlot slot, ErrorType error, 
   }
   if (from_reply) {
     ++counters_.failed;
-    Deliver(tasks_.find(task.id), slot, error);
+    Deliver(task, slot, error);
     return;
   }
   Fail(task, error, std::move(message), slot);
@@ -344,11 +344,11 @@ void SchedulerCore::AttemptFailed(Task& task, EngineSlot slot, ErrorType error, 
 AbortOutcome SchedulerCore::Abort(const std::vector<TaskId>& ids) {
   AbortOutcome outcome;
   for (const TaskId& id : ids) {
-    if (auto it = tasks_.find(id); it != tasks_.end()) {
-      if (it->second.state == State::kRunning) {
+    if (Task* task = tasks_.find(id)) {
+      if (task->state == State::kRunning) {
         outcome.running.push_back(id);
       } else {
-        Fail(it->second, ErrorType::kTaskAborted, "task " + id.ToHex() + " was aborted on request");
+        Fail(*task, ErrorType::kTaskAborted, "task " + id.ToHex() + " was aborted on request");
         outcome.aborted.push_back(id);
       }
     } else if (tracker_.HasFinished(id)) {
@@ -363,11 +363,11 @@ AbortOutcome SchedulerCore::Abort(const std::vector<TaskId>& ids) {
 
 void SchedulerCore::FailAwaitingUnknown() {
   for (const auto& [id, dep] : tracker_.TakeAwaited()) {
-    if (tasks_.count(dep) || tracker_.HasFinished(dep)) continue;  // it came
+    if (tasks_.contains(dep) || tracker_.HasFinished(dep)) continue;  // it came
     tracker_.TakeWaiters(dep);
-    auto it = tasks_.find(id);
-    if (it == tasks_.end() || it->second.state != State::kWaiting) continue;
-    Fail(it->second, ErrorType::kInvalidDependency,
+    Task* task = tasks_.find(id);
+    if (!task || task->state != State::kWaiting) continue;
+    Fail(*task, ErrorType::kInvalidDependency,
          "task " + id.ToHex() + " depends on " + dep.ToHex() +
              ", which this scheduler has never seen");
   }
@@ -379,12 +379,11 @@ void SchedulerCore::Tick() {
   while (!deadlines_.empty() && deadlines_.top().first <= now) {
     const auto [deadline, id] = deadlines_.top();
     deadlines_.pop();
-    auto it = tasks_.find(id);
-    if (it == tasks_.end() || it->second.state == State::kRunning ||
-        it->second.deadline_us != deadline) {
+    Task* late = tasks_.find(id);
+    if (!late || late->state == State::kRunning || late->deadline_us != deadline) {
       continue;  // finished, started, or re-queued with a later deadline
     }
-    Task& task = it->second;
+    Task& task = *late;
     Fail(task, ErrorType::kTaskTimeout,
          "task " + id.ToHex() + " did not start within " +
              std::to_string(task.timeout_us / 1e6).substr(0, 8) + " s of being queued");

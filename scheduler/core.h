@@ -28,6 +28,7 @@
 
 #include "base/clock.h"
 #include "base/flat_id_map.h"
+#include "base/id_slots.h"
 #include "base/recent_id_map.h"
 #include "scheduler/dependencies.h"
 #include "scheduler/dependency_tracker.h"
@@ -196,11 +197,11 @@ class SchedulerCore {
   // Whether the task finished here (and is still remembered).
   bool HasFinished(const TaskId& id) const { return tracker_.HasFinished(id); }
   // Whether the task is waiting or running here.
-  bool Knows(const TaskId& id) const { return tasks_.count(id) > 0; }
+  bool Knows(const TaskId& id) const { return tasks_.contains(id); }
   // The latest attempt of a task waiting or running here, or -1.
   int32_t AttemptOf(const TaskId& id) const {
-    auto it = tasks_.find(id);
-    return it == tasks_.end() ? -1 : it->second.attempt;
+    const Task* task = tasks_.find(id);
+    return task ? task->attempt : -1;
   }
   // The tasks running on a slot.
   std::vector<TaskId> RunningOn(EngineSlot slot) const;
@@ -310,13 +311,12 @@ class SchedulerCore {
   // Records a final outcome and applies it to every waiting dependent.
   void Resolve(const TaskId& id, Finished outcome);
   void DependencyDone(const Waiter& w, const TaskId& dep, const Finished& f);
-  using TaskMap = std::unordered_map<TaskId, Task, TaskIdHash>;
-  // The task running on `slot` with this id, or end() (counted late).
-  TaskMap::iterator RunningTask(EngineSlot slot, const TaskId& id);
+  // The task running on `slot` with this id, or null (counted late).
+  Task* RunningTask(EngineSlot slot, const TaskId& id);
   void AttemptFailed(Task& task, EngineSlot slot, ErrorType error, std::string message,
                      bool from_reply, bool retriable = true);
   // The engine's reply is final: delivered, and the task forgotten.
-  void Deliver(TaskMap::iterator it, EngineSlot slot, ErrorType error);
+  void Deliver(Task& task, EngineSlot slot, ErrorType error);
   void AddDeadline(Task& task);
   // At the AwaitUnknownUntil deadline: fails the tasks still waiting for a
   // dependency never seen.
@@ -390,7 +390,7 @@ class SchedulerCore {
   // that found none), and when the take-back rule looks next.
   bool maybe_queued_ = false;
   int64_t next_take_back_us_ = 0;
-  TaskMap tasks_;
+  IdSlots<Task> tasks_;  // waiting and running, by id
   // Tasks ready to be placed; wide ones that may go anywhere in groups.
   ReadyQueue ready_;
   size_t running_ = 0;

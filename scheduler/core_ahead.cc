@@ -46,9 +46,9 @@ bool SchedulerCore::GoAheadIfMay(Task& task, Task& dep, bool is_follow) {
 }
 
 void SchedulerCore::TrySendAhead(const TaskId& id, const Waiter& wait) {
-  auto t = tasks_.find(id);  // Settle may have failed it
-  auto d = tasks_.find(wait.task);
-  if (t != tasks_.end() && d != tasks_.end()) GoAheadIfMay(t->second, d->second, wait.is_follow);
+  Task* t = tasks_.find(id);  // Settle may have failed it
+  Task* d = tasks_.find(wait.task);
+  if (t && d) GoAheadIfMay(*t, *d, wait.is_follow);
 }
 
 // One waiter at most goes behind a task: the others wait for its outcome
@@ -56,18 +56,18 @@ void SchedulerCore::TrySendAhead(const TaskId& id, const Waiter& wait) {
 void SchedulerCore::SendAheadAfter(const TaskId& dep_id) {
   const std::vector<Waiter>* waiters = tracker_.WaitersOf(dep_id);  // most tasks have none
   if (waiters == nullptr) return;
-  auto d = tasks_.find(dep_id);
-  if (d == tasks_.end()) return;
-  Task& dep = d->second;
+  Task* d = tasks_.find(dep_id);
+  if (!d) return;
+  Task& dep = *d;
   if (dep.state != State::kRunning || dep.followed) return;
   size_t looked = 0;
   for (size_t i = 0; i < waiters->size() && looked < SendAhead::kScan; ++i) {
     const Waiter waiter = (*waiters)[i];
-    auto t = tasks_.find(waiter.task);
-    if (t == tasks_.end()) continue;
-    if (t->second.state != State::kWaiting) return;  // running already: one at most
+    Task* t = tasks_.find(waiter.task);
+    if (!t) continue;
+    if (t->state != State::kWaiting) return;  // running already: one at most
     ++looked;
-    if (GoAheadIfMay(t->second, dep, waiter.is_follow)) return;
+    if (GoAheadIfMay(*t, dep, waiter.is_follow)) return;
   }
 }
 

@@ -210,9 +210,9 @@ std::vector<TaskId> SchedulerCore::RunningOn(EngineSlot slot) const {
 }
 
 bool SchedulerCore::Adopt(EngineSlot slot, const TaskId& id, int32_t attempt) {
-  auto it = tasks_.find(id);
-  if (!book_.Alive(slot) || it == tasks_.end()) return false;
-  Task& task = it->second;
+  Task* found = tasks_.find(id);
+  if (!book_.Alive(slot) || !found) return false;
+  Task& task = *found;
   if (task.state == State::kRunning || attempt <= task.attempt) return false;
   Unready(task);
   task.state = State::kWaiting;
@@ -222,13 +222,13 @@ bool SchedulerCore::Adopt(EngineSlot slot, const TaskId& id, int32_t attempt) {
 }
 
 void SchedulerCore::AttemptLost(EngineSlot slot, const TaskId& id) {
-  auto it = tasks_.find(id);
-  if (it == tasks_.end() || it->second.state != State::kRunning || it->second.slot != slot) return;
+  Task* task = tasks_.find(id);
+  if (!task || task->state != State::kRunning || task->slot != slot) return;
   // The engine neither holds it nor sent its reply again (it sends the
   // replies it keeps before it says what it holds): the dispatch died with
   // the old scheduler, the task never ran. It waits again, no retry spent.
-  Release(it->second);
-  Return(it->second, slot);
+  Release(*task);
+  Return(*task, slot);
   Pump();
 }
 
@@ -266,9 +266,9 @@ void SchedulerCore::LocatedLost(EngineSlot slot, int32_t engine_id) {
   std::vector<TaskId> located = std::move(it->second);
   located_on_.erase(it);
   for (const TaskId& id : located) {
-    auto t = tasks_.find(id);
-    if (t == tasks_.end() || t->second.state != State::kReady) continue;
-    Task& task = t->second;
+    Task* t = tasks_.find(id);
+    if (!t || t->state != State::kReady) continue;
+    Task& task = *t;
     const bool any_alive = std::any_of(task.deps.location.begin(), task.deps.location.end(),
                                        [&](EngineSlot s) { return book_.Alive(s); });
     if (!any_alive) {

@@ -23,6 +23,7 @@ class RecentIdMap {
 
   const V* find(const TaskId& id) const { return map_.find(id); }
   bool contains(const TaskId& id) const { return map_.contains(id); }
+  void prefetch(const TaskId& id) const { map_.prefetch(id); }
   size_t size() const { return map_.size(); }
   size_t capacity() const { return capacity_; }
   // Whether an id was ever let go of.

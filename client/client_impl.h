@@ -27,6 +27,7 @@
 
 #include "base/flat_id_map.h"
 #include "base/recent_id_map.h"
+#include "client/kept_requests.h"
 #include "client/records.h"
 #include "client/waiter.h"
 #include "protocol/connection_file.h"
@@ -101,7 +102,9 @@ class Client::Impl {
   // replies.cc
   void DrainReplies();
   void NoteReplies(const protocol::Header& header, std::span<const std::string_view> views);
-  void NoteReply(std::span<const std::string_view> views);
+  // The id and outcome of a task_reply's frames; nullopt when unreadable.
+  static std::optional<std::pair<TaskId, ErrorType>> ReadReply(
+      std::span<const std::string_view> views);
   void Answered(const TaskId& id, ErrorType error);
 
   // queries.cc
@@ -122,9 +125,8 @@ class Client::Impl {
   static constexpr size_t kKeepAnswered = 1000000;
   RecentIdMap<uint8_t> submitted_{kKeepAnswered}, replied_{kKeepAnswered};
   // The requests of tasks with no reply yet, encoded, to send again.
-  // (submission number, frames) by id.
-  FlatIdMap<std::pair<uint64_t, std::vector<std::string>>> unanswered_;
-  uint64_t next_submission_ = 0;
+  client::KeptRequests unanswered_;
+  std::vector<std::pair<TaskId, ErrorType>> answers_;  // of the batch being read
   bool reconnected_ = false;
   double next_resync_ = 0;  // after a reconnection, when Notice looks again
   size_t max_in_flight_ = 1000000;

@@ -145,28 +145,42 @@ Status Client::Impl::Wait(const std::vector<TaskId>& ids, double timeout_s) {
   return waiter_.Until(round, client::DeadlineAfter(timeout_s), timed_out, scheduler_);
 }
 
-// A verified task_reply, or a task_batch of them.
+// A verified task_reply, or a task_batch of them. A batch's replies are
+// read first and counted after: the table entries of each are misses far
+// apart, fetched meanwhile, all at once.
 void Client::Impl::NoteReplies(const protocol::Header& header,
                                std::span<const std::string_view> views) {
-  if (header.type == protocol::MsgType::kTaskReply) return NoteReply(views);
+  if (header.type == protocol::MsgType::kTaskReply) {
+    if (auto reply = ReadReply(views)) Answered(reply->first, reply->second);
+    return;
+  }
   if (header.type != protocol::MsgType::kTaskBatch) return;
   auto replies = protocol::UnpackBatch(views);
   if (!replies.ok()) return;
-  for (const auto& reply : *replies) NoteReply(reply);
+  answers_.clear();
+  for (const auto& r : *replies) {
+    auto reply = ReadReply(r);
+    if (!reply) continue;
+    replied_.prefetch(reply->first);
+    unanswered_.Prefetch(reply->first);
+    answers_.push_back(*reply);
+  }
+  for (const auto& [id, error] : answers_) Answered(id, error);
 }
 
-void Client::Impl::NoteReply(std::span<const std::string_view> views) {
+std::optional<std::pair<TaskId, ErrorType>> Client::Impl::ReadReply(
+    std::span<const std::string_view> views) {
   auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
   auto meta = protocol::DecodeBody<protocol::ReplyMeta>(views[protocol::kFrameMeta]);
-  if (!parent.ok() || !*parent || !meta.ok()) return;
-  Answered((*parent)->id, meta->ok ? ErrorType::kNone : meta->error_type);
+  if (!parent.ok() || !*parent || !meta.ok()) return std::nullopt;
+  return std::pair{(*parent)->id, meta->ok ? ErrorType::kNone : meta->error_type};
 }
 
 // A reply may come twice (from the scheduler and from the hub after a
 // reconnection): it counts once.
 void Client::Impl::Answered(const TaskId& id, ErrorType error) {
   replied_.try_emplace(id, static_cast<uint8_t>(static_cast<uint8_t>(error) + 1));
-  unanswered_.erase(id);
+  unanswered_.Forget(id);
   // Nothing is left that a reconnection could have lost a reply of.
   if (unanswered_.empty()) reconnected_ = false;
 }

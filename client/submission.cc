@@ -132,25 +132,31 @@ Result<std::vector<std::string>> Client::Impl::EncodeRequest(const TaskOptions& 
 Status Client::Impl::SendRequests(std::vector<std::vector<std::string>>& requests,
                                   const std::vector<TaskId>& ids, size_t first, size_t end) {
   if (first == end) return Status::Ok();
+  // Each id's entries are far apart in tables past the cache: their
+  // misses overlap while the message is made and sent.
+  for (size_t i = first; i < end; ++i) {
+    submitted_.prefetch(ids[i]);
+    unanswered_.Prefetch(ids[i]);
+  }
+  std::vector<std::string> message;
   if (end - first == 1) {
-    std::vector<std::string>& request = requests[first];
-    std::vector<std::string_view> views(request.begin(), request.end());
-    request[protocol::kFrameHmac] = signer_.Sign(views);
-    ZTASK_RETURN_IF_ERROR(SendToScheduler(request));
+    message = std::move(requests[first]);
+    std::vector<std::string_view> views(message.begin(), message.end());
+    message[protocol::kFrameHmac] = signer_.Sign(views);
   } else {
     std::vector<std::vector<std::string>> inner;
     inner.reserve(end - first);
     for (size_t i = first; i < end; ++i) {
-      inner.emplace_back(requests[i].begin() + protocol::kFrameHeader, requests[i].end());
+      inner.emplace_back(std::make_move_iterator(requests[i].begin() + protocol::kFrameHeader),
+                         std::make_move_iterator(requests[i].end()));
     }
     const protocol::Header header{TaskId::Random(), protocol::MsgType::kTaskBatch, session_,
                                   base::WallMicros()};
-    ZTASK_RETURN_IF_ERROR(SendToScheduler(protocol::EncodeBatch(signer_, header, inner)));
+    message = protocol::EncodeBatch(signer_, header, inner);
   }
-  for (size_t i = first; i < end; ++i) {
-    submitted_.try_emplace(ids[i], 1);
-    unanswered_.emplace(ids[i], std::pair{next_submission_++, std::move(requests[i])});
-  }
+  ZTASK_RETURN_IF_ERROR(SendToScheduler(message));
+  for (size_t i = first; i < end; ++i) submitted_.try_emplace(ids[i], 1);
+  unanswered_.Keep(std::move(message), std::span(ids).subspan(first, end - first));
   return Status::Ok();
 }
 
@@ -194,9 +200,7 @@ Status Client::Impl::SendToScheduler(const std::vector<std::string>& request) {
 // recorded: that one the scheduler may never have had, so it goes again.
 void Client::Impl::Resync() {
   if (unanswered_.empty()) return;
-  std::vector<TaskId> all;
-  all.reserve(unanswered_.size());
-  unanswered_.for_each([&](const TaskId& id, const auto&) { all.push_back(id); });
+  const std::vector<TaskId> all = unanswered_.Ids();
   std::vector<TaskId> unknown;
   for (size_t at = 0; at < all.size(); at += kWaitAtOnce) {
     const std::vector<TaskId> ids(
@@ -216,15 +220,16 @@ void Client::Impl::Resync() {
 // be among them.
 void Client::Impl::SendAgain(std::vector<TaskId> never_recorded) {
   std::erase_if(never_recorded, [&](const TaskId& id) { return !unanswered_.contains(id); });
-  std::sort(never_recorded.begin(), never_recorded.end(), [&](const TaskId& a, const TaskId& b) {
-    return unanswered_.find(a)->first < unanswered_.find(b)->first;
-  });
+  unanswered_.SortAsSent(never_recorded);
   for (const TaskId& id : never_recorded) {
-    std::vector<std::string>& frames = unanswered_.find(id)->second;
-    auto header = protocol::DecodeHeader(frames[protocol::kFrameHeader]);
+    const std::vector<std::string_view> kept = unanswered_.Request(id);
+    if (kept.empty()) continue;
+    auto header = protocol::DecodeHeader(kept[0]);
     if (!header.ok()) continue;
     header->date_us = base::WallMicros();  // the scheduler refuses older dates
-    frames[protocol::kFrameHeader] = protocol::EncodeHeader(*header);
+    std::vector<std::string> frames{std::string(protocol::kProtocolSignature), std::string(),
+                                    protocol::EncodeHeader(*header)};
+    frames.insert(frames.end(), kept.begin() + 1, kept.end());
     std::vector<std::string_view> views(frames.begin(), frames.end());
     frames[protocol::kFrameHmac] = signer_.Sign(views);
     // Not waited out here (a wait would check for replies, and could come

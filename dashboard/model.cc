@@ -209,6 +209,37 @@ Value DashModel::Stream(int64_t after, size_t limit) const {
   return list;
 }
 
+Value DashModel::StreamSample(int64_t after, size_t limit, int64_t* skipped) const {
+  const int64_t first = stream_end_ - static_cast<int64_t>(stream_.size()) + 1;
+  const int64_t from = std::max(after + 1, first);
+  const auto n = static_cast<size_t>(std::max<int64_t>(0, stream_end_ - from + 1));
+  *skipped = 0;
+  if (n <= limit) return Stream(after, limit);
+  const auto at = [&](size_t i) -> const ClusterStats::Finished& {
+    return stream_[static_cast<size_t>(from - first) + i];
+  };
+  std::vector<bool> taken(n, false);
+  size_t left = limit;
+  for (size_t i = 0; i < n && left > 0; ++i) {
+    if (!at(i).ok) {
+      taken[i] = true;
+      --left;
+    }
+  }
+  // The rest evenly spaced: the i-th of `left` picks is at i * n / left.
+  for (size_t k = 0; k < left; ++k) {
+    size_t i = k * n / left;
+    while (i < n && taken[i]) ++i;
+    if (i < n) taken[i] = true;
+  }
+  Value list = Value::array();
+  for (size_t i = 0; i < n; ++i) {
+    if (taken[i]) list.push_back(EntryJson(at(i)));
+  }
+  *skipped = static_cast<int64_t>(n - list.size());
+  return list;
+}
+
 std::optional<Value> DashModel::Delta(Cursor* cursor) const {
   if (cursor->version == version_) return std::nullopt;
   Value d = Value::object();
@@ -223,7 +254,9 @@ std::optional<Value> DashModel::Delta(Cursor* cursor) const {
     points.push_back({p.t, p.finished_rate, p.submitted_rate, p.queued, p.running});
   }
   d["series"] = std::move(points);
-  d["stream"] = Stream(cursor->stream, kDeltaStream);
+  int64_t skipped = 0;
+  d["stream"] = StreamSample(cursor->stream, kDeltaStream, &skipped);
+  d["stream_skipped"] = skipped;
   if (fresh || cursor->engines != engines_version_) {
     d["engines"] = Engines();
     cursor->engines = engines_version_;

@@ -28,8 +28,10 @@ class DashModel {
   static constexpr size_t kSeriesPoints = 600;  // one a second: ten minutes
   static constexpr size_t kStreamSize = 20000;
   static constexpr size_t kFailuresKept = 10000;
-  // Stream entries in one delta, at most (the newest ones).
-  static constexpr size_t kDeltaStream = 4000;
+  // Stream entries in one delta, at most: a page draws a sample of what
+  // finished (every failure, then tasks evenly spaced among the rest), so
+  // that an open page costs the cluster the same at any task rate.
+  static constexpr size_t kDeltaStream = 100;
 
   // A poll's answer, taken at `now_s` (seconds, any clock that only grows).
   void ApplyStats(const ClusterStats& stats, double now_s);
@@ -45,8 +47,9 @@ class DashModel {
   int64_t version() const { return version_; }
 
   // What changed since `*cursor` (all of it for a new cursor: the series,
-  // engines, labels, the newest kDeltaStream stream entries), and moves
-  // the cursor; nullopt when nothing changed.
+  // engines, labels), with at most kDeltaStream of the stream entries since
+  // (StreamSample; "stream_skipped" counts the others), and moves the
+  // cursor; nullopt when nothing changed.
   std::optional<Value> Delta(Cursor* cursor) const;
 
   // /api/... views.
@@ -55,6 +58,10 @@ class DashModel {
   Value Labels() const;
   // The stream after a position (the newest `limit` of it).
   Value Stream(int64_t after, size_t limit) const;
+  // At most `limit` of the stream after a position, in its order: every
+  // failure (up to `limit`), then entries evenly spaced over the rest. Sets
+  // *skipped to how many were left out.
+  Value StreamSample(int64_t after, size_t limit, int64_t* skipped) const;
   // Finished tasks taskdash holds, newest first, filtered: state "ok",
   // "failed" or "" (either), "running" (each engine's current task); a
   // part of the label, engine id, id prefix.

@@ -11,6 +11,7 @@ const state = {
   counts: {},
   series: [],
   stream: [],
+  streamSkipped: 0,  // finished tasks taskdash left out of the sample sent here
   engines: [],
   labels: [],
   receivedAt: performance.now(),
@@ -94,12 +95,14 @@ function apply(d) {
   if (d.reset) {
     state.series = [];
     state.stream = [];
+    state.streamSkipped = 0;
   }
   state.counts = d.counts || {};
   state.receivedAt = performance.now();
   for (const p of d.series || []) state.series.push(p);
   if (state.series.length > MAX_SERIES) state.series.splice(0, state.series.length - MAX_SERIES);
   for (const t of d.stream || []) state.stream.push(t);
+  state.streamSkipped += d.stream_skipped || 0;
   if (state.stream.length > MAX_STREAM) state.stream.splice(0, state.stream.length - MAX_STREAM);
   if (d.engines) state.engines = d.engines;
   if (d.labels) state.labels = d.labels;
@@ -149,8 +152,10 @@ function sizeCanvas(canvas, height) {
   const ratio = window.devicePixelRatio || 1;
   const width = canvas.parentElement.clientWidth - 28;
   canvas.style.height = height + 'px';
-  canvas.width = Math.max(100, width) * ratio;
-  canvas.height = height * ratio;
+  // Set only when they change: setting them makes a new bitmap each time.
+  const cw = Math.round(Math.max(100, width) * ratio), ch = Math.round(height * ratio);
+  if (canvas.width !== cw) canvas.width = cw;
+  if (canvas.height !== ch) canvas.height = ch;
   const g = canvas.getContext('2d');
   g.setTransform(ratio, 0, 0, ratio, 0, 0);
   return { g, w: Math.max(100, width), h: height };
@@ -277,7 +282,8 @@ function renderStream() {
     const b = el('b');
     b.style.background = c;
     return el('span', {}, b, p);
-  }), ...(state.counts.missed ? [el('span', { class: 'hint' }, fmt(state.counts.missed) + ' tasks finished too fast to be drawn')] : []));
+  }), ...(state.counts.missed ? [el('span', { class: 'hint' }, fmt(state.counts.missed) + ' tasks finished too fast to be drawn')] : []),
+  ...(state.streamSkipped ? [el('span', { class: 'hint' }, 'a sample is drawn, failures first: ' + fmt(state.streamSkipped) + ' other finished tasks left out')] : []));
 }
 
 function renderProgress() {

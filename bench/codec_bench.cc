@@ -39,6 +39,28 @@ void BM_VerifyDecode(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// The header and the parent every message carries: read in place.
+void BM_DecodeHeader(benchmark::State& state) {
+  const std::string frame = EncodeHeader(testing::SampleHeader(MsgType::kTaskRequest));
+  for (auto _ : state) {
+    auto header = DecodeHeader(frame);
+    benchmark::DoNotOptimize(header);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_DecodeHeader);
+
+// The same through the general reader (msgpack's object tree).
+void BM_DecodeHeaderGeneral(benchmark::State& state) {
+  const std::string frame = EncodeHeader(testing::SampleHeader(MsgType::kTaskRequest));
+  for (auto _ : state) {
+    auto header = DecodeBody<Header>(frame);
+    benchmark::DoNotOptimize(header);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_DecodeHeaderGeneral);
+
 #define ZTASK_CODEC_BENCH(name, code, text, meta, content)                   \
   BENCHMARK_TEMPLATE(BM_EncodeSign, MsgType::name)->Name("EncodeSign/" text); \
   BENCHMARK_TEMPLATE(BM_VerifyDecode, MsgType::name)->Name("VerifyDecode/" text);

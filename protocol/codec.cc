@@ -421,6 +421,142 @@ Status Unpack(std::string_view frame, F&& on_object) {
   }
 }
 
+// The header every message carries, twice (its own and its parent), read
+// in place without an object tree: a map of exactly its four fields, in
+// any order, each once, in the forms msgpack writes them. Anything else
+// (another key, a key twice, another form, a length past the limits,
+// trailing bytes) returns false, and the general reader decides, with its
+// errors: so what this reads, it reads as the general reader would.
+class InPlace {
+ public:
+  explicit InPlace(std::string_view frame)
+      : p_(reinterpret_cast<const uint8_t*>(frame.data())), end_(p_ + frame.size()) {}
+
+  bool ReadHeader(Header* out) {
+    uint8_t b;
+    if (!Byte(&b)) return false;
+    uint64_t pairs;
+    if ((b & 0xf0) == 0x80) {
+      pairs = b & 0x0f;
+    } else if (b != 0xde || !Big(2, &pairs)) {
+      return false;
+    }
+    if (pairs != 4) return false;
+    unsigned seen = 0;
+    for (int i = 0; i < 4; ++i) {
+      std::string_view key;
+      if (!Byte(&b) || (b & 0xe0) != 0xa0 || !Take(b & 0x1f, &key)) return false;
+      unsigned bit;
+      bool read;
+      if (key == "id") {
+        bit = 1;
+        std::string_view id;
+        read = Byte(&b) && b == 0xc4 && Byte(&b) && b == 16 && Take(16, &id);
+        if (read) out->id = TaskId::FromBytes(id);
+      } else if (key == "type") {
+        bit = 2;
+        uint64_t code;
+        read = Unsigned(&code) && code <= 0xff;
+        std::optional<MsgType> type;
+        if (read) type = MsgTypeFromCode(static_cast<uint8_t>(code));
+        read = read && type.has_value();
+        if (read) out->type = *type;
+      } else if (key == "session") {
+        bit = 4;
+        std::string_view session;
+        read = String(&session);
+        if (read) out->session.assign(session);
+      } else if (key == "date") {
+        bit = 8;
+        read = Signed(&out->date_us);
+      } else {
+        return false;
+      }
+      if (!read || (seen & bit) != 0) return false;
+      seen |= bit;
+    }
+    return seen == 15 && p_ == end_;
+  }
+
+ private:
+  bool Byte(uint8_t* out) {
+    if (p_ == end_) return false;
+    *out = *p_++;
+    return true;
+  }
+  // n bytes, big-endian.
+  bool Big(int n, uint64_t* out) {
+    if (end_ - p_ < n) return false;
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v = (v << 8) | *p_++;
+    *out = v;
+    return true;
+  }
+  bool Take(uint64_t n, std::string_view* out) {
+    if (static_cast<uint64_t>(end_ - p_) < n) return false;
+    *out = {reinterpret_cast<const char*>(p_), static_cast<size_t>(n)};
+    p_ += n;
+    return true;
+  }
+  bool Unsigned(uint64_t* out) {
+    uint8_t b;
+    if (!Byte(&b)) return false;
+    if (b <= 0x7f) {
+      *out = b;
+      return true;
+    }
+    if (b >= 0xcc && b <= 0xcf) return Big(1 << (b - 0xcc), out);
+    return false;
+  }
+  bool Signed(int64_t* out) {
+    if (p_ == end_) return false;
+    const uint8_t b = *p_;
+    if (b >= 0xe0) {  // negative fixint
+      ++p_;
+      *out = static_cast<int8_t>(b);
+      return true;
+    }
+    if (b >= 0xd0 && b <= 0xd3) {
+      ++p_;
+      const int n = 1 << (b - 0xd0);
+      uint64_t v;
+      if (!Big(n, &v)) return false;
+      const int shift = 64 - 8 * n;  // sign-extends the n bytes
+      *out = static_cast<int64_t>(v << shift) >> shift;
+      return true;
+    }
+    uint64_t v;
+    if (!Unsigned(&v) || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return false;
+    }
+    *out = static_cast<int64_t>(v);
+    return true;
+  }
+  // A str or a bin, as the general reader takes either for a string.
+  bool String(std::string_view* out) {
+    uint8_t b;
+    if (!Byte(&b)) return false;
+    uint64_t n;
+    if ((b & 0xe0) == 0xa0) {
+      n = b & 0x1f;
+    } else if (b == 0xd9 || b == 0xc4) {
+      if (!Big(1, &n)) return false;
+    } else if (b == 0xda || b == 0xc5) {
+      if (!Big(2, &n)) return false;
+    } else if (b == 0xdb || b == 0xc6) {
+      if (!Big(4, &n)) return false;
+    } else {
+      return false;
+    }
+    const bool bin = b >= 0xc4 && b <= 0xc6;
+    if (n > (bin ? kUnpackLimit.bin() : kUnpackLimit.str())) return false;
+    return Take(n, out);
+  }
+
+  const uint8_t* p_;
+  const uint8_t* end_;
+};
+
 }  // namespace
 
 Status CheckFrames(const Signer& signer, const Limits& limits,
@@ -527,12 +663,15 @@ Result<T> DecodeBody(std::string_view frame) {
 }
 
 Result<Header> DecodeHeader(std::string_view frame) {
+  if (Header fast; InPlace(frame).ReadHeader(&fast)) return fast;
   auto header = DecodeBody<Header>(frame);
   if (!header.ok()) return Status::Malformed("header: " + header.status().message());
   return header;
 }
 
 Result<std::optional<Header>> DecodeParent(std::string_view frame) {
+  if (frame == std::string_view("\xc0", 1)) return std::optional<Header>();
+  if (Header fast; InPlace(frame).ReadHeader(&fast)) return std::optional<Header>(std::move(fast));
   std::optional<Header> parent;
   Status status = Unpack(frame, [&](const msgpack::object& o) { return Reader::Read(o, parent); });
   if (!status.ok()) return Status::Malformed("parent header: " + status.message());

@@ -4,6 +4,8 @@
 #include <sodium.h>
 
 #include <atomic>
+#include <msgpack.hpp>
+#include <random>
 #include <thread>
 
 #include "tests/protocol/sample_messages.h"
@@ -50,6 +52,120 @@ TEST(Codec, MessageTypeNamesAndCodesAgree) {
   EXPECT_EQ(MsgTypeName(MsgType::kTaskRequest), "task_request");
   EXPECT_EQ(MsgTypeFromCode(2), MsgType::kTaskReply);
   EXPECT_FALSE(MsgTypeFromCode(200).has_value());
+}
+
+// A header written in one of the many forms msgpack allows for the same
+// value: keys in any order, some twice or another besides, strings as str
+// or bin of any width, integers of any width and sign.
+std::string HeaderInSomeForm(std::mt19937_64& random) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> packer(buffer);
+  std::vector<int> keys = {0, 1, 2, 3};
+  std::shuffle(keys.begin(), keys.end(), random);
+  if (random() % 8 == 0) keys.push_back(static_cast<int>(random() % 5));  // twice, or "other"
+  if (random() % 8 == 0) keys.pop_back();                                 // one missing
+  packer.pack_map(static_cast<uint32_t>(keys.size()));
+  const std::string session(random() % 4 == 0 ? 40 : 8, 's');
+  for (int key : keys) {
+    switch (key) {
+      case 0: {
+        packer.pack(std::string_view("id"));
+        const std::string id = TaskId{random(), random()}.ToBytes();
+        const size_t size = random() % 8 == 0 ? 15 : 16;
+        packer.pack_bin(static_cast<uint32_t>(size));
+        packer.pack_bin_body(id.data(), static_cast<uint32_t>(size));
+        break;
+      }
+      case 1:
+        packer.pack(std::string_view("type"));
+        switch (random() % 4) {
+          case 0:
+            packer.pack_uint8(static_cast<uint8_t>(random() % 60));
+            break;
+          case 1:
+            packer.pack_uint16(static_cast<uint16_t>(random() % 300));
+            break;
+          case 2:
+            packer.pack_int8(static_cast<int8_t>(random() % 40 - 5));
+            break;
+          default:
+            packer.pack_fix_uint8(static_cast<uint8_t>(random() % 60));
+            break;
+        }
+        break;
+      case 2:
+        packer.pack(std::string_view("session"));
+        if (random() % 3 == 0) {
+          packer.pack_bin(static_cast<uint32_t>(session.size()));
+          packer.pack_bin_body(session.data(), static_cast<uint32_t>(session.size()));
+        } else {
+          packer.pack(session);
+        }
+        break;
+      case 3: {
+        packer.pack(std::string_view("date"));
+        const int64_t date = static_cast<int64_t>(random() >> (random() % 64));
+        switch (random() % 5) {
+          case 0:
+            packer.pack_int64(-date);
+            break;
+          case 1:
+            packer.pack_int64(date);
+            break;
+          case 2:
+            packer.pack_uint64(random());
+            break;  // past int64 at times
+          case 3:
+            packer.pack_double(1.5);
+            break;
+          default:
+            packer.pack(static_cast<int32_t>(date % 100000 - 50000));
+            break;
+        }
+        break;
+      }
+      default:
+        packer.pack(std::string_view("other"));
+        packer.pack(1);
+    }
+  }
+  return std::string(buffer.data(), buffer.size());
+}
+
+// Headers are read in place, without msgpack's object tree, when they are
+// in the form every process of ours writes; whatever the form, and broken
+// any way, what is read (or refused) is what the general reader reads.
+TEST(Codec, AHeaderReadInPlaceIsReadAsTheGeneralReaderReadsIt) {
+  std::mt19937_64 random(7);
+  size_t ok = 0;
+  for (int i = 0; i < 200000; ++i) {
+    std::string frame = i % 2 ? EncodeHeader(SampleHeader(static_cast<MsgType>(random() % 40)))
+                              : HeaderInSomeForm(random);
+    switch (random() % 4) {
+      case 0:
+        break;
+      case 1:
+        frame[random() % frame.size()] = static_cast<char>(random());
+        break;
+      case 2:
+        frame.resize(random() % frame.size());
+        break;
+      default:
+        frame.insert(random() % (frame.size() + 1), 1, static_cast<char>(random()));
+    }
+    const auto fast = DecodeHeader(frame);
+    const auto general = DecodeBody<Header>(frame);
+    ASSERT_EQ(fast.ok(), general.ok()) << "frame " << i;
+    const auto parent = DecodeParent(frame);
+    ASSERT_EQ(parent.ok(), general.ok() || frame == std::string(1, '\xc0')) << "frame " << i;
+    if (!general.ok()) continue;
+    ++ok;
+    EXPECT_EQ(*fast, *general);
+    ASSERT_TRUE(parent->has_value());
+    EXPECT_EQ(**parent, *general);
+  }
+  EXPECT_GT(ok, 20000u) << "the inputs are valid often enough to compare values";
+  EXPECT_FALSE(DecodeParent(std::string(1, '\xc0'))->has_value()) << "nil: no parent";
 }
 
 TEST(Signature, AcceptedWithTheRightKey) {

@@ -54,12 +54,28 @@ BENCHMARK(BM_DecodeHeader);
 void BM_DecodeHeaderGeneral(benchmark::State& state) {
   const std::string frame = EncodeHeader(testing::SampleHeader(MsgType::kTaskRequest));
   for (auto _ : state) {
-    auto header = DecodeBody<Header>(frame);
+    auto header = DecodeBodyGeneral<Header>(frame);
     benchmark::DoNotOptimize(header);
   }
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_DecodeHeaderGeneral);
+
+// The small bodies every task carries, in place and through the general
+// reader.
+template <class T, bool kGeneral>
+void BM_DecodeSmallBody(benchmark::State& state) {
+  const std::string frame = EncodeBody(testing::Sample<T>());
+  for (auto _ : state) {
+    auto body = kGeneral ? DecodeBodyGeneral<T>(frame) : DecodeBody<T>(frame);
+    benchmark::DoNotOptimize(body);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK_TEMPLATE(BM_DecodeSmallBody, RoutingMeta, false)->Name("DecodeInPlace/RoutingMeta");
+BENCHMARK_TEMPLATE(BM_DecodeSmallBody, RoutingMeta, true)->Name("DecodeGeneral/RoutingMeta");
+BENCHMARK_TEMPLATE(BM_DecodeSmallBody, ReplyMeta, false)->Name("DecodeInPlace/ReplyMeta");
+BENCHMARK_TEMPLATE(BM_DecodeSmallBody, ReplyMeta, true)->Name("DecodeGeneral/ReplyMeta");
 
 #define ZTASK_CODEC_BENCH(name, code, text, meta, content)                   \
   BENCHMARK_TEMPLATE(BM_EncodeSign, MsgType::name)->Name("EncodeSign/" text); \

@@ -421,119 +421,317 @@ Status Unpack(std::string_view frame, F&& on_object) {
   }
 }
 
-// The header every message carries, twice (its own and its parent), read
-// in place without an object tree: a map of exactly its four fields, in
-// any order, each once, in the forms msgpack writes them. Anything else
-// (another key, a key twice, another form, a length past the limits,
-// trailing bytes) returns false, and the general reader decides, with its
-// errors: so what this reads, it reads as the general reader would.
+// Bodies read in place, without msgpack's object tree: each message's two
+// headers, and the small maps every task carries (routing and reply
+// metadata, the monitor's records), read straight from the bytes by the
+// same Visit() lists the general reader walks. It reads maps whose keys
+// are known fields, each once, and values in the forms msgpack allows for
+// their types. Anything else (another or a repeated key, a missing field,
+// a value of another kind, out of range or past the unpacker's limits, a
+// RawValue, trailing bytes) returns false, and the
+// general reader reads the frame afresh and decides, with its errors: what
+// this reads, it reads as the general reader would (a test compares them).
 class InPlace {
  public:
   explicit InPlace(std::string_view frame)
       : p_(reinterpret_cast<const uint8_t*>(frame.data())), end_(p_ + frame.size()) {}
 
-  bool ReadHeader(Header* out) {
-    uint8_t b;
-    if (!Byte(&b)) return false;
-    uint64_t pairs;
-    if ((b & 0xf0) == 0x80) {
-      pairs = b & 0x0f;
-    } else if (b != 0xde || !Big(2, &pairs)) {
-      return false;
-    }
-    if (pairs != 4) return false;
-    unsigned seen = 0;
-    for (int i = 0; i < 4; ++i) {
-      std::string_view key;
-      if (!Byte(&b) || (b & 0xe0) != 0xa0 || !Take(b & 0x1f, &key)) return false;
-      unsigned bit;
-      bool read;
-      if (key == "id") {
-        bit = 1;
-        std::string_view id;
-        read = Byte(&b) && b == 0xc4 && Byte(&b) && b == 16 && Take(16, &id);
-        if (read) out->id = TaskId::FromBytes(id);
-      } else if (key == "type") {
-        bit = 2;
-        uint64_t code;
-        read = Unsigned(&code) && code <= 0xff;
-        std::optional<MsgType> type;
-        if (read) type = MsgTypeFromCode(static_cast<uint8_t>(code));
-        read = read && type.has_value();
-        if (read) out->type = *type;
-      } else if (key == "session") {
-        bit = 4;
-        std::string_view session;
-        read = String(&session);
-        if (read) out->session.assign(session);
-      } else if (key == "date") {
-        bit = 8;
-        read = Signed(&out->date_us);
-      } else {
-        return false;
-      }
-      if (!read || (seen & bit) != 0) return false;
-      seen |= bit;
-    }
-    return seen == 15 && p_ == end_;
+  // The whole frame as one T. REQUIRES: out is T{}.
+  template <class T>
+  bool ReadWhole(T& out) {
+    return Read(out, 0) && p_ == end_;
+  }
+
+  // Whether T holds only what is read here (no RawValue anywhere within):
+  // those go to the general reader at once.
+  template <class T>
+  static bool Readable() {
+    static const bool readable = [] {
+      T probe{};
+      return Probe(probe);
+    }();
+    return readable;
   }
 
  private:
-  bool Byte(uint8_t* out) {
+  static constexpr int kMaxDepth = 8;  // our bodies nest less
+
+  // ---- what a type holds (Readable)
+  template <class T>
+  requires(!std::is_class_v<T>) static bool Probe(T&) { return true; }
+  static bool Probe(std::string&) { return true; }
+  static bool Probe(TaskId&) { return true; }
+  static bool Probe(RawValue&) { return false; }
+  template <class T>
+  static bool Probe(std::map<std::string, T>&) {
+    T value{};
+    return Probe(value);
+  }
+  template <class T>
+  static bool Probe(std::vector<T>&) {
+    T element{};
+    return Probe(element);
+  }
+  template <class T>
+  static bool Probe(std::optional<T>&) {
+    T value{};
+    return Probe(value);
+  }
+  template <class T>
+  requires std::is_class_v<T>
+  static bool Probe(T& out) {
+    bool readable = true;
+    auto visit = [&readable](const char*, auto& field) { readable = readable && Probe(field); };
+    T::Visit(out, visit);
+    return readable;
+  }
+
+  // ---- values
+  bool Read(bool& out, int) {
+    uint8_t b;
+    if (!Byte(&b) || (b != 0xc2 && b != 0xc3)) return false;
+    out = b == 0xc3;
+    return true;
+  }
+  template <std::integral T>
+  bool Read(T& out, int) {
+    bool negative;
+    uint64_t magnitude;
+    int64_t value;
+    if (!Integer(&negative, &magnitude, &value)) return false;
+    if (!negative) {
+      if (magnitude > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+      out = static_cast<T>(magnitude);
+      return true;
+    }
+    if constexpr (std::is_unsigned_v<T>) {
+      return false;
+    } else {
+      if (value < static_cast<int64_t>(std::numeric_limits<T>::min())) return false;
+      out = static_cast<T>(value);
+      return true;
+    }
+  }
+  bool Read(double& out, int) {
+    if (p_ == end_) return false;
+    if (*p_ == 0xca || *p_ == 0xcb) {
+      const bool wide = *p_++ == 0xcb;
+      uint64_t bits;
+      if (!Big(wide ? 8 : 4, &bits)) return false;
+      if (wide) {
+        std::memcpy(&out, &bits, sizeof out);
+      } else {
+        const auto narrow = static_cast<uint32_t>(bits);
+        float f;
+        std::memcpy(&f, &narrow, sizeof f);
+        out = f;
+      }
+      return true;
+    }
+    bool negative;
+    uint64_t magnitude;
+    int64_t value;
+    if (!Integer(&negative, &magnitude, &value)) return false;
+    out = negative ? static_cast<double>(value) : static_cast<double>(magnitude);
+    return true;
+  }
+  bool Read(std::string& out, int) {
+    std::string_view bytes;
+    if (!StrOrBin(&bytes, nullptr)) return false;
+    out.assign(bytes);
+    return true;
+  }
+  bool Read(TaskId& out, int) {
+    std::string_view bytes;
+    bool bin;
+    if (!StrOrBin(&bytes, &bin) || !bin || bytes.size() != 16) return false;
+    out = TaskId::FromBytes(bytes);
+    return true;
+  }
+  bool Read(MsgType& out, int depth) {
+    uint8_t code;
+    if (!Read(code, depth)) return false;
+    const auto type = MsgTypeFromCode(code);
+    if (!type) return false;
+    out = *type;
+    return true;
+  }
+  template <class T, class Parse>
+  bool Named(T& out, Parse parse) {
+    std::string_view name;
+    bool bin;
+    if (!StrOrBin(&name, &bin) || bin) return false;
+    const auto parsed = parse(name);
+    if (!parsed) return false;
+    out = *parsed;
+    return true;
+  }
+  bool Read(ErrorType& out, int) {
+    if (p_ != end_ && *p_ == 0xc0) {
+      ++p_;
+      out = ErrorType::kNone;
+      return true;
+    }
+    return Named(out, ParseErrorType);
+  }
+  bool Read(TaskState& out, int) { return Named(out, ParseTaskState); }
+  bool Read(EngineState& out, int) { return Named(out, ParseEngineState); }
+  bool Read(EventKind& out, int) { return Named(out, ParseEventKind); }
+  bool Read(EventStatus& out, int) { return Named(out, ParseEventStatus); }
+  bool Read(DependencyMode& out, int) { return Named(out, ParseDependencyMode); }
+  bool Read(AcceptedOutcome& out, int) { return Named(out, ParseAcceptedOutcome); }
+  bool Read(RawValue&, int) { return false; }
+  // As the general reader: a key given twice takes the later value.
+  template <class T>
+  bool Read(std::map<std::string, T>& out, int depth) {
+    uint64_t pairs;
+    if (depth >= kMaxDepth || !MapHeader(&pairs)) return false;
+    out.clear();
+    for (uint64_t i = 0; i < pairs; ++i) {
+      std::string_view key;
+      T value{};
+      if (!StrOrBin(&key, nullptr) || !Read(value, depth + 1)) return false;
+      out[std::string(key)] = std::move(value);
+    }
+    return true;
+  }
+  template <class T>
+  bool Read(std::vector<T>& out, int depth) {
+    uint8_t b;
+    if (depth >= kMaxDepth || !Byte(&b)) return false;
+    uint64_t n;
+    if ((b & 0xf0) == 0x90) {
+      n = b & 0x0f;
+    } else if (b == 0xdc || b == 0xdd) {
+      if (!Big(b == 0xdc ? 2 : 4, &n)) return false;
+    } else {
+      return false;
+    }
+    if (n > kUnpackLimit.array() || n > static_cast<uint64_t>(end_ - p_)) return false;
+    out.clear();
+    out.resize(static_cast<size_t>(n));
+    for (T& element : out) {
+      if (!Read(element, depth + 1)) return false;
+    }
+    return true;
+  }
+  template <class T>
+  bool Read(std::optional<T>& out, int depth) {
+    if (p_ != end_ && *p_ == 0xc0) {
+      ++p_;
+      out.reset();
+      return true;
+    }
+    out.emplace();
+    return Read(*out, depth);
+  }
+  template <class T>
+  requires std::is_class_v<T>
+  bool Read(T& out, int depth) {
+    uint64_t pairs;
+    if (depth >= kMaxDepth || !MapHeader(&pairs)) return false;
+    uint64_t seen = 0;
+    for (uint64_t i = 0; i < pairs; ++i) {
+      std::string_view key;
+      bool bin;
+      if (!StrOrBin(&key, &bin) || bin) return false;
+      int index = 0, found = -1;
+      bool read = false;
+      auto field = [&](const char* name, auto& value) {
+        if (found < 0 && SameName(key, name)) {
+          found = index;
+          read = Read(value, depth + 1);
+        }
+        ++index;
+      };
+      T::Visit(out, field);
+      if (found < 0 || found >= 64 || !read || (seen >> found & 1) != 0) return false;
+      seen |= uint64_t{1} << found;
+    }
+    // A field missing: an optional one stays empty (out is fresh), any
+    // other is the general reader's error.
+    int index = 0;
+    bool missing = false;
+    auto required = [&](const char*, auto& value) {
+      using F = std::remove_cvref_t<decltype(value)>;
+      if (!IsOptional<F>::value && (index >= 64 || (seen >> index & 1) == 0)) missing = true;
+      ++index;
+    };
+    T::Visit(out, required);
+    return !missing;
+  }
+
+  // key == name, without measuring name first: most fields differ at
+  // their first byte.
+  [[gnu::always_inline]] static bool SameName(std::string_view key, const char* name) {
+    size_t i = 0;
+    for (; i < key.size(); ++i) {
+      if (name[i] == '\0' || name[i] != key[i]) return false;
+    }
+    return name[i] == '\0';
+  }
+
+  // ---- bytes (inlined: each is a few instructions, called per value)
+  // A map's header, within the unpacker's limit (map32 is past it).
+  [[gnu::always_inline]] bool MapHeader(uint64_t* pairs) {
+    uint8_t b;
+    if (!Byte(&b)) return false;
+    if ((b & 0xf0) == 0x80) {
+      *pairs = b & 0x0f;
+      return true;
+    }
+    return b == 0xde && Big(2, pairs);
+  }
+  [[gnu::always_inline]] bool Byte(uint8_t* out) {
     if (p_ == end_) return false;
     *out = *p_++;
     return true;
   }
   // n bytes, big-endian.
-  bool Big(int n, uint64_t* out) {
+  [[gnu::always_inline]] bool Big(int n, uint64_t* out) {
     if (end_ - p_ < n) return false;
     uint64_t v = 0;
     for (int i = 0; i < n; ++i) v = (v << 8) | *p_++;
     *out = v;
     return true;
   }
-  bool Take(uint64_t n, std::string_view* out) {
-    if (static_cast<uint64_t>(end_ - p_) < n) return false;
-    *out = {reinterpret_cast<const char*>(p_), static_cast<size_t>(n)};
-    p_ += n;
-    return true;
-  }
-  bool Unsigned(uint64_t* out) {
+  // Any integer; `negative` when its value is below zero (then in
+  // *value), else its value is *magnitude: as msgpack's objects tell them.
+  [[gnu::always_inline]] bool Integer(bool* negative, uint64_t* magnitude, int64_t* value) {
     uint8_t b;
     if (!Byte(&b)) return false;
     if (b <= 0x7f) {
-      *out = b;
+      *negative = false;
+      *magnitude = b;
       return true;
     }
-    if (b >= 0xcc && b <= 0xcf) return Big(1 << (b - 0xcc), out);
-    return false;
-  }
-  bool Signed(int64_t* out) {
-    if (p_ == end_) return false;
-    const uint8_t b = *p_;
-    if (b >= 0xe0) {  // negative fixint
-      ++p_;
-      *out = static_cast<int8_t>(b);
+    if (b >= 0xe0) {
+      *negative = true;
+      *value = static_cast<int8_t>(b);
       return true;
+    }
+    if (b >= 0xcc && b <= 0xcf) {
+      *negative = false;
+      return Big(1 << (b - 0xcc), magnitude);
     }
     if (b >= 0xd0 && b <= 0xd3) {
-      ++p_;
       const int n = 1 << (b - 0xd0);
-      uint64_t v;
-      if (!Big(n, &v)) return false;
+      uint64_t bits;
+      if (!Big(n, &bits)) return false;
       const int shift = 64 - 8 * n;  // sign-extends the n bytes
-      *out = static_cast<int64_t>(v << shift) >> shift;
+      const int64_t v = static_cast<int64_t>(bits << shift) >> shift;
+      *negative = v < 0;
+      if (v < 0) {
+        *value = v;
+      } else {
+        *magnitude = static_cast<uint64_t>(v);
+      }
       return true;
     }
-    uint64_t v;
-    if (!Unsigned(&v) || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return false;
-    }
-    *out = static_cast<int64_t>(v);
-    return true;
+    return false;
   }
-  // A str or a bin, as the general reader takes either for a string.
-  bool String(std::string_view* out) {
+  // A str or a bin (*bin says which, when asked), within the limits.
+  [[gnu::always_inline]] bool StrOrBin(std::string_view* out, bool* bin) {
     uint8_t b;
     if (!Byte(&b)) return false;
     uint64_t n;
@@ -548,9 +746,13 @@ class InPlace {
     } else {
       return false;
     }
-    const bool bin = b >= 0xc4 && b <= 0xc6;
-    if (n > (bin ? kUnpackLimit.bin() : kUnpackLimit.str())) return false;
-    return Take(n, out);
+    const bool is_bin = b >= 0xc4 && b <= 0xc6;
+    if (bin) *bin = is_bin;
+    if (n > (is_bin ? kUnpackLimit.bin() : kUnpackLimit.str())) return false;
+    if (static_cast<uint64_t>(end_ - p_) < n) return false;
+    *out = {reinterpret_cast<const char*>(p_), static_cast<size_t>(n)};
+    p_ += n;
+    return true;
   }
 
   const uint8_t* p_;
@@ -655,15 +857,22 @@ std::string RemoteException(std::string_view ename, std::string_view evalue,
 }
 
 template <class T>
-Result<T> DecodeBody(std::string_view frame) {
+Result<T> DecodeBodyGeneral(std::string_view frame) {
   T out{};
   Status status = Unpack(frame, [&](const msgpack::object& o) { return Reader::Read(o, out); });
   if (!status.ok()) return status;
   return out;
 }
 
+template <class T>
+Result<T> DecodeBody(std::string_view frame) {
+  if (InPlace::Readable<T>()) {
+    if (T fast{}; InPlace(frame).ReadWhole(fast)) return fast;
+  }
+  return DecodeBodyGeneral<T>(frame);
+}
+
 Result<Header> DecodeHeader(std::string_view frame) {
-  if (Header fast; InPlace(frame).ReadHeader(&fast)) return fast;
   auto header = DecodeBody<Header>(frame);
   if (!header.ok()) return Status::Malformed("header: " + header.status().message());
   return header;
@@ -671,7 +880,7 @@ Result<Header> DecodeHeader(std::string_view frame) {
 
 Result<std::optional<Header>> DecodeParent(std::string_view frame) {
   if (frame == std::string_view("\xc0", 1)) return std::optional<Header>();
-  if (Header fast; InPlace(frame).ReadHeader(&fast)) return std::optional<Header>(std::move(fast));
+  if (Header fast; InPlace(frame).ReadWhole(fast)) return std::optional<Header>(std::move(fast));
   std::optional<Header> parent;
   Status status = Unpack(frame, [&](const msgpack::object& o) { return Reader::Read(o, parent); });
   if (!status.ok()) return Status::Malformed("parent header: " + status.message());
@@ -730,8 +939,9 @@ std::optional<std::string> RecordsOfEarlierBatch(std::span<const std::string_vie
 // which has external linkage and so keeps every one of them.
 using AnyFunction = void (*)();
 extern const AnyFunction kEveryBodyCodec[];
-#define ZTASK_CODECS_OF(T) \
-  reinterpret_cast<AnyFunction>(&EncodeBody<T>), reinterpret_cast<AnyFunction>(&DecodeBody<T>),
+#define ZTASK_CODECS_OF(T)                                                                      \
+  reinterpret_cast<AnyFunction>(&EncodeBody<T>), reinterpret_cast<AnyFunction>(&DecodeBody<T>), \
+      reinterpret_cast<AnyFunction>(&DecodeBodyGeneral<T>),
 #define ZTASK_CODECS(name, code, text, meta, content) ZTASK_CODECS_OF(meta) ZTASK_CODECS_OF(content)
 const AnyFunction kEveryBodyCodec[] = {
     ZTASK_MESSAGE_TYPES(ZTASK_CODECS)  //

@@ -128,6 +128,10 @@ Status CheckFrameCount(MsgType type, size_t frames);
 Result<std::optional<Header>> DecodeParent(std::string_view frame);
 template <class T>
 Result<T> DecodeBody(std::string_view frame);
+// The general reader alone (msgpack's object tree), which DecodeBody falls
+// back to for what it does not read in place: for tests comparing them.
+template <class T>
+Result<T> DecodeBodyGeneral(std::string_view frame);
 
 template <class Meta, class Content>
 struct Decoded {

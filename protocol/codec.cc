@@ -3,6 +3,7 @@
 // throw is caught here and becomes a Status.
 #include "protocol/codec.h"
 
+#include <cmath>
 #include <concepts>
 #include <cstring>
 #include <exception>
@@ -422,15 +423,17 @@ Status Unpack(std::string_view frame, F&& on_object) {
 }
 
 // Bodies read in place, without msgpack's object tree: each message's two
-// headers, and the small maps every task carries (routing and reply
-// metadata, the monitor's records), read straight from the bytes by the
+// headers, the small maps every task carries (routing and reply metadata,
+// the monitor's records) and the task's spec and result, read straight
+// from the bytes by the
 // same Visit() lists the general reader walks. It reads maps whose keys
 // are known fields, each once, and values in the forms msgpack allows for
 // their types. Anything else (another or a repeated key, a missing field,
 // a value of another kind, out of range or past the unpacker's limits, a
-// RawValue, trailing bytes) returns false, and the
-// general reader reads the frame afresh and decides, with its errors: what
-// this reads, it reads as the general reader would (a test compares them).
+// RawValue in a form packing would not write, trailing bytes) returns
+// false, and the general reader reads the frame afresh and decides, with
+// its errors: what this reads, it reads as the general reader would (a
+// test compares them).
 class InPlace {
  public:
   explicit InPlace(std::string_view frame)
@@ -442,49 +445,10 @@ class InPlace {
     return Read(out, 0) && p_ == end_;
   }
 
-  // Whether T holds only what is read here (no RawValue anywhere within):
-  // those go to the general reader at once.
-  template <class T>
-  static bool Readable() {
-    static const bool readable = [] {
-      T probe{};
-      return Probe(probe);
-    }();
-    return readable;
-  }
-
  private:
   static constexpr int kMaxDepth = 8;  // our bodies nest less
-
-  // ---- what a type holds (Readable)
-  template <class T>
-  requires(!std::is_class_v<T>) static bool Probe(T&) { return true; }
-  static bool Probe(std::string&) { return true; }
-  static bool Probe(TaskId&) { return true; }
-  static bool Probe(RawValue&) { return false; }
-  template <class T>
-  static bool Probe(std::map<std::string, T>&) {
-    T value{};
-    return Probe(value);
-  }
-  template <class T>
-  static bool Probe(std::vector<T>&) {
-    T element{};
-    return Probe(element);
-  }
-  template <class T>
-  static bool Probe(std::optional<T>&) {
-    T value{};
-    return Probe(value);
-  }
-  template <class T>
-  requires std::is_class_v<T>
-  static bool Probe(T& out) {
-    bool readable = true;
-    auto visit = [&readable](const char*, auto& field) { readable = readable && Probe(field); };
-    T::Visit(out, visit);
-    return readable;
-  }
+  // Well inside the unpacker's limit of 32, which counts levels its own way.
+  static constexpr int kMaxPackedDepth = 28;
 
   // ---- values
   bool Read(bool& out, int) {
@@ -580,7 +544,22 @@ class InPlace {
   bool Read(EventStatus& out, int) { return Named(out, ParseEventStatus); }
   bool Read(DependencyMode& out, int) { return Named(out, ParseDependencyMode); }
   bool Read(AcceptedOutcome& out, int) { return Named(out, ParseAcceptedOutcome); }
-  bool Read(RawValue&, int) { return false; }
+  // A value kept as its bytes. The general reader packs the object it
+  // read again, so this takes the bytes as they came only where they are
+  // what packing writes: every length and integer in its shortest form,
+  // floats only with a fraction (not NaN), nothing nested past
+  // kMaxValueDepth.
+  bool Read(RawValue& out, int depth) {
+    const uint8_t* start = p_;
+    if (p_ != end_ && *p_ == 0xc0) {
+      ++p_;
+      out.bytes.clear();
+      return true;
+    }
+    if (!Packed(1, depth)) return false;
+    out.bytes.assign(reinterpret_cast<const char*>(start), static_cast<size_t>(p_ - start));
+    return true;
+  }
   // As the general reader: a key given twice takes the later value.
   template <class T>
   bool Read(std::map<std::string, T>& out, int depth) {
@@ -669,6 +648,84 @@ class InPlace {
       if (name[i] == '\0' || name[i] != key[i]) return false;
     }
     return name[i] == '\0';
+  }
+
+  // One value as msgpack-c packs it, at `level` of a RawValue (a scalar is
+  // level 1) and `depth` of the whole frame.
+  bool Packed(size_t level, int depth) {
+    if (level > kMaxValueDepth || depth >= kMaxPackedDepth) return false;
+    uint8_t b;
+    if (!Byte(&b)) return false;
+    uint64_t n;
+    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) return true;
+    if ((b & 0xe0) == 0xa0) return Skip(b & 0x1f);  // fixstr
+    if ((b & 0xf0) == 0x90) return Elements(b & 0x0f, level, depth);
+    if ((b & 0xf0) == 0x80) return Elements(uint64_t{b & 0x0fu} * 2, level, depth);
+    switch (b) {
+      case 0xcc:
+        return Big(1, &n) && n >= 0x80;
+      case 0xcd:
+        return Big(2, &n) && n > 0xff;
+      case 0xce:
+        return Big(4, &n) && n > 0xffff;
+      case 0xcf:
+        return Big(8, &n) && n > 0xffffffffull;
+      case 0xd0:
+        return Big(1, &n) && static_cast<int8_t>(n) < -32;
+      case 0xd1:
+        return Big(2, &n) && static_cast<int16_t>(n) < -128;
+      case 0xd2:
+        return Big(4, &n) && static_cast<int32_t>(n) < -32768;
+      case 0xd3:
+        return Big(8, &n) && static_cast<int64_t>(n) < -2147483648ll;
+      case 0xca: {
+        if (!Big(4, &n)) return false;
+        const auto bits = static_cast<uint32_t>(n);
+        float f;
+        std::memcpy(&f, &bits, sizeof f);
+        return Fractional(f);
+      }
+      case 0xcb: {
+        if (!Big(8, &n)) return false;
+        double d;
+        std::memcpy(&d, &n, sizeof d);
+        return Fractional(d);
+      }
+      case 0xd9:
+        return Big(1, &n) && n > 31 && Skip(n);
+      case 0xda:
+        return Big(2, &n) && n > 0xff && Skip(n);
+      case 0xdb:
+        return Big(4, &n) && n > 0xffff && n <= kUnpackLimit.str() && Skip(n);
+      case 0xc4:
+        return Big(1, &n) && Skip(n);
+      case 0xc5:
+        return Big(2, &n) && n > 0xff && Skip(n);
+      case 0xc6:
+        return Big(4, &n) && n > 0xffff && n <= kUnpackLimit.bin() && Skip(n);
+      case 0xdc:
+        return Big(2, &n) && n > 15 && Elements(n, level, depth);
+      case 0xdd:
+        return Big(4, &n) && n > 0xffff && n <= kUnpackLimit.array() && Elements(n, level, depth);
+      case 0xde:
+        return Big(2, &n) && n > 15 && Elements(n * 2, level, depth);
+      default:
+        return false;  // map32 (past the unpacker's limit), ext, 0xc1
+    }
+  }
+  // Packing writes a float with a whole value (and -0) as an integer, and
+  // a NaN's payload might not survive: only other floats stay as they are.
+  static bool Fractional(double v) { return v == v && std::trunc(v) != v; }
+  bool Elements(uint64_t n, size_t level, int depth) {
+    for (uint64_t i = 0; i < n; ++i) {
+      if (!Packed(level + 1, depth + 1)) return false;
+    }
+    return true;
+  }
+  bool Skip(uint64_t n) {
+    if (static_cast<uint64_t>(end_ - p_) < n) return false;
+    p_ += n;
+    return true;
   }
 
   // ---- bytes (inlined: each is a few instructions, called per value)
@@ -866,9 +923,7 @@ Result<T> DecodeBodyGeneral(std::string_view frame) {
 
 template <class T>
 Result<T> DecodeBody(std::string_view frame) {
-  if (InPlace::Readable<T>()) {
-    if (T fast{}; InPlace(frame).ReadWhole(fast)) return fast;
-  }
+  if (T fast{}; InPlace(frame).ReadWhole(fast)) return fast;
   return DecodeBodyGeneral<T>(frame);
 }
 

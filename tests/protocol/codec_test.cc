@@ -214,6 +214,83 @@ TEST(Codec, EveryBodyReadInPlaceIsReadAsTheGeneralReaderReadsIt) {
   EXPECT_GT(read, 5000u) << "mutations that still read are compared by value";
 }
 
+// A task's result kept as its bytes: read in place only where they are
+// what the general reader's packing writes again; either way the same.
+TEST(Codec, ARawValueReadInPlaceIsTheValueTheGeneralReaderKeeps) {
+  std::vector<std::string> values;
+  const auto packed = [&](auto&& write) {
+    msgpack::sbuffer buffer;
+    msgpack::packer<msgpack::sbuffer> packer(buffer);
+    write(packer);
+    values.emplace_back(buffer.data(), buffer.size());
+  };
+  // Integers at every boundary of their forms, packed the shortest way.
+  for (int64_t v :
+       {0ll, 127ll, 128ll, 255ll, 256ll, 65535ll, 65536ll, 4294967295ll, 4294967296ll, -1ll, -32ll,
+        -33ll, -128ll, -129ll, -32768ll, -32769ll, -2147483648ll, -2147483649ll}) {
+    packed([&](auto& p) { p.pack(v); });
+  }
+  // The same in longer forms than needed, which packing would shorten.
+  for (std::string_view raw :
+       {std::string_view("\xcc\x05", 2), std::string_view("\xcd\x00\x05", 3),
+        std::string_view("\xd0\x05", 2), std::string_view("\xd0\xf0", 2),
+        std::string_view("\xd1\xff\xf0", 3), std::string_view("\xd9\x01x", 3),
+        std::string_view("\xdc\x00\x01\x01", 4), std::string_view("\xde\x00\x01\x01\x02", 5),
+        std::string_view("\xc5\x00\x01x", 4),
+        // Floats with whole values, which packing writes as integers.
+        std::string_view("\xca\x42\x44\x00\x00", 5),
+        std::string_view("\xcb\x40\x48\x80\x00\x00\x00\x00\x00", 9),
+        std::string_view("\xcb\x80\x00\x00\x00\x00\x00\x00\x00", 9),
+        std::string_view("\xca\x3f\xc0\x00\x00", 5)}) {
+    values.emplace_back(raw);
+  }
+  // Strings, binaries, arrays and maps around each length's boundary.
+  for (size_t n : {0u, 15u, 16u, 31u, 32u, 255u, 256u, 65535u, 65536u}) {
+    packed([&](auto& p) { p.pack(std::string(n, 'x')); });
+    packed([&](auto& p) {
+      p.pack_bin(static_cast<uint32_t>(n));
+      p.pack_bin_body(std::string(n, 'y').data(), static_cast<uint32_t>(n));
+    });
+    packed([&](auto& p) { p.pack(std::vector<int>(n, 1)); });
+    packed([&](auto& p) {
+      p.pack_map(static_cast<uint32_t>(n));
+      for (size_t i = 0; i < n; ++i) {
+        p.pack(static_cast<int64_t>(i));
+        p.pack(true);
+      }
+    });
+  }
+  packed([](auto& p) { p.pack(1.5); });
+  packed([](auto& p) { p.pack(1.5f); });
+  packed([](auto& p) { p.pack(std::nan("")); });
+  packed([](auto& p) { p.pack_nil(); });
+  // Nested to the limit, one past it, and far past it.
+  for (size_t depth : {kMaxValueDepth - 1, kMaxValueDepth, kMaxValueDepth + 1, size_t{40}}) {
+    packed([&](auto& p) {
+      for (size_t i = 1; i < depth; ++i) p.pack_array(1);
+      p.pack(7);
+    });
+  }
+  std::mt19937_64 random(3);
+  size_t read = 0;
+  for (const std::string& value : values) {
+    for (int i = 0; i < 20; ++i) {
+      TaskResult result;
+      result.error_message = "e";
+      result.result.bytes = value;
+      std::string frame = EncodeBody(result);
+      if (i > 0) frame[random() % frame.size()] ^= static_cast<char>(1 << (random() % 8));
+      const auto fast = DecodeBody<TaskResult>(frame);
+      const auto general = DecodeBodyGeneral<TaskResult>(frame);
+      ASSERT_EQ(fast.ok(), general.ok()) << "value " << &value - values.data() << ", try " << i;
+      if (!general.ok()) continue;
+      ++read;
+      ASSERT_TRUE(*fast == *general) << "value " << &value - values.data() << ", try " << i;
+    }
+  }
+  EXPECT_GT(read, values.size() * 5);
+}
+
 TEST(Signature, AcceptedWithTheRightKey) {
   auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
   EXPECT_TRUE(CheckFrames(kSigner, Limits{}, ViewsOf(frames)).ok());

@@ -45,6 +45,20 @@ TEST(IdSlots, AnErasedValueIsResetAndItsSlotTakenByTheNextInsert) {
   EXPECT_EQ(slots.slots(), 2u);
 }
 
+TEST(IdSlots, ATrickleOfValuesReusesItsSlotWhenTheTableEmpties) {
+  IdSlots<Value> slots;
+  Value* first = &slots[TaskId{0, 1}];
+  slots.erase(TaskId{0, 1});
+  for (uint64_t i = 2; i < 5000; ++i) {
+    Value& v = slots[TaskId{0, i}];
+    ASSERT_EQ(&v, first) << "one in, one out: the same slot, nothing made anew";
+    ASSERT_EQ(v.n, 0) << "reset when erased";
+    v.n = 1;
+    slots.erase(TaskId{0, i});
+  }
+  EXPECT_EQ(slots.slots(), 1u);
+}
+
 TEST(IdSlots, TheLastEraseGivesEverySlotBack) {
   IdSlots<Value> slots;
   for (uint64_t i = 1; i <= 3000; ++i) slots[TaskId{0, i}].n = 1;

@@ -196,6 +196,7 @@ class Simulator {
       auto request = protocol::DecodeHeader((*tasks)[t][protocol::kFrameHeader]);
       if (!request.ok()) continue;
       protocol::ReplyMeta meta{true, ErrorType::kNone, sim.id, (*batch.dispatch)[t].attempt};
+      meta.run_us = 0;  // runs nothing
       replies.push_back(protocol::EncodeInner(Header(MsgType::kTaskReply, sim.uuid), *request,
                                               meta, protocol::TaskResult{}));
     }

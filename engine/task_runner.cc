@@ -76,6 +76,7 @@ void TaskRunner::Kill() {
 Done TaskRunner::Run(const Job& job, const Grant& grant, int32_t engine_id) {
   Done done{job.header, {true, ErrorType::kNone, engine_id, job.dispatch.attempt}, {}};
   done.result.started_us = base::WallMicros();
+  const int64_t began_us = base::MonotonicMicros();
   Answer answer(done);
   if (!job.unreadable.empty()) {
     answer.Fail(ErrorType::kBadTask, "engine " + std::to_string(engine_id) +
@@ -96,6 +97,7 @@ Done TaskRunner::Run(const Job& job, const Grant& grant, int32_t engine_id) {
     }
   }
   done.result.completed_us = base::WallMicros();
+  done.meta.run_us = base::MonotonicMicros() - began_us;
   return done;
 }
 

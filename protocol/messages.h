@@ -172,6 +172,9 @@ struct ReplyMeta {
   // Failed in a way that would repeat on any engine at any attempt (its
   // result is over the engine's limit): the scheduler does not retry it.
   std::optional<bool> no_retry = std::nullopt;
+  // How long the task ran, in microseconds of the engine's monotonic
+  // clock: the scheduler packs tasks far shorter than a message (leastload).
+  std::optional<int64_t> run_us = std::nullopt;
 
   template <class S, class V>
   static void Visit(S& s, V& v) {
@@ -182,6 +185,7 @@ struct ReplyMeta {
     v("not_run", s.not_run);
     v("unmet", s.unmet);
     v("no_retry", s.no_retry);
+    v("run_us", s.run_us);
   }
   friend bool operator==(const ReplyMeta&, const ReplyMeta&) = default;
 };

@@ -253,10 +253,11 @@ SchedulerCore::Task* SchedulerCore::RunningTask(EngineSlot slot, const TaskId& i
 }
 
 SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId& id, bool success,
-                                                  ErrorType error, bool retriable) {
+                                                  ErrorType error, bool retriable, int64_t run_us) {
   Task* task = RunningTask(slot, id);
   if (!task) return Finish::kLate;
   if (adaptive()) Measured(slot);
+  if (run_us >= 0) book_.SetPack(slot, run_times_.Ran(slot, run_us));
   Release(*task);
   ahead_.Forget(id);
   if (success) {

@@ -36,6 +36,7 @@
 #include "scheduler/engine_book.h"
 #include "scheduler/ready_queue.h"
 #include "scheduler/retry_policy.h"
+#include "scheduler/run_times.h"
 #include "scheduler/scheme.h"
 #include "ztask/task.h"
 #include "ztask/task_id.h"
@@ -165,9 +166,11 @@ class SchedulerCore {
   // An attempt ended on `slot`. kLate when the task is not running there
   // (its engine was declared lost, or the id is unknown): nothing changes.
   // A failure that is not `retriable` (it would repeat anywhere: a limit
-  // the task broke) is final, whatever retries are left.
+  // the task broke) is final, whatever retries are left. `run_us`: how long
+  // it ran, as the engine measured it (negative: not said), which sets the
+  // engine's pack for leastload (run_times.h).
   Finish TaskFinished(EngineSlot slot, const TaskId& task, bool success, ErrorType error,
-                      bool retriable = true);
+                      bool retriable = true, int64_t run_us = -1);
   // The engine did not run a task sent ahead (its dependency did not
   // succeed there): the task waits again, as if never sent, and fails only
   // if its dependencies now say so. kLate as for TaskFinished.
@@ -386,6 +389,7 @@ class SchedulerCore {
   DependencyTracker tracker_;
   SendAhead ahead_;
   DepthGauge gauge_;
+  RunTimes run_times_;
   // Some engine may hold queued tasks (set on dispatch, cleared by a look
   // that found none), and when the take-back rule looks next.
   bool maybe_queued_ = false;

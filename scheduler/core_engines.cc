@@ -17,6 +17,9 @@ bool Contains(const std::vector<int32_t>& v, int32_t x) {
 
 void SchedulerCore::Place(Task& task, EngineSlot slot) {
   const bool was_idle = book_.LoadOf(slot) == 0;
+  // An idle engine's pack weighs nothing yet: brought up to date as it
+  // takes work (its own measure, or the pool's before it has one).
+  if (was_idle) book_.SetPack(slot, run_times_.PackOf(slot));
   task.running_index = book_.Place(slot, task.id, task.demand);
   if (adaptive()) {
     gauge_.Dispatched(slot, was_idle, clock_->MonotonicMicros());
@@ -187,6 +190,7 @@ EngineSlot SchedulerCore::EngineAdded(int32_t engine_id, bool accepting,
   if (const EngineSlot old = book_.SlotOf(engine_id); old != kNoSlot) EngineRemoved(old);
   const EngineSlot slot = book_.Add(engine_id, accepting, capacity);
   gauge_.Added(slot);
+  run_times_.Added(slot);
   Pump();
   return slot;
 }

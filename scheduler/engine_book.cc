@@ -41,6 +41,14 @@ void EngineBook::SetDepth(EngineSlot slot, uint32_t depth) {
   JoinScheme(slot);
 }
 
+void EngineBook::SetPack(EngineSlot slot, uint32_t pack) {
+  pack = std::max<uint32_t>(1, pack);
+  if (!Alive(slot) || engines_[slot].pack == pack) return;
+  LeaveScheme(slot);
+  engines_[slot].pack = pack;
+  JoinScheme(slot);
+}
+
 bool EngineBook::Accept(EngineSlot slot) {
   if (!Alive(slot) || engines_[slot].accepting) return false;
   engines_[slot].accepting = true;

@@ -106,6 +106,8 @@ class EngineBook {
   // The slots' worth of tasks the engine may hold queued beyond what it
   // runs. Ignored unless adaptive().
   void SetDepth(EngineSlot slot, uint32_t depth);
+  // Tasks of the engine that count as one unit of load (run_times.h).
+  void SetPack(EngineSlot slot, uint32_t pack);
   // The HWM the engine has now (as --hwm would give it): its depth plus
   // one when adaptive(), the fixed one otherwise.
   uint32_t HwmOf(EngineSlot slot) const {
@@ -121,7 +123,7 @@ class EngineBook {
   }
   EngineView ViewOf(EngineSlot slot) const {
     const Engine& e = engines_[slot];
-    return {slot, e.load, e.stamp};
+    return {slot, e.load, e.stamp, e.pack};
   }
 
   // Books `demand` for task `id` on the engine, makes it the most recently
@@ -167,6 +169,7 @@ class EngineBook {
     uint32_t load = 0;      // slots booked by the tasks it holds
     uint32_t slots = 1;     // what it has
     uint32_t depth = 0;     // queued beyond its slots (adaptive())
+    uint32_t pack = 1;      // tasks a unit of load (SetPack)
     std::vector<int64_t> capacity, booked;  // units by resource index
     int64_t stamp = 0;
     std::vector<TaskId> running;

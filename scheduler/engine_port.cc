@@ -115,8 +115,8 @@ void EnginePort::OnTaskReply(Msg msg) {
   auto finish = [&] {
     if (meta->not_run) return core_.TaskNotRun(slot, id);
     if (meta->unmet.value_or(false)) return core_.TaskUnmet(slot, id, UnmetReason(views));
-    return core_.TaskFinished(slot, id, meta->ok, meta->error_type,
-                              !meta->no_retry.value_or(false));
+    return core_.TaskFinished(slot, id, meta->ok, meta->error_type, !meta->no_retry.value_or(false),
+                              meta->run_us.value_or(-1));
   };
   if (earlier || finish() == SchedulerCore::Finish::kLate) {
     ++counters_.late_replies;

@@ -17,20 +17,29 @@ bool LessLoaded(const EngineView& a, const EngineView& b) {
   return std::tie(a.load, a.stamp, a.slot) < std::tie(b.load, b.stamp, b.slot);
 }
 
-// Fewest outstanding tasks; ties to the least recently used.
+// Fewest outstanding tasks, counted in packs (run_times.h: tasks measured
+// far shorter than a message share one unit; most count one each); an
+// open pack is filled first; ties to the least recently used.
 class LeastLoad final : public Scheme {
  public:
   void Insert(const EngineView& e) override { set_.insert(Key(e)); }
   void Erase(const EngineView& e) override { set_.erase(Key(e)); }
   bool Empty() const override { return set_.empty(); }
-  EngineSlot Pick() override { return std::get<2>(*set_.begin()); }
+  EngineSlot Pick() override { return std::get<3>(*set_.begin()); }
   EngineSlot PickFrom(std::span<const EngineView> c) override {
-    return std::min_element(c.begin(), c.end(), LessLoaded)->slot;
+    return std::min_element(
+               c.begin(), c.end(),
+               [](const EngineView& a, const EngineView& b) { return Key(a) < Key(b); })
+        ->slot;
   }
 
  private:
-  using K = std::tuple<uint32_t, int64_t, EngineSlot>;
-  static K Key(const EngineView& e) { return {e.load, e.stamp, e.slot}; }
+  // Full packs, whether none is open, recency. With packs of 1: the load.
+  using K = std::tuple<uint32_t, bool, int64_t, EngineSlot>;
+  static K Key(const EngineView& e) {
+    const uint32_t pack = std::max<uint32_t>(1, e.pack);
+    return {e.load / pack, e.load % pack == 0, e.stamp, e.slot};
+  }
   std::set<K> set_;
 };
 

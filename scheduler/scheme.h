@@ -25,6 +25,9 @@ struct EngineView {
   EngineSlot slot = kNoSlot;
   uint32_t load = 0;   // tasks outstanding on it
   int64_t stamp = 0;   // lower: used less recently
+  // Tasks that count as one unit of load for leastload (run_times.h): 1
+  // unless the engine's tasks are measured far shorter than a message.
+  uint32_t pack = 1;
 };
 
 class Scheme {

@@ -97,6 +97,55 @@ class SchedulerProcess : public ::testing::Test {
     return tasks;
   }
 
+  // Submits one task at a time and serves it until every engine has
+  // answered one (leastload gives the least recently used idle engine
+  // each): then each engine is linked and its run time measured.
+  bool EveryEngineAnsweredOne() {
+    std::set<int32_t> answered;
+    for (int i = 0; i < 200 && answered.size() < engines_.size(); ++i) {
+      client_->Submit({}, Echo("warm " + std::to_string(i)));
+      if (Serve(1).size() != 1) return false;
+      for (const auto& [task, engine] : served_by_) answered.insert(engine);
+    }
+    served_by_.clear();
+    return answered.size() == engines_.size();
+  }
+
+  // With HWM 64, three engines whose replies say their tasks ran `run_us`:
+  // once each has answered one, the engines' ids forty tasks sent together
+  // went to (empty when the engines never all answered).
+  std::map<int32_t, int> FortyOnThreeEnginesThatSayTheyRan(int64_t run_us) {
+    Start({"--hwm", "64"});
+    for (int32_t id = 0; id < 3; ++id) AddEngine(id).SayRunUs(run_us);
+    if (!EveryEngineAnsweredOne()) {
+      ADD_FAILURE() << "the engines never all answered\n" << process_->Log();
+      return {};
+    }
+    for (int i = 0; i < 40; ++i) client_->Submit({}, Echo("task " + std::to_string(i)));
+    return Dispatched(40);
+  }
+
+  // The engines' ids `n` tasks went to, received and not answered.
+  std::map<int32_t, int> Dispatched(size_t n) {
+    std::map<int32_t, int> on;
+    std::vector<std::vector<ReceivedTask>> held(engines_.size());
+    size_t got = 0;
+    WaitFor(
+        [&] {
+          for (size_t i = 0; i < engines_.size(); ++i) {
+            while (auto task = engines_[i]->Receive(milliseconds(0))) {
+              held[i].push_back(*task);
+              ++on[engines_[i]->id()];
+              ++got;
+            }
+          }
+          return got >= n;
+        },
+        seconds(20));
+    for (size_t i = 0; i < engines_.size(); ++i) engines_[i]->ReplyAll(held[i]);
+    return on;
+  }
+
   // Receives monitor messages until `done` holds of them.
   template <class F>
   bool MonitorUntil(F&& done) {
@@ -142,6 +191,22 @@ TEST_F(SchedulerProcess, RoutesTasksToEnginesAndEveryReplyBackToTheClient) {
   std::set<int32_t> engines_used;
   for (const auto& [task, engine] : served_by_) engines_used.insert(engine);
   EXPECT_EQ(engines_used, (std::set<int32_t>{0, 1})) << "leastload spreads the work";
+}
+
+// Leastload counts tasks the engines say ran far shorter than a message in
+// packs: forty such tasks sent together fill one engine's pack rather
+// than travel one by one to three engines; tasks as long as a message
+// count one each and spread.
+TEST_F(SchedulerProcess, LeastLoadPacksTasksTheEnginesSayRanFarShorterThanAMessage) {
+  const std::map<int32_t, int> on = FortyOnThreeEnginesThatSayTheyRan(2);
+  ASSERT_EQ(on.size(), 1u) << "a pack of 50 holds all 40";
+  EXPECT_EQ(on.begin()->second, 40);
+}
+
+TEST_F(SchedulerProcess, LeastLoadSpreadsTasksTheEnginesSayRanAsLongAsAMessage) {
+  const std::map<int32_t, int> on = FortyOnThreeEnginesThatSayTheyRan(5000);
+  ASSERT_EQ(on.size(), 3u);
+  for (const auto& [engine, tasks] : on) EXPECT_GE(tasks, 13) << "engine " << engine;
 }
 
 // The hub may say an engine drains before the scheduler could give it

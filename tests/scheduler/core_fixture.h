@@ -97,6 +97,13 @@ class CoreTest : public ::testing::Test {
     Collect();
     return r;
   }
+  // Task n succeeded on its engine, which says it ran `run_us`.
+  SchedulerCore::Finish FinishRan(uint64_t n, int64_t run_us) {
+    auto r = core_->TaskFinished(slots_.at(running_on_.at(n)), Id(n), true, ErrorType::kNone,
+                                 /*retriable=*/true, run_us);
+    Collect();
+    return r;
+  }
   // The engine task n was last sent to did not run it (sent ahead).
   SchedulerCore::Finish NotRun(uint64_t n) {
     auto r = core_->TaskNotRun(slots_.at(running_on_.at(n)), Id(n));

@@ -136,6 +136,63 @@ TEST_F(Dispatch, LeastLoadTiesGoToTheLeastRecentlyUsed) {
   EXPECT_EQ(DispatchesOf(2), (std::vector<int32_t>{2}));
 }
 
+TEST_F(Dispatch, LeastLoadPacksTasksFarShorterThanAMessageOntoOneEngine) {
+  Make(0, "leastload");
+  AddEngine(1);
+  AddEngine(2);
+  AddEngine(3);
+  Submit(TaskSpec(1));
+  ASSERT_EQ(DispatchesOf(1), (std::vector<int32_t>{1}));
+  FinishRan(1, 25);  // 100 us / 25 us: four of its tasks count as one
+  for (uint64_t n = 2; n <= 11; ++n) Submit(TaskSpec(n));
+  // Engines 2 and 3, unmeasured, take the pool's measure: a pack of four
+  // fills before the next engine gets one; the least recently used first.
+  std::vector<int32_t> got;
+  for (uint64_t n = 2; n <= 11; ++n) got.push_back(DispatchesOf(n).at(0));
+  EXPECT_EQ(got, (std::vector<int32_t>{2, 2, 2, 2, 3, 3, 3, 3, 1, 1}));
+}
+
+TEST_F(Dispatch, LeastLoadFillsAnOpenPackBeforeAnIdleEngine) {
+  Make(0, "leastload");
+  AddEngine(1);
+  AddEngine(2);
+  Submit(TaskSpec(1));
+  Submit(TaskSpec(2));
+  Submit(TaskSpec(3));  // engine 1 again: loads 1 and 1, engine 1 less recent
+  ASSERT_EQ(DispatchesOf(3), (std::vector<int32_t>{1}));
+  FinishRan(1, 10);    // engine 1: packs of ten; it holds one, an open pack
+  FinishRan(2, 1000);  // engine 2: tasks as long as a message count one each
+  Submit(TaskSpec(4));
+  Submit(TaskSpec(5));
+  EXPECT_EQ(DispatchesOf(4), (std::vector<int32_t>{1}));
+  EXPECT_EQ(DispatchesOf(5), (std::vector<int32_t>{1}));
+}
+
+TEST_F(Dispatch, LeastLoadSpreadsTasksAsLongAsAMessageOnePerEngine) {
+  Make(0, "leastload");
+  AddEngine(1);
+  AddEngine(2);
+  AddEngine(3);
+  Submit(TaskSpec(1));
+  FinishRan(1, RunTimes::kPackUs);
+  for (uint64_t n = 2; n <= 7; ++n) Submit(TaskSpec(n));
+  std::vector<int32_t> got;
+  for (uint64_t n = 2; n <= 7; ++n) got.push_back(DispatchesOf(n).at(0));
+  EXPECT_EQ(got, (std::vector<int32_t>{2, 3, 1, 2, 3, 1}));
+}
+
+TEST_F(Dispatch, APackNeverPassesTheHwm) {
+  Make(3, "leastload");
+  AddEngine(1);
+  AddEngine(2);
+  Submit(TaskSpec(1));
+  FinishRan(1, 0);  // packs of RunTimes::kMaxPack
+  for (uint64_t n = 2; n <= 9; ++n) Submit(TaskSpec(n));
+  EXPECT_EQ(core().LoadOf(slots_[1]), 3u);
+  EXPECT_EQ(core().LoadOf(slots_[2]), 3u);
+  EXPECT_EQ(core().unassigned_tasks(), 2u);
+}
+
 TEST_F(Dispatch, NewEnginesCountAsLeastRecentlyUsed) {
   Make(0, "lru");
   AddEngine(1);

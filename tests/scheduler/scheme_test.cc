@@ -32,6 +32,20 @@ TEST(Schemes, LeastLoadPicksFewestOutstandingThenLeastRecent) {
   EXPECT_EQ(s->Pick(), 1u);
 }
 
+TEST(Schemes, LeastLoadCountsLoadInPacksAndFillsAnOpenOneFirst) {
+  // slot, load, stamp, pack
+  const std::vector<EngineView> pool = {{0, 3, 10, 4}, {1, 0, 30, 4}, {2, 4, 5, 4}, {3, 1, 20, 1}};
+  auto s = With("leastload", pool);
+  EXPECT_EQ(s->Pick(), 0u);  // three of a pack of four: open, before the idle slot 1
+  EXPECT_EQ(s->PickFrom(pool), 0u);
+  s->Erase(pool[0]);
+  EXPECT_EQ(s->Pick(), 1u);  // idle: no full pack, before slot 2 (one) and 3 (one)
+  s->Erase(pool[1]);
+  EXPECT_EQ(s->Pick(), 2u);  // one full pack each: slot 2 less recent than slot 3
+  std::vector<EngineView> rest = {pool[2], pool[3]};
+  EXPECT_EQ(s->PickFrom(rest), 2u);
+}
+
 TEST(Schemes, LruPicksLeastRecentWhateverTheLoad) {
   auto s = With("lru", kPool);
   EXPECT_EQ(s->Pick(), 2u);

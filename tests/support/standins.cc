@@ -213,6 +213,7 @@ std::optional<ReceivedTask> StandInEngine::Receive(milliseconds wait) {
 void StandInEngine::Reply(const ReceivedTask& task, bool ok, ErrorType error, std::string message,
                           protocol::RawValue result) {
   protocol::ReplyMeta meta{ok, ok ? ErrorType::kNone : error, id_, task.dispatch.attempt};
+  meta.run_us = run_us_;
   protocol::TaskResult content;
   content.error_message = std::move(message);
   content.result = std::move(result);
@@ -226,6 +227,7 @@ void StandInEngine::ReplyAll(const std::vector<ReceivedTask>& tasks) {
   std::vector<std::vector<std::string>> replies;
   for (const ReceivedTask& task : tasks) {
     protocol::ReplyMeta meta{true, ErrorType::kNone, id_, task.dispatch.attempt};
+    meta.run_us = run_us_;
     protocol::TaskResult content;
     content.started_us = content.completed_us = base::WallMicros();
     replies.push_back(protocol::EncodeInner(NewHeader(MsgType::kTaskReply, uuid_), task.header,

@@ -93,6 +93,8 @@ class StandInEngine {
              std::string message = {}, protocol::RawValue result = {});
   // Answers every task `ok`, all in one task_batch.
   void ReplyAll(const std::vector<ReceivedTask>& tasks);
+  // The run time its replies say (ReplyMeta::run_us); none by default.
+  void SayRunUs(std::optional<int64_t> run_us) { run_us_ = run_us; }
   // Messages (batches) received from the scheduler so far.
   size_t messages() const { return messages_; }
   zmq::socket_t& socket() { return socket_; }
@@ -105,6 +107,7 @@ class StandInEngine {
   // Tasks of a batch received and not returned by Receive yet.
   std::deque<ReceivedTask> received_;
   size_t messages_ = 0;
+  std::optional<int64_t> run_us_;
 };
 
 class RawClient {

@@ -1,0 +1,78 @@
+// RunTimes: how long each engine's tasks run, as the engines measure them
+// (ReplyMeta::run_us), and the pack that follows for leastload: how many
+// of an engine's tasks count as one unit of its load.
+//
+// A message to an engine and its answer cost tens of microseconds of CPU
+// on each side, whatever they carry. Tasks that run in a few microseconds
+// (no-ops, lookups, tiny functions) cost far more to send one by one than
+// to run: given to 10,000 idle engines one each, every task travels alone.
+// So leastload counts an engine's load in packs of about kPackUs of its
+// work: tasks it runs in much less than that share one unit, and an open
+// pack is filled before an idle engine is given one. A task waits behind
+// at most a pack's worth of work (~kPackUs, less than one round trip),
+// and tasks as long as kPackUs or longer, or of unknown length, count one
+// each: leastload as it always was.
+//
+// Engines not measured yet take the pool's estimate (the latest measure of
+// any engine), so a pool of fresh engines packs as soon as one answers.
+//
+// Timings only: no tasks, no bookings, no clock. Thread safety: owned by
+// the core's thread.
+#ifndef ZTASK_SCHEDULER_RUN_TIMES_H_
+#define ZTASK_SCHEDULER_RUN_TIMES_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "scheduler/scheme.h"
+
+namespace ztask::scheduler {
+
+class RunTimes {
+ public:
+  // The work one unit of load stands for.
+  static constexpr int64_t kPackUs = 100;
+  // The largest pack (as --hwm 64 queues).
+  static constexpr uint32_t kMaxPack = 64;
+  // Each measure moves an engine's mean by this fraction (1/8).
+  static constexpr double kWeight = 1.0 / 8;
+
+  // A new engine life: nothing measured on it.
+  void Added(EngineSlot slot) {
+    if (engines_.size() <= slot) engines_.resize(slot + 1);
+    engines_[slot] = Mean{};
+  }
+  // The engine ran a task for `run_us` (its own measure). Returns its pack.
+  uint32_t Ran(EngineSlot slot, int64_t run_us) {
+    const double us = static_cast<double>(std::max<int64_t>(0, run_us));
+    Mean& m = engines_[slot];
+    m.us = m.measured ? m.us + (us - m.us) * kWeight : us;
+    m.measured = true;
+    pool_ = m;
+    return PackFor(m.us);
+  }
+  // The engine's pack now: its own measure's, else the pool's, else 1.
+  uint32_t PackOf(EngineSlot slot) const {
+    const Mean& m = slot < engines_.size() && engines_[slot].measured ? engines_[slot] : pool_;
+    return m.measured ? PackFor(m.us) : 1;
+  }
+
+  static uint32_t PackFor(double mean_us) {
+    if (mean_us >= static_cast<double>(kPackUs)) return 1;
+    return static_cast<uint32_t>(
+        std::min<double>(kMaxPack, static_cast<double>(kPackUs) / std::max(1.0, mean_us)));
+  }
+
+ private:
+  struct Mean {
+    double us = 0;
+    bool measured = false;
+  };
+  std::vector<Mean> engines_;  // by slot
+  Mean pool_;                  // the latest engine's
+};
+
+}  // namespace ztask::scheduler
+
+#endif  // ZTASK_SCHEDULER_RUN_TIMES_H_

@@ -32,6 +32,13 @@ using base::MonotonicMicros;
 // and heartbeats are answered while the scheduler is busy.
 constexpr size_t kMonitorBatchesPerTurn = 8;
 constexpr int64_t kFlushEveryUs = 50'000;
+// From this many engines on, their socket is read in batches: heartbeats
+// (2,000 a second at 10,000 engines, HubCore::HeartbeatMs) then cost the
+// hub a wake-up per batch, not one each, and are answered at most
+// kPaceEngineReadsUs later, nothing against a period of seconds. Smaller
+// pools are answered at once.
+constexpr size_t kPaceEngineReadsFrom = 1000;
+constexpr int64_t kPaceEngineReadsUs = 10'000;
 // Retention deletes up to StoreOptions::drop_per_turn rows this often:
 // 20,000 every 200 ms is 100,000 rows a second, more than the intake
 // records, in transactions of a few milliseconds.
@@ -133,7 +140,15 @@ Result<protocol::HubEndpoints> HubServer::Impl::Start(const std::filesystem::pat
 
 void HubServer::Impl::Run() {
   base::Reactor reactor;
-  reactor.Add(registration_, [this] { Drain(registration_, &Impl::OnEngineMessage); });
+  reactor.Add(
+      registration_,
+      [this] { return MonotonicMicros() >= engine_reads_due_us_ ? short{ZMQ_POLLIN} : short{0}; },
+      [this](short) {
+        Drain(registration_, &Impl::OnEngineMessage);
+        if (core_.registry().alive().size() >= kPaceEngineReadsFrom) {
+          engine_reads_due_us_ = MonotonicMicros() + kPaceEngineReadsUs;
+        }
+      });
   reactor.Add(query_, [this] { Drain(query_, &Impl::OnQuery); });
   reactor.Add(monitor_, [this] { Drain(monitor_, &Impl::OnMonitor, kMonitorBatchesPerTurn); });
   reactor.Add(events_, [this] { OnSubscriptions(); });
@@ -141,7 +156,9 @@ void HubServer::Impl::Run() {
   int64_t next_tick = 0;
   while (!stop_.load()) {
     const int64_t now = base::MonotonicMicros();
-    const auto wait = std::chrono::milliseconds(std::max<int64_t>(0, (next_tick - now) / 1000));
+    const int64_t until = engine_reads_due_us_ > now ? std::min(next_tick, engine_reads_due_us_)
+                                                     : next_tick;
+    const auto wait = std::chrono::microseconds(std::max<int64_t>(0, until - now));
     if (Status turned = reactor.Turn(wait); !turned.ok()) {
       spdlog::error("{}", turned.message());
       break;

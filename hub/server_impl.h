@@ -214,6 +214,9 @@ class HubServer::Impl {
   std::map<std::string, std::vector<int64_t>> acks_;  // by monitor peer, to send
   int listeners_ = 0;  // subscriptions to the event stream, by topic
   int64_t next_retain_us_ = 0;
+  // With many engines the registration socket (their heartbeats) is read
+  // at most once every kPaceEngineReadsUs, from this time on.
+  int64_t engine_reads_due_us_ = 0;
   bool retain_failing_ = false;  // logged once until a deletion succeeds
 };
 

@@ -96,6 +96,12 @@ class HubServer::Impl {
   void Reply(zmq::socket_t& socket, zmq::message_t& peer, MsgType type,
              const protocol::Header& request, const Content& content) {
     const std::string_view prefix[] = {View(peer)};
+    // Only to a peer that does not read (its queue full) is one lost, and
+    // each is asked for again: a registration reply by the engine's timeout
+    // (it exits with an error, or its supervisor starts it again), a
+    // heartbeat's answer by the next beat (the engine's fence counts only
+    // answered beats, so a missed answer makes it careful, never reckless),
+    // a result reply by the scheduler's ask, which times out and asks again.
     (void)protocol::SendEncoded(
         socket, prefix,
         protocol::EncodeMessage(signer_, NewHeader(type), request, protocol::Empty{}, content));
@@ -103,6 +109,9 @@ class HubServer::Impl {
 
   template <class Content>
   void Publish(zmq::socket_t& socket, MsgType type, const Content& content) {
+    // A publisher drops for a subscriber that does not read: the notices
+    // to the scheduler are said again every heartbeat period (HubCore), and
+    // the event stream is for watching, its figures kept by the hub.
     (void)protocol::SendEncoded(socket, {},
                                 protocol::EncodeMessage(signer_, NewHeader(type), std::nullopt,
                                                         protocol::Empty{}, content));

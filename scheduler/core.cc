@@ -257,7 +257,7 @@ SchedulerCore::Finish SchedulerCore::TaskFinished(EngineSlot slot, const TaskId&
   Task* task = RunningTask(slot, id);
   if (!task) return Finish::kLate;
   if (adaptive()) Measured(slot);
-  if (run_us >= 0) book_.SetPack(slot, run_times_.Ran(slot, run_us));
+  if (success) book_.SetPack(slot, run_times_.Ran(slot, run_us));
   Release(*task);
   ahead_.Forget(id);
   if (success) {

@@ -232,6 +232,9 @@ class SchedulerCore {
 
   // Fails the tasks whose timeout passed.
   void Tick();
+  // The caller's turn ended (what it dispatched went out together): packs
+  // begun in it are closed to the tasks that come later (run_times.h).
+  void EndTurn() { ++turn_; }
   // When Tick() next has work, if ever.
   std::optional<int64_t> NextDeadline() const;
 
@@ -333,6 +336,8 @@ class SchedulerCore {
   void Place(Task& task, EngineSlot slot);
   void Release(Task& task);
   void Pump();
+  // The scheme's choice, once packs begun in earlier turns are closed.
+  EngineSlot Pick();
   // Places the ready task at `at` (constrained or wide) if it may go
   // somewhere now, or fails it if it never can; returns where the walk
   // goes on.
@@ -390,6 +395,7 @@ class SchedulerCore {
   SendAhead ahead_;
   DepthGauge gauge_;
   RunTimes run_times_;
+  uint64_t turn_ = 0;  // EndTurn
   // Some engine may hold queued tasks (set on dispatch, cleared by a look
   // that found none), and when the take-back rule looks next.
   bool maybe_queued_ = false;

@@ -20,7 +20,7 @@ void SchedulerCore::Place(Task& task, EngineSlot slot) {
   // An idle engine's pack weighs nothing yet: brought up to date as it
   // takes work (its own measure, or the pool's before it has one).
   if (was_idle) book_.SetPack(slot, run_times_.PackOf(slot));
-  task.running_index = book_.Place(slot, task.id, task.demand);
+  task.running_index = book_.Place(slot, task.id, task.demand, turn_);
   if (adaptive()) {
     gauge_.Dispatched(slot, was_idle, clock_->MonotonicMicros());
     if (book_.Queued(slot) > 0) maybe_queued_ = true;
@@ -126,7 +126,9 @@ void SchedulerCore::Candidates(Task& task, std::vector<EngineView>* out, std::st
   for (EngineSlot s : allowed) {
     if (!book_.Fits(task.id, task.demand, s)) continue;
     if (any_fresh && FailedOn(task.attempts, book_.IdOf(s))) continue;
-    out->push_back(book_.ViewOf(s));
+    EngineView view = book_.ViewOf(s);
+    view.open = view.open && !book_.PackExpired(s, turn_);
+    out->push_back(view);
   }
 }
 
@@ -165,6 +167,14 @@ ReadyQueue::Iterator SchedulerCore::PlaceConstrained(ReadyQueue::Iterator at, Ta
   return at;
 }
 
+EngineSlot SchedulerCore::Pick() {
+  for (;;) {
+    const EngineSlot slot = book_.Pick();
+    if (!book_.PackExpired(slot, turn_)) return slot;
+    book_.ClosePack(slot);  // the tasks that came with its first have gone
+  }
+}
+
 void SchedulerCore::Pump() {
   std::vector<EngineView> candidates;
   book_.Unreserve();  // looked at again: the oldest wide task may fit now
@@ -173,7 +183,7 @@ void SchedulerCore::Pump() {
     for (auto it = ready_.begin(); it != ready_.end() && !book_.SchemeEmpty();) {
       Task& task = tasks_.at(it->id);
       if (!Constrained(task) && !task.demand.Wide()) {  // the common task: the scheme's pick
-        const EngineSlot slot = book_.Pick();
+        const EngineSlot slot = Pick();
         it = TakeReady(it, task);
         Assign(task, slot);
         continue;

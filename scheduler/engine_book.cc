@@ -44,8 +44,17 @@ void EngineBook::SetDepth(EngineSlot slot, uint32_t depth) {
 void EngineBook::SetPack(EngineSlot slot, uint32_t pack) {
   pack = std::max<uint32_t>(1, pack);
   if (!Alive(slot) || engines_[slot].pack == pack) return;
+  Engine& e = engines_[slot];
   LeaveScheme(slot);
-  engines_[slot].pack = pack;
+  e.pack = pack;
+  e.open = e.open && e.load % pack != 0;
+  JoinScheme(slot);
+}
+
+void EngineBook::ClosePack(EngineSlot slot) {
+  if (!engines_[slot].open) return;
+  LeaveScheme(slot);
+  engines_[slot].open = false;
   JoinScheme(slot);
 }
 

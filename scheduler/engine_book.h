@@ -108,6 +108,13 @@ class EngineBook {
   void SetDepth(EngineSlot slot, uint32_t depth);
   // Tasks of the engine that count as one unit of load (run_times.h).
   void SetPack(EngineSlot slot, uint32_t pack);
+  // The engine's pack was begun in a turn before `turn` and is still open:
+  // the tasks that came with its first have gone (ClosePack).
+  bool PackExpired(EngineSlot slot, uint64_t turn) const {
+    const Engine& e = engines_[slot];
+    return e.open && e.opened_turn != turn;
+  }
+  void ClosePack(EngineSlot slot);
   // The HWM the engine has now (as --hwm would give it): its depth plus
   // one when adaptive(), the fixed one otherwise.
   uint32_t HwmOf(EngineSlot slot) const {
@@ -123,13 +130,13 @@ class EngineBook {
   }
   EngineView ViewOf(EngineSlot slot) const {
     const Engine& e = engines_[slot];
-    return {slot, e.load, e.stamp, e.pack};
+    return {slot, e.load, e.stamp, e.pack, e.open};
   }
 
   // Books `demand` for task `id` on the engine, makes it the most recently
-  // used, and returns the task's index in the engine's list. REQUIRES:
-  // Alive(slot).
-  uint32_t Place(EngineSlot slot, const TaskId& id, const Demand& demand);
+  // used, opens its pack in `turn` when not full, and returns the task's
+  // index in the engine's list. REQUIRES: Alive(slot).
+  uint32_t Place(EngineSlot slot, const TaskId& id, const Demand& demand, uint64_t turn = 0);
   // Unbooks the task at `index` (as Place returned, or as moved since);
   // returns the task moved into `index` to fill the gap, if one was.
   std::optional<TaskId> Unplace(EngineSlot slot, uint32_t index, const Demand& demand);
@@ -170,6 +177,8 @@ class EngineBook {
     uint32_t slots = 1;     // what it has
     uint32_t depth = 0;     // queued beyond its slots (adaptive())
     uint32_t pack = 1;      // tasks a unit of load (SetPack)
+    bool open = false;      // a pack begun in opened_turn, not full
+    uint64_t opened_turn = 0;
     std::vector<int64_t> capacity, booked;  // units by resource index
     int64_t stamp = 0;
     std::vector<TaskId> running;
@@ -215,11 +224,14 @@ class EngineBook {
 };
 
 // Placing and releasing are on every task's path: defined here to be inlined.
-inline uint32_t EngineBook::Place(EngineSlot slot, const TaskId& id, const Demand& demand) {
+inline uint32_t EngineBook::Place(EngineSlot slot, const TaskId& id, const Demand& demand,
+                                  uint64_t turn) {
   Engine& e = engines_[slot];
   LeaveScheme(slot);
   Book(e, demand, +1);
   e.stamp = ++next_use_stamp_;
+  e.open = e.load % e.pack != 0;
+  e.opened_turn = turn;
   const auto index = static_cast<uint32_t>(e.running.size());
   e.running.push_back(id);
   JoinScheme(slot);
@@ -231,6 +243,7 @@ inline std::optional<TaskId> EngineBook::Unplace(EngineSlot slot, uint32_t index
   Engine& e = engines_[slot];
   LeaveScheme(slot);
   Book(e, demand, -1);
+  e.open = e.open && e.load % e.pack != 0;
   std::optional<TaskId> moved;
   if (index + 1 != e.running.size()) {
     e.running[index] = e.running.back();

@@ -13,8 +13,13 @@
 // and tasks as long as kPackUs or longer, or of unknown length, count one
 // each: leastload as it always was.
 //
-// Engines not measured yet take the pool's estimate (the latest measure of
-// any engine), so a pool of fresh engines packs as soon as one answers.
+// Engines not heard from yet take the pool's estimate (the latest measure
+// of any engine), so a pool of fresh engines packs as soon as one answers;
+// an engine whose replies do not say counts one a task. Only tasks that
+// succeeded are measured (a failure may end early). A pack is open only to
+// tasks that come together, in the turn that began it (SchedulerCore::
+// EndTurn): later tasks weigh it by its packs like any engine's, so a task
+// that comes alone goes to an idle engine, not behind a long one.
 //
 // Timings only: no tasks, no bookings, no clock. Thread safety: owned by
 // the core's thread.
@@ -43,18 +48,26 @@ class RunTimes {
     if (engines_.size() <= slot) engines_.resize(slot + 1);
     engines_[slot] = Mean{};
   }
-  // The engine ran a task for `run_us` (its own measure). Returns its pack.
+  // The engine ran a task well, for `run_us` by its own measure, or did not
+  // say (negative: an engine that does not measure counts one a task).
+  // Returns its pack.
   uint32_t Ran(EngineSlot slot, int64_t run_us) {
-    const double us = static_cast<double>(std::max<int64_t>(0, run_us));
     Mean& m = engines_[slot];
+    m.silent = run_us < 0;
+    if (m.silent) return 1;
+    const auto us = static_cast<double>(run_us);
     m.us = m.measured ? m.us + (us - m.us) * kWeight : us;
     m.measured = true;
     pool_ = m;
     return PackFor(m.us);
   }
-  // The engine's pack now: its own measure's, else the pool's, else 1.
+  // The engine's pack now: 1 for one that does not say, else its own
+  // measure's, else the pool's (an engine not heard from yet), else 1.
   uint32_t PackOf(EngineSlot slot) const {
-    const Mean& m = slot < engines_.size() && engines_[slot].measured ? engines_[slot] : pool_;
+    if (slot >= engines_.size()) return 1;
+    const Mean& own = engines_[slot];
+    if (own.silent) return 1;
+    const Mean& m = own.measured ? own : pool_;
     return m.measured ? PackFor(m.us) : 1;
   }
 
@@ -68,6 +81,7 @@ class RunTimes {
   struct Mean {
     double us = 0;
     bool measured = false;
+    bool silent = false;  // its latest reply did not say
   };
   std::vector<Mean> engines_;  // by slot
   Mean pool_;                  // the latest engine's

@@ -18,8 +18,9 @@ bool LessLoaded(const EngineView& a, const EngineView& b) {
 }
 
 // Fewest outstanding tasks, counted in packs (run_times.h: tasks measured
-// far shorter than a message share one unit; most count one each); an
-// open pack is filled first; ties to the least recently used.
+// far shorter than a message share one unit; most count one each); a pack
+// open for tasks that came together is filled first; ties to the least
+// recently used.
 class LeastLoad final : public Scheme {
  public:
   void Insert(const EngineView& e) override { set_.insert(Key(e)); }
@@ -34,11 +35,10 @@ class LeastLoad final : public Scheme {
   }
 
  private:
-  // Full packs, whether none is open, recency. With packs of 1: the load.
+  // Packs, whether none is open, recency. With packs of 1: the load.
   using K = std::tuple<uint32_t, bool, int64_t, EngineSlot>;
   static K Key(const EngineView& e) {
-    const uint32_t pack = std::max<uint32_t>(1, e.pack);
-    return {e.load / pack, e.load % pack == 0, e.stamp, e.slot};
+    return {e.load / std::max<uint32_t>(1, e.pack), !e.open, e.stamp, e.slot};
   }
   std::set<K> set_;
 };

@@ -28,6 +28,9 @@ struct EngineView {
   // Tasks that count as one unit of load for leastload (run_times.h): 1
   // unless the engine's tasks are measured far shorter than a message.
   uint32_t pack = 1;
+  // A pack begun with tasks that came together (this turn) and not full:
+  // leastload fills it before it gives an idle engine a task.
+  bool open = false;
 };
 
 class Scheme {

@@ -300,6 +300,7 @@ void SchedulerServer::Impl::EndTurn() {
   hub_.link().Flush(base::MonotonicMicros());
   if (core_.lookups_pending() > 0) hub_.SendLookups(core_.TakeLookups(), base::MonotonicMicros());
   if (next_stats_us_ != 0 && base::MonotonicMicros() >= next_stats_us_) SendStats(base::MonotonicMicros());
+  core_.EndTurn();
 }
 
 void SchedulerServer::Impl::SendStats(int64_t now_us) {

@@ -66,12 +66,15 @@ TEST_F(ClusterTest, TasksQueuedBehindALongOneRunOnTheIdleEngineEachOnce) {
   auto long_id = c.Submit(long_task);
   ASSERT_TRUE(long_id.ok());
   // Each short one appends a line to its own file: the lines count its runs.
+  // More than the other engine may hold (its HWM is at most 64), so that
+  // some go behind the long task: leastload may give the other engine all
+  // it has room for, those measured short coming together.
   const std::filesystem::path runs = dir_.path() / "runs";
   std::filesystem::create_directories(runs);
-  std::vector<TaskOptions> shorts(40);
+  std::vector<TaskOptions> shorts(120);
   for (size_t i = 0; i < shorts.size(); ++i) {
     shorts[i].command = {"sh", "-c",
-                         "echo ran >> " + (runs / std::to_string(i)).string() + "; sleep 0.02"};
+                         "echo ran >> " + (runs / std::to_string(i)).string() + "; sleep 0.01"};
   }
   const auto submitted = base::MonotonicNow();
   auto short_ids = c.SubmitMany(shorts);

@@ -113,7 +113,7 @@ class SchedulerProcess : public ::testing::Test {
 
   // With HWM 64, three engines whose replies say their tasks ran `run_us`:
   // once each has answered one, the engines' ids forty tasks sent together
-  // went to (empty when the engines never all answered).
+  // (one task_batch) went to (empty when the engines never all answered).
   std::map<int32_t, int> FortyOnThreeEnginesThatSayTheyRan(int64_t run_us) {
     Start({"--hwm", "64"});
     for (int32_t id = 0; id < 3; ++id) AddEngine(id).SayRunUs(run_us);
@@ -121,7 +121,10 @@ class SchedulerProcess : public ::testing::Test {
       ADD_FAILURE() << "the engines never all answered\n" << process_->Log();
       return {};
     }
-    for (int i = 0; i < 40; ++i) client_->Submit({}, Echo("task " + std::to_string(i)));
+    std::vector<std::pair<TaskId, protocol::TaskSpec>> batch;
+    for (int i = 0; i < 40; ++i)
+      batch.emplace_back(TaskId::Random(), Echo("task " + std::to_string(i)));
+    client_->SubmitBatch(batch);
     return Dispatched(40);
   }
 

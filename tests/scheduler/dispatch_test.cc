@@ -152,20 +152,64 @@ TEST_F(Dispatch, LeastLoadPacksTasksFarShorterThanAMessageOntoOneEngine) {
   EXPECT_EQ(got, (std::vector<int32_t>{2, 2, 2, 2, 3, 3, 3, 3, 1, 1}));
 }
 
-TEST_F(Dispatch, LeastLoadFillsAnOpenPackBeforeAnIdleEngine) {
+TEST_F(Dispatch, APackIsOpenOnlyToTasksThatComeInTheTurnThatBeganIt) {
+  Make(0, "leastload");
+  AddEngine(1);
+  AddEngine(2);
+  AddEngine(3);
+  Submit(TaskSpec(1));
+  FinishRan(1, 10);  // packs of ten
+  core().EndTurn();
+  Submit(TaskSpec(2));  // engine 2, the least recently used: a pack begins
+  Submit(TaskSpec(3));  // the same turn: into it
+  EXPECT_EQ(DispatchesOf(2), (std::vector<int32_t>{2}));
+  EXPECT_EQ(DispatchesOf(3), (std::vector<int32_t>{2}));
+  core().EndTurn();
+  // A task that comes later does not wait behind them (one may be long):
+  // engine 2 holds no full pack, as engines 1 and 3, and was used last.
+  Submit(TaskSpec(4));
+  EXPECT_EQ(DispatchesOf(4), (std::vector<int32_t>{3}));
+}
+
+TEST_F(Dispatch, AnEngineThatDoesNotSayHowLongItsTasksRanCountsOneATask) {
   Make(0, "leastload");
   AddEngine(1);
   AddEngine(2);
   Submit(TaskSpec(1));
   Submit(TaskSpec(2));
-  Submit(TaskSpec(3));  // engine 1 again: loads 1 and 1, engine 1 less recent
-  ASSERT_EQ(DispatchesOf(3), (std::vector<int32_t>{1}));
-  FinishRan(1, 10);    // engine 1: packs of ten; it holds one, an open pack
-  FinishRan(2, 1000);  // engine 2: tasks as long as a message count one each
-  Submit(TaskSpec(4));
-  Submit(TaskSpec(5));
-  EXPECT_EQ(DispatchesOf(4), (std::vector<int32_t>{1}));
-  EXPECT_EQ(DispatchesOf(5), (std::vector<int32_t>{1}));
+  FinishRan(1, 10);  // engine 1 measures: packs of ten, and so the pool's
+  Finish(2, true);   // engine 2 does not say: one a task, whatever the pool's
+  core().EndTurn();
+  for (uint64_t n = 3; n <= 6; ++n) Submit(TaskSpec(n));
+  std::vector<int32_t> got;
+  for (uint64_t n = 3; n <= 6; ++n) got.push_back(DispatchesOf(n).at(0));
+  // Engine 1, the less recently used, begins a pack: the others fill it.
+  EXPECT_EQ(got, (std::vector<int32_t>{1, 1, 1, 1}));
+  core().EndTurn();
+  for (uint64_t n = 3; n <= 6; ++n) FinishRan(n, 10);
+  core().EndTurn();
+  // Engine 2 is the less recently used now; it takes a task, which it counts
+  // as a whole unit (the pool's packs are not its own): the next goes to
+  // engine 1.
+  Submit(TaskSpec(7));
+  Submit(TaskSpec(8));
+  EXPECT_EQ(DispatchesOf(7), (std::vector<int32_t>{2}));
+  EXPECT_EQ(DispatchesOf(8), (std::vector<int32_t>{1})) << "engine 2 holds one: a unit";
+}
+
+TEST_F(Dispatch, AFailedTaskIsNotMeasured) {
+  Make(0, "leastload");
+  AddEngine(1);
+  AddEngine(2);
+  Submit(TaskSpec(1));
+  ASSERT_EQ(core().TaskFinished(slots_[1], Id(1), false, ErrorType::kTaskFailed,
+                                /*retriable=*/false, /*run_us=*/1),
+            SchedulerCore::Finish::kAccepted);
+  core().EndTurn();
+  Submit(TaskSpec(2));
+  Submit(TaskSpec(3));
+  EXPECT_EQ(DispatchesOf(2), (std::vector<int32_t>{2}));
+  EXPECT_EQ(DispatchesOf(3), (std::vector<int32_t>{1})) << "no pack: nothing measured";
 }
 
 TEST_F(Dispatch, LeastLoadSpreadsTasksAsLongAsAMessageOnePerEngine) {

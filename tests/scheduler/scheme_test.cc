@@ -33,10 +33,11 @@ TEST(Schemes, LeastLoadPicksFewestOutstandingThenLeastRecent) {
 }
 
 TEST(Schemes, LeastLoadCountsLoadInPacksAndFillsAnOpenOneFirst) {
-  // slot, load, stamp, pack
-  const std::vector<EngineView> pool = {{0, 3, 10, 4}, {1, 0, 30, 4}, {2, 4, 5, 4}, {3, 1, 20, 1}};
+  // slot, load, stamp, pack, open
+  const std::vector<EngineView> pool = {
+      {0, 3, 10, 4, true}, {1, 0, 30, 4, false}, {2, 4, 5, 4, false}, {3, 1, 20, 1, false}};
   auto s = With("leastload", pool);
-  EXPECT_EQ(s->Pick(), 0u);  // three of a pack of four: open, before the idle slot 1
+  EXPECT_EQ(s->Pick(), 0u);  // three of a pack of four, open: before the idle slot 1
   EXPECT_EQ(s->PickFrom(pool), 0u);
   s->Erase(pool[0]);
   EXPECT_EQ(s->Pick(), 1u);  // idle: no full pack, before slot 2 (one) and 3 (one)
@@ -44,6 +45,15 @@ TEST(Schemes, LeastLoadCountsLoadInPacksAndFillsAnOpenOneFirst) {
   EXPECT_EQ(s->Pick(), 2u);  // one full pack each: slot 2 less recent than slot 3
   std::vector<EngineView> rest = {pool[2], pool[3]};
   EXPECT_EQ(s->PickFrom(rest), 2u);
+}
+
+TEST(Schemes, LeastLoadWeighsAClosedPackByItsPacks) {
+  // Slot 0 holds three of a pack of four, closed (they came earlier): no
+  // full pack, as the idle slot 1, which is less recently used.
+  const std::vector<EngineView> pool = {{0, 3, 10, 4, false}, {1, 0, 5, 4, false}};
+  auto s = With("leastload", pool);
+  EXPECT_EQ(s->Pick(), 1u);
+  EXPECT_EQ(s->PickFrom(pool), 1u);
 }
 
 TEST(Schemes, LruPicksLeastRecentWhateverTheLoad) {

@@ -7,11 +7,12 @@
 // (no-ops, lookups, tiny functions) cost far more to send one by one than
 // to run: given to 10,000 idle engines one each, every task travels alone.
 // So leastload counts an engine's load in packs of about kPackUs of its
-// work: tasks it runs in much less than that share one unit, and an open
-// pack is filled before an idle engine is given one. A task waits behind
-// at most a pack's worth of work (~kPackUs, less than one round trip),
-// and tasks as long as kPackUs or longer, or of unknown length, count one
-// each: leastload as it always was.
+// work: tasks it runs in much less than that share one unit, and a pack
+// open to the tasks that came with its first is filled before an idle
+// engine is given one. Such a task waits behind at most a pack's worth of
+// work (~kPackUs, less than one round trip) when the tasks are as short
+// as those measured; tasks as long as kPackUs or longer, or of unknown
+// length, count one each: leastload as it always was.
 //
 // Engines not heard from yet take the pool's estimate (the latest measure
 // of any engine), so a pool of fresh engines packs as soon as one answers;

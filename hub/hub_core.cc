@@ -120,10 +120,24 @@ void HubCore::EngineGone(const protocol::EngineRef& ref, const std::string& why,
 }
 
 void HubCore::Tick(HubActions* out) {
+  const int64_t expiry = int64_t{heartbeat_ms_} * options_.heartbeat_misses * 1000;
+  // A hub that could not look for a while (stopped, its host stalled) could
+  // not hear the engines either: their heartbeats wait in its socket, or
+  // in the kernel behind it, not yet read when it goes on. What it missed
+  // beyond a quarter of the wait does not count against them, or every
+  // engine would be lost at once, with its tasks, for the hub's own pause.
+  const int64_t now = clock_->MonotonicMicros();
+  if (last_tick_us_ > 0 && now - last_tick_us_ > expiry / 4) {
+    registry_.Postpone(now - last_tick_us_ - expiry / 4);
+    Log(LogLine::Level::kWarning,
+        "the hub did not run for " + std::to_string((now - last_tick_us_) / 1000) +
+            " ms; engines are given that long again to be heard from",
+        out);
+  }
+  last_tick_us_ = now;
   // Four looks a period: an engine is lost within a quarter period of its
   // last miss, and 10,000 engines are not walked twenty times a second.
   if (clock_->MonotonicMicros() >= next_expiry_look_us_) {
-    const int64_t expiry = int64_t{heartbeat_ms_} * options_.heartbeat_misses * 1000;
     for (const auto& gone : registry_.Expire(clock_->MonotonicMicros(), expiry)) {
       EngineGone({gone.info.id, gone.info.uuid}, "missed its heartbeats", out);
     }

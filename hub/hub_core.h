@@ -129,7 +129,8 @@ class HubCore {
   static constexpr int kMostHeartbeatsPerSecond = 2000;
   int HeartbeatMs() const { return heartbeat_ms_; }
   // Engines silent for HeartbeatMs() × heartbeat_misses are gone (looked
-  // for four times a period); every
+  // for four times a period; time between two ticks beyond a quarter of
+  // that wait is not counted: the hub did not run); every
   // heartbeat period the live and draining engines are announced again
   // (notices are idempotent: a scheduler that started late learns them).
   void Tick(HubActions* out);
@@ -162,6 +163,7 @@ class HubCore {
   int64_t events_made_ = 0;
   int64_t next_announce_us_ = 0;
   int64_t next_expiry_look_us_ = 0;
+  int64_t last_tick_us_ = 0;  // 0: no tick yet
   int heartbeat_ms_;  // HeartbeatMs()
   uint64_t refused_registrations_ = 0;
   bool flush_failing_ = false;

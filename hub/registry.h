@@ -44,6 +44,11 @@ class EngineRegistry {
     auto it = by_name_.find(name);
     return it == by_name_.end() ? -1 : it->second;
   }
+  // Every engine counts as heard from `us` later than it was: the hub
+  // could not hear anyone for that long.
+  void Postpone(int64_t us) {
+    for (auto& [id, record] : alive_) record.last_seen_us += us;
+  }
   // Removes and returns every engine silent for longer than `expiry_us`.
   std::vector<EngineRecord> Expire(int64_t now_us, int64_t expiry_us);
 

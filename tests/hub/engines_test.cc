@@ -81,6 +81,41 @@ TEST_F(HubCoreTest, AnEngineSilentForItsMissedHeartbeatsIsLost) {
   EXPECT_FALSE(Heartbeat(0, "u1").heartbeat.has_value()) << "lost: it must register again";
 }
 
+TEST_F(HubCoreTest, TimeTheHubDidNotRunIsNotCountedAgainstTheEngines) {
+  Register("a", "u1");
+  Register("b", "u2");
+  Tick();
+  // The hub stopped for 10 s (a wait of 3 s): the engines' heartbeats of
+  // that time wait unread. Its first look after is no loss.
+  clock_.AdvanceSeconds(10);
+  HubActions& after = Tick();
+  EXPECT_EQ(NoticesOf(after, MsgType::kEngineUnregistered), 0u);
+  EXPECT_EQ(core_->registry().size(), 2u);
+  ASSERT_FALSE(after.log.empty());
+  EXPECT_NE(after.log.back().text.find("did not run for 10000 ms"), std::string::npos)
+      << after.log.back().text;
+  // It runs again, looking every 50 ms: only "b" is heard from. The pause
+  // counted as a quarter of the wait (0.75 s); "a" is lost once silent for
+  // the rest of it (2.25 s) while the hub ran.
+  for (int i = 0; i < 44; ++i) {
+    clock_.AdvanceSeconds(0.05);
+    Heartbeat(1, "u2");
+    EXPECT_EQ(NoticesOf(Tick(), MsgType::kEngineUnregistered), 0u) << i;
+  }
+  bool lost = false;
+  for (int i = 0; i < 40 && !lost; ++i) {
+    clock_.AdvanceSeconds(0.05);
+    Heartbeat(1, "u2");
+    HubActions& look = Tick();
+    lost = NoticesOf(look, MsgType::kEngineUnregistered) == 1;
+    if (lost) {
+      EXPECT_EQ(look.notices[0].ref.uuid, "u1");
+    }
+  }
+  EXPECT_TRUE(lost) << "silent past the wait while the hub ran";
+  EXPECT_EQ(core_->registry().size(), 1u);
+}
+
 TEST_F(HubCoreTest, ManyEnginesStretchTheHeartbeatPeriodWhichNeverShortens) {
   Register("e0", "u0");
   EXPECT_EQ(Heartbeat(0, "u0").heartbeat->heartbeat_ms, 1000) << "a few engines: as asked";

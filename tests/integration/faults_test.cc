@@ -264,6 +264,83 @@ TEST_F(Faults, AHungEngineIsLostWithinTheHeartbeatWindowAndItsLateReplyIsIgnored
   ExpectBackWithItsLateReplyIgnored(hung_id, pair.a, record);
 }
 
+// A pause of a whole role (SIGSTOP: no reads, no sends, no closed
+// connections, as in a long stall of its host) while a client goes on
+// submitting tasks and the other roles go on sending to it, past what its
+// sockets hold. When it goes on (SIGCONT) every task runs once, is answered
+// and is recorded once, and no engine is lost.
+class Paused : public Faults {
+ protected:
+  // Submits `count` tasks, each noting its runs in runs_; once a quarter of
+  // them have run, the role `program` stops for `pause` while the rest are
+  // submitted. Then waits for every reply and checks the invariant.
+  void SubmitAcrossAPauseOf(const std::string& program, std::chrono::milliseconds pause,
+                            int count) {
+    auto engines_before = client_->Engines();
+    ASSERT_TRUE(engines_before.ok());
+    const pid_t paused = PidOf(program, profile());
+    ASSERT_GT(paused, 0);
+    std::atomic<bool> stopped{false};
+    std::thread pauser([&] {
+      WaitFor([&] { return static_cast<int>(LineCounts(runs_).size()) >= count / 4; },
+              std::chrono::seconds(60));
+      stopped.store(::kill(paused, SIGSTOP) == 0);
+      std::this_thread::sleep_for(pause);  // the pause itself
+      ::kill(paused, SIGCONT);
+    });
+    std::vector<TaskId> ids;
+    for (int i = 0; i < count; ++i) {
+      auto id = client_->Submit(Noted(runs_, 0.005));
+      ASSERT_TRUE(id.ok()) << id.status().ToString();
+      ids.push_back(*id);
+    }
+    pauser.join();
+    ASSERT_TRUE(stopped.load());
+    const size_t run_before = LineCounts(runs_).size();
+    EXPECT_LT(run_before, ids.size()) << "the pause came while tasks were still to run";
+    ASSERT_TRUE(client_->WaitReplies(ids, 120).ok()) << Log("scheduler") << Log("hub");
+    EXPECT_EQ(PidOf(program, profile()), paused) << "it went on; it was not restarted";
+
+    const std::vector<TaskInfo> records = FinalRecords(ids);
+    ASSERT_EQ(records.size(), ids.size()) << "one final record each";
+    for (const TaskInfo& r : records) {
+      EXPECT_EQ(r.status, TaskState::kOk) << r.id.ToHex() << ": " << r.error_message;
+      EXPECT_EQ(r.attempts, 1) << r.id.ToHex();
+    }
+    const auto counts = LineCounts(runs_);
+    for (const TaskId& id : ids) {
+      EXPECT_EQ(counts.count(id.ToHex()) ? counts.at(id.ToHex()) : 0, 1) << id.ToHex();
+    }
+    auto engines_after = client_->Engines();
+    ASSERT_TRUE(engines_after.ok());
+    std::set<std::pair<std::string, int32_t>> before, after;
+    for (const auto& e : *engines_before) before.insert({e.name, e.id});
+    for (const auto& e : *engines_after) {
+      if (e.state == EngineState::kRunning) after.insert({e.name, e.id});
+    }
+    EXPECT_EQ(after, before) << "no engine was lost or registered again";
+    EXPECT_EQ(Log("hub").find("is gone"), std::string::npos) << Log("hub");
+  }
+  std::string runs_ = (dir_.path() / "runs.txt").string();
+};
+
+TEST_F(Paused, ASchedulerPausedPastItsSocketsLimitLosesNothing) {
+  // Its sockets take 20 messages a peer: the client's tasks and the
+  // engines' replies wait in the senders' queues (and the client's
+  // resends, sent while no reply comes, with them).
+  StartCluster(2, {"--socket-hwm", "20"});
+  SubmitAcrossAPauseOf("taskscheduler", std::chrono::milliseconds(3000), 400);
+}
+
+TEST_F(Paused, AHubPausedPastTheHeartbeatWindowLosesNothing) {
+  // 3 s: past the engines' heartbeat window (0.6 s: they start nothing
+  // until the hub answers again) and past the scheduler's wait for the
+  // hub's acknowledgements (2 s: its records go again, and are kept once).
+  // The heartbeats that waited in the hub's socket count when it goes on.
+  StartCluster(2, {"--heartbeat-ms", "200", "--heartbeat-misses", "3"});
+  SubmitAcrossAPauseOf("taskhub", std::chrono::milliseconds(3000), 400);
+}
+
 // An engine started by the test, every connection of it through a
 // Partition: its own profile directory holds the cluster's connection file
 // with the hub's and the scheduler's endpoints replaced by the partitions'.

@@ -39,8 +39,17 @@ def main():
     zw = load(directory, "ztask_waiting")
     zc = load(directory, "ztask_curve")
     zp = load(directory, "ztask_power")
-    s2 = load(directory, "ztask_sim2")
-    s10k = load(directory, "ztask_sim10000")
+    # The simulated pools: medians of their runs, and each ratio the median
+    # of the pairs' (each pair ran in turn, under the same load).
+    pairs = [(load(directory, f"ztask_sim2_{k}"), load(directory, f"ztask_sim10000_{k}"))
+             for k in (1, 2, 3)]
+    pairs = [(a, b) for a, b in pairs if a and b]
+    s2 = median_of([a for a, _ in pairs]) if pairs else {}
+    s10k = median_of([b for _, b in pairs]) if pairs else {}
+
+    def pair_ratio(key):
+        values = sorted(ratio(b.get(key), a.get(key)) for a, b in pairs)
+        return values[len(values) // 2] if values else 0.0
     i1 = load(directory, "ipyparallel_hwm1")
     ih = load(directory, "ipyparallel_hwm")
     d = load(directory, "dask")
@@ -101,9 +110,9 @@ def main():
           f"browser {dash.get('browser_cpu_us_per_task', 0):.1f})")
     print(f"fan-in / no-op throughput:       {ratio(z.get('fan_in_tasks_per_s'), z.get('tasks_per_s')):.2f}")
     print(f"10000 / {engines} simulated engines:     "
-          f"no-ops {ratio(s10k.get('tasks_per_s'), s2.get('tasks_per_s')):.2f} "
+          f"no-ops {pair_ratio('tasks_per_s'):.2f} "
           f"({s10k.get('tasks_per_s', 0):.0f} vs {s2.get('tasks_per_s', 0):.0f} tasks/s), "
-          f"chain {ratio(s10k.get('chain_tasks_per_s'), s2.get('chain_tasks_per_s')):.2f} "
+          f"chain {pair_ratio('chain_tasks_per_s'):.2f} "
           f"({s10k.get('chain_tasks_per_s', 0):.0f} vs {s2.get('chain_tasks_per_s', 0):.0f}); "
           f"registered in {s10k.get('register_s', 0):.1f} s; idle: hub "
           f"{s10k.get('idle_hub_ms_per_s', 0):.0f} ms/s, scheduler "
@@ -180,6 +189,8 @@ def main():
         "ztask_sim10000_tasks_per_s": s10k.get("tasks_per_s", 0),
         "ztask_sim2_chain_tasks_per_s": s2.get("chain_tasks_per_s", 0),
         "ztask_sim10000_chain_tasks_per_s": s10k.get("chain_tasks_per_s", 0),
+        "ztask_sim10000_over_sim2_tasks": round(pair_ratio("tasks_per_s"), 3),
+        "ztask_sim10000_over_sim2_chain": round(pair_ratio("chain_tasks_per_s"), 3),
         "ztask_sim10000_register_s": s10k.get("register_s", 0),
         "ztask_sim10000_idle_hub_ms_per_s": s10k.get("idle_hub_ms_per_s", 0),
         "ztask_sim10000_idle_scheduler_ms_per_s": s10k.get("idle_scheduler_ms_per_s", 0),

@@ -341,6 +341,52 @@ TEST_F(Paused, AHubPausedPastTheHeartbeatWindowLosesNothing) {
   SubmitAcrossAPauseOf("taskhub", std::chrono::milliseconds(3000), 400);
 }
 
+TEST_F(Faults, AnEngineStoppedPastTheSchedulersSocketLimitRunsNoneOfWhatWaitedForIt) {
+  // The scheduler's sockets take 20 messages a peer: the tasks it gives
+  // the stopped engine past those wait in the scheduler. The engine is
+  // lost; its tasks run on the other one. When it goes on, nothing that
+  // waited for it (in its socket or in the scheduler) runs there again.
+  StartCluster(2, {"--socket-hwm", "20", "--hwm", "64", "--heartbeat-ms", "200",
+                   "--heartbeat-misses", "3"});
+  auto engines = client_->Engines();
+  ASSERT_TRUE(engines.ok());
+  ASSERT_EQ(engines->size(), 2u);
+  const int32_t stopped_id = engines->front().id;
+  const pid_t stopped = static_cast<pid_t>(engines->front().pid);
+  ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
+  const std::string runs = (dir_.path() / "runs.txt").string();
+  std::vector<TaskId> ids;
+  for (int i = 0; i < 200; ++i) {
+    TaskOptions o = Noted(runs, 0);
+    o.retries = 1;
+    auto id = client_->Submit(o);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    ids.push_back(*id);
+  }
+  ASSERT_TRUE(client_->WaitReplies(ids, 120).ok()) << Log("scheduler") << Log("hub");
+  ASSERT_EQ(::kill(stopped, SIGCONT), 0);
+  // Back: it registers again under its id and runs a task sent to it.
+  TaskOptions there;
+  there.command = {"true"};
+  there.targets = {stopped_id};
+  auto last = client_->Submit(there);
+  ASSERT_TRUE(last.ok());
+  ASSERT_TRUE(client_->WaitReplies({*last}, 60).ok()) << Log("scheduler");
+  const std::vector<TaskInfo> records = FinalRecords(ids);
+  ASSERT_EQ(records.size(), ids.size());
+  for (const TaskInfo& r : records) {
+    EXPECT_EQ(r.status, TaskState::kOk) << r.id.ToHex() << ": " << r.error_message;
+    EXPECT_NE(r.engine_id, stopped_id) << r.id.ToHex();
+  }
+  int retried = 0;
+  for (const TaskInfo& r : records) retried += r.attempts == 2;
+  EXPECT_GT(retried, 20) << "it was given more tasks than its socket takes messages";
+  const auto counts = LineCounts(runs);
+  for (const TaskId& id : ids) {
+    EXPECT_EQ(counts.count(id.ToHex()) ? counts.at(id.ToHex()) : 0, 1) << id.ToHex();
+  }
+}
+
 // An engine started by the test, every connection of it through a
 // Partition: its own profile directory holds the cluster's connection file
 // with the hub's and the scheduler's endpoints replaced by the partitions'.

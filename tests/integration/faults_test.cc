@@ -346,8 +346,8 @@ TEST_F(Faults, AnEngineStoppedPastTheSchedulersSocketLimitRunsNoneOfWhatWaitedFo
   // the stopped engine past those wait in the scheduler. The engine is
   // lost; its tasks run on the other one. When it goes on, nothing that
   // waited for it (in its socket or in the scheduler) runs there again.
-  StartCluster(2, {"--socket-hwm", "20", "--hwm", "64", "--heartbeat-ms", "200",
-                   "--heartbeat-misses", "3"});
+  StartCluster(
+      2, {"--socket-hwm", "20", "--hwm", "64", "--heartbeat-ms", "200", "--heartbeat-misses", "3"});
   auto engines = client_->Engines();
   ASSERT_TRUE(engines.ok());
   ASSERT_EQ(engines->size(), 2u);

@@ -283,6 +283,9 @@ void HubServer::Impl::Retain() {
 
 void HubServer::Impl::FlushStore() {
   Status s = store_->Flush();
+  if (auto failed = store_->TakeCheckpointError()) {
+    spdlog::warn("{} (its write-ahead log grows until one succeeds; trying again)", *failed);
+  }
   if (s.ok()) SendAcks();
   actions_.Clear();
   core_.Flushed(s, &actions_);

@@ -55,6 +55,14 @@ class Statement {
     return done;
   }
 
+  // The first row's first column as text, or "".
+  std::string TextOr() {
+    const bool row = ok() && sqlite3_step(stmt_) == SQLITE_ROW;
+    const unsigned char* text = row ? sqlite3_column_text(stmt_, 0) : nullptr;
+    std::string value = text ? reinterpret_cast<const char*>(text) : "";
+    if (ok()) sqlite3_reset(stmt_);
+    return value;
+  }
   // The first row's first column as an integer, or `otherwise`.
   int64_t ScalarOr(int64_t otherwise) {
     const bool row = ok() && sqlite3_step(stmt_) == SQLITE_ROW;

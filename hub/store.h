@@ -147,6 +147,10 @@ class TaskStore {
   // Rows the next flush writes or deletes.
   size_t unflushed() const { return book_.unflushed(); }
   bool durable() const { return file_ != nullptr; }
+  // Once when the database's checkpoints begin to fail, why.
+  std::optional<std::string> TakeCheckpointError() {
+    return file_ ? file_->TakeCheckpointError() : std::nullopt;
+  }
 
  private:
   TaskStore(StoreOptions options, std::unique_ptr<StoreFile> file)

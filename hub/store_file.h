@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "hub/checkpointer.h"
 #include "hub/records.h"
 #include "ztask/status.h"
 
@@ -83,11 +84,16 @@ class StoreFile final : public RecordSource {
   // SQLite's synchronous level on this connection: 2 (FULL), 1 (NORMAL),
   // -1 when it cannot be read.
   int synchronous_level() const;
+  // The checkpoints of the write-ahead log, on a thread of their own
+  // (checkpointer.h).
+  const Checkpointer& checkpointer() const { return *checkpointer_; }
+  std::optional<std::string> TakeCheckpointError() { return checkpointer_->TakeNewError(); }
 
  private:
   StoreFile(sqlite3* db, std::function<void(size_t)> progress)
       : db_(db), progress_(std::move(progress)) {}
   Status Configure(const std::string& path, bool power);
+  Status StartCheckpoints(const std::string& path);
 
   // ---- the layout, and the conversions from earlier ones (store_migration.cc)
   Status Migrate(const std::string& path);
@@ -127,6 +133,7 @@ class StoreFile final : public RecordSource {
   sqlite3* db_ = nullptr;
   sqlite3_stmt* find_ = nullptr;  // the row of an id
   std::function<void(size_t)> progress_;
+  std::unique_ptr<Checkpointer> checkpointer_;  // set once the file is ready
 };
 
 }  // namespace ztask::hub

@@ -158,7 +158,7 @@ Status StoreFile::LoadUnfinished(RecordBook* book) {
   Statement select(db_, "SELECT seq, record, request FROM tasks WHERE done = 0");
   if (!select.ok()) return SqlError(db_, "cannot read the task database");
   while (sqlite3_step(select.get()) == SQLITE_ROW) {
-    auto record = protocol::DecodeBody<protocol::TaskRecord>(Column(select.get(), 1));
+    auto record = protocol::DecodeStored<protocol::TaskRecord>(Column(select.get(), 1));
     if (!record.ok()) continue;
     std::optional<std::vector<std::string>> request;
     if (sqlite3_column_type(select.get(), 2) != SQLITE_NULL) {
@@ -180,7 +180,7 @@ Result<size_t> StoreFile::LoadLatestFinished(RecordBook* book, size_t keep_finis
   size_t rows = 0;
   while (sqlite3_step(select.get()) == SQLITE_ROW) {
     ++rows;
-    auto record = protocol::DecodeBody<protocol::TaskRecord>(Column(select.get(), 1));
+    auto record = protocol::DecodeStored<protocol::TaskRecord>(Column(select.get(), 1));
     if (!record.ok()) continue;
     book->RestoreFinished(std::move(*record), sqlite3_column_int64(select.get(), 0));
   }
@@ -204,7 +204,7 @@ bool StoreFile::ReadStored(const TaskId& id, protocol::TaskRecord* record, int64
   sqlite3_bind_blob(find_, 1, key.bytes, sizeof key.bytes, SQLITE_STATIC);
   bool found = false;
   if (sqlite3_step(find_) == SQLITE_ROW) {
-    auto decoded = protocol::DecodeBody<protocol::TaskRecord>(Column(find_, 1));
+    auto decoded = protocol::DecodeStored<protocol::TaskRecord>(Column(find_, 1));
     if (decoded.ok()) {
       *record = std::move(*decoded);
       *row = sqlite3_column_int64(find_, 0);
@@ -273,7 +273,7 @@ Status StoreFile::WriteRecords(const RecordBook& book, RecordBook::NewRows* adde
   std::string blob, request;
   for (RecordBook::Entry* dirty : book.dirty()) {
     const RecordBook::Entry& e = *dirty;
-    blob = protocol::EncodeBody(e.record);
+    blob = protocol::EncodeStored(e.record);
     const bool done = Finished(e.record);
     bool ran;
     if (e.row == 0) {

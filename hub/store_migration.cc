@@ -108,7 +108,7 @@ Status StoreFile::AddOutcomeCounts(const std::string& path) {
     size_t read = 0;
     while (sqlite3_step(select.get()) == SQLITE_ROW) {
       ReportProgress(&read);
-      auto record = protocol::DecodeBody<protocol::TaskRecord>(Column(select.get(), 0));
+      auto record = protocol::DecodeStored<protocol::TaskRecord>(Column(select.get(), 0));
       if (record.ok() && IsFinal(record->state)) ++counts[record->state == TaskState::kOk ? 0 : 1];
     }
   }
@@ -134,7 +134,7 @@ Status StoreFile::AddFinishedColumn() {
   size_t read = 0;
   while (sqlite3_step(select.get()) == SQLITE_ROW) {
     ReportProgress(&read);
-    auto record = protocol::DecodeBody<protocol::TaskRecord>(Column(select.get(), 1));
+    auto record = protocol::DecodeStored<protocol::TaskRecord>(Column(select.get(), 1));
     if (!record.ok() || !IsFinal(record->state)) continue;
     if (record->engine_id) ++finished[*record->engine_id];
     if (!mark.Run(sqlite3_column_int64(select.get(), 0))) {

@@ -41,7 +41,7 @@ Status StoreFile::ChooseDropped(const Retention& bound,
     if (step != SQLITE_ROW) return SqlError(db_, "cannot read the finished task records");
     if (position >= beyond) {  // kept for its count: maybe not for its age
       if (bound.finished_before_us == 0) break;
-      auto record = protocol::DecodeBody<protocol::TaskRecord>(Column(oldest.get(), 2));
+      auto record = protocol::DecodeStored<protocol::TaskRecord>(Column(oldest.get(), 2));
       // An unreadable record has no age: it goes with the old ones.
       if (record.ok() && record->completed_us.value_or(0) >= bound.finished_before_us) break;
     }

@@ -33,10 +33,11 @@ bool Absent(const std::optional<T>& value) {
 }
 
 struct FieldCounter {
+  bool every = false;  // absent ones too (a positional array)
   uint32_t count = 0;
   template <class T>
   void operator()(const char*, const T& value) {
-    if (!Absent(value)) ++count;
+    if (every || !Absent(value)) ++count;
   }
 };
 
@@ -46,12 +47,17 @@ struct StringSink {
   void write(const char* data, size_t size) { out.append(data, size); }
 };
 
+// Writes a body as msgpack maps keyed by field name (every message), or
+// `positional`: each struct as an array of its fields in Visit() order,
+// absent ones nil (the hub's stored records, EncodeStored).
 class Writer {
  public:
-  explicit Writer(StringSink& sink) : sink_(sink), packer_(sink) {}
+  explicit Writer(StringSink& sink, bool positional = false)
+      : sink_(sink), packer_(sink), positional_(positional) {}
 
   template <class T>
   void operator()(const char* name, const T& value) {
+    if (positional_) return Write(value);
     if (Absent(value)) return;
     WriteString(name);
     Write(value);
@@ -119,9 +125,9 @@ class Writer {
   template <class T>
   requires std::is_class_v<T>
   void Write(const T& body) {
-    FieldCounter counter;
+    FieldCounter counter{positional_};
     T::Visit(body, counter);
-    packer_.pack_map(counter.count);
+    positional_ ? packer_.pack_array(counter.count) : packer_.pack_map(counter.count);
     T::Visit(body, *this);
   }
 
@@ -133,6 +139,7 @@ class Writer {
 
   StringSink& sink_;
   msgpack::packer<StringSink> packer_;
+  const bool positional_;
 };
 
 Status WrongType(const char* expected) {
@@ -170,9 +177,15 @@ Status CheckValueObject(const msgpack::object& o) {
   return DepthWithin(o, kMaxValueDepth) > kMaxValueDepth ? TooDeepForAValue() : Status::Ok();
 }
 
-class Reader {
+// kStored: a struct may also be an array of its fields in Visit() order
+// (what EncodeStored writes): missing trailing fields keep their defaults
+// (a record stored before they were added), extra ones are ignored (one
+// stored by a later version). Messages are read with kStored false: only
+// maps.
+template <bool kStored>
+class BasicReader {
  public:
-  explicit Reader(const msgpack::object_map& map) : map_(map) {}
+  explicit BasicReader(const msgpack::object_map& map) : map_(map) {}
 
   const Status& status() const { return status_; }
 
@@ -343,13 +356,35 @@ class Reader {
   template <class T>
   requires std::is_class_v<T>
   static Status Read(const msgpack::object& o, T& out) {
+    if constexpr (kStored) {
+      if (o.type == msgpack::type::ARRAY) {
+        Positional positional(o.via.array);
+        T::Visit(out, positional);
+        return positional.status;
+      }
+    }
     if (o.type != msgpack::type::MAP) return WrongType("a map");
-    Reader reader(o.via.map);
+    BasicReader reader(o.via.map);
     T::Visit(out, reader);
     return reader.status();
   }
 
  private:
+  // The fields of a struct stored as an array, by position.
+  struct Positional {
+    explicit Positional(const msgpack::object_array& array) : array(array) {}
+    template <class T>
+    void operator()(const char* name, T& out) {
+      const uint32_t at = next++;
+      if (!status.ok() || at >= array.size) return;  // stored before it existed: its default
+      Status s = Read(array.ptr[at], out);
+      if (!s.ok()) status = Status::Malformed(std::string("field '") + name + "': " + s.message());
+    }
+    const msgpack::object_array& array;
+    uint32_t next = 0;
+    Status status;
+  };
+
   const msgpack::object* Find(const char* name) const {
     const size_t length = std::strlen(name);
     for (uint32_t i = 0; i < map_.size; ++i) {
@@ -365,6 +400,7 @@ class Reader {
   const msgpack::object_map& map_;
   Status status_;
 };
+using Reader = BasicReader<false>;
 
 // Bounds what a hostile frame can make the unpacker allocate.
 const msgpack::unpack_limit kUnpackLimit(
@@ -927,6 +963,25 @@ Result<T> DecodeBody(std::string_view frame) {
   return DecodeBodyGeneral<T>(frame);
 }
 
+template <class T>
+std::string EncodeStored(const T& body) {
+  std::string out;
+  out.reserve(192);
+  StringSink sink{out};
+  Writer writer(sink, /*positional=*/true);
+  writer.Write(body);
+  return out;
+}
+
+template <class T>
+Result<T> DecodeStored(std::string_view bytes) {
+  T out{};
+  Status status =
+      Unpack(bytes, [&](const msgpack::object& o) { return BasicReader<true>::Read(o, out); });
+  if (!status.ok()) return status;
+  return out;
+}
+
 Result<Header> DecodeHeader(std::string_view frame) {
   auto header = DecodeBody<Header>(frame);
   if (!header.ok()) return Status::Malformed("header: " + header.status().message());
@@ -1004,6 +1059,8 @@ const AnyFunction kEveryBodyCodec[] = {
     ZTASK_CODECS_OF(DispatchInfo)      //
     ZTASK_CODECS_OF(TaskRecord)        //
     ZTASK_CODECS_OF(FrameList)         //
+    reinterpret_cast<AnyFunction>(&EncodeStored<TaskRecord>),
+    reinterpret_cast<AnyFunction>(&DecodeStored<TaskRecord>),
 };
 #undef ZTASK_CODECS
 #undef ZTASK_CODECS_OF

@@ -133,6 +133,20 @@ Result<T> DecodeBody(std::string_view frame);
 template <class T>
 Result<T> DecodeBodyGeneral(std::string_view frame);
 
+// ---- stored records -----------------------------------------------------------
+// The hub's task records as rows of its database: each struct a msgpack
+// array of its fields in Visit() order (absent ones nil), without the names
+// a message's map repeats (a no-op's record: 452 bytes as a map, 163 so).
+// Fields are therefore only ever added at the end of a stored struct's
+// Visit() (TaskRecord and what it holds): a record stored earlier reads
+// with the new fields at their defaults. DecodeStored also reads a record
+// stored as a map (every row written before this form). Messages never
+// take this form. T: TaskRecord.
+template <class T>
+std::string EncodeStored(const T& body);
+template <class T>
+Result<T> DecodeStored(std::string_view bytes);
+
 template <class Meta, class Content>
 struct Decoded {
   Header header;

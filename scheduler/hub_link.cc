@@ -116,9 +116,9 @@ void HubLink::SendStats(const protocol::SchedulerStats& stats) {
 }
 
 void HubLink::ReplayJournal(Journal& journal, double timeout_s, const std::atomic<bool>& stop) {
-  std::vector<protocol::Frames> found = journal.TakeFound();
+  std::vector<Journal::Found> found = journal.TakeFound();
   if (found.empty()) return;
-  for (protocol::Frames& batch : found) link_.Adopt(std::move(batch));
+  for (Journal::Found& batch : found) link_.Adopt(std::move(batch));
   spdlog::info("sending the hub {} monitor batches an earlier scheduler left in its journal",
                found.size());
   const int64_t deadline = base::MonotonicMicros() + static_cast<int64_t>(timeout_s * 1e6);

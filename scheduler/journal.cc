@@ -56,54 +56,145 @@ std::optional<protocol::Frames> Decode(std::string_view body) {
   return frames;
 }
 
-// Where a rewrite writes before it renames.
+// What a rewrite of the earlier versions' journal left when cut short.
 std::filesystem::path NewPath(const std::filesystem::path& path) {
   return path.string() + ".new";
 }
 
-}  // namespace
+// The whole records at the start of `content`, each given to `take`.
+template <class F>
+void ReadRecords(std::string_view content, F&& take) {
+  size_t at = 0;
+  while (content.size() - at >= 4) {
+    const uint32_t length = ReadU32(content, at);
+    if (content.size() - at - 4 < length) return;  // cut short by a crash
+    auto frames = Decode(content.substr(at + 4, length));
+    if (!frames) return;
+    take(std::move(*frames));
+    at += 4 + length;
+  }
+}
 
-Result<std::unique_ptr<Journal>> Journal::Open(const std::filesystem::path& path, bool sync) {
-  std::error_code ec;
-  const bool existed = std::filesystem::exists(path, ec);
-  // A rewrite cut short by a crash: the journal itself is whole.
-  std::filesystem::remove(NewPath(path), ec);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+Result<std::string> ReadFile(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    return Status::IoError("cannot open the journal " + path.string() + ": " +
+    return Status::IoError("cannot read the journal " + path.string() + ": " +
                            std::strerror(errno));
   }
-  ::fchmod(fd, 0600);  // made by an older version, or by hand
-  std::unique_ptr<Journal> journal(new Journal(path, fd));
-  journal->existed_ = existed;
-  journal->sync_ = sync;
   std::string content;
   char buffer[1 << 16];
   for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) != 0;) {
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::IoError("cannot read the journal " + path.string());
+    if (n < 0) {
+      ::close(fd);
+      return Status::IoError("cannot read the journal " + path.string());
+    }
     content.append(buffer, static_cast<size_t>(n));
   }
-  size_t at = 0;
-  while (content.size() - at >= 4) {
-    const uint32_t length = ReadU32(content, at);
-    if (content.size() - at - 4 < length) break;  // cut short by a crash
-    auto frames = Decode(std::string_view(content).substr(at + 4, length));
-    if (!frames) break;
-    journal->found_.push_back(std::move(*frames));
-    at += 4 + length;
+  ::close(fd);
+  return content;
+}
+
+// The number N of a segment file NAME.N of the journal NAME, or nothing.
+std::optional<int64_t> SegmentNumber(const std::string& file, const std::string& name) {
+  if (file.size() <= name.size() + 1 || file.compare(0, name.size(), name) != 0 ||
+      file[name.size()] != '.') {
+    return std::nullopt;
   }
-  // Appends go after the last whole record.
-  if (::ftruncate(fd, static_cast<off_t>(at)) != 0 ||
-      ::lseek(fd, static_cast<off_t>(at), SEEK_SET) < 0) {
-    return Status::IoError("cannot set up the journal " + path.string() + ": " +
-                           std::strerror(errno));
+  int64_t n = 0;
+  for (size_t i = name.size() + 1; i < file.size(); ++i) {
+    if (file[i] < '0' || file[i] > '9' || n > (int64_t{1} << 50)) return std::nullopt;
+    n = n * 10 + (file[i] - '0');
   }
-  journal->bytes_ = at;
+  return n > 0 ? std::optional<int64_t>(n) : std::nullopt;
+}
+
+void SyncDirectory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Journal>> Journal::Open(const std::filesystem::path& path, bool sync,
+                                               size_t segment_bytes) {
+  std::error_code ec;
+  std::unique_ptr<Journal> journal(new Journal(path, segment_bytes));
+  journal->sync_ = sync;
+  // A rewrite of an earlier version cut short by a crash: the journal
+  // itself is whole.
+  std::filesystem::remove(NewPath(path), ec);
+  // The earlier versions' single file is segment 0, then the segments in
+  // order.
+  std::map<int64_t, std::filesystem::path> files;
+  if (std::filesystem::exists(path, ec)) files[0] = path;
+  const std::string name = path.filename().string();
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (auto n = SegmentNumber(entry.path().filename().string(), name)) files[*n] = entry.path();
+  }
+  journal->existed_ = !files.empty();
+  for (const auto& [n, file] : files) {
+    auto content = ReadFile(file);
+    if (!content.ok()) return content.status();
+    Segment& segment = journal->segments_[n];
+    segment.bytes = content->size();
+    ReadRecords(*content, [&](protocol::Frames frames) {
+      journal->found_.push_back({std::move(frames), n});
+      ++segment.batches;
+    });
+    journal->bytes_ += segment.bytes;
+    journal->newest_ = n;
+  }
+  // Files that hold nothing go now; appends begin a new segment.
+  for (const auto& [n, file] : files) {
+    if (journal->segments_[n].batches == 0) journal->Remove(n);
+  }
+  ZTASK_RETURN_IF_ERROR(journal->Begin(journal->newest_ + 1));
   return journal;
 }
 
-Journal::~Journal() { ::close(fd_); }
+Journal::~Journal() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::filesystem::path Journal::PathOf(int64_t segment) const {
+  return segment == 0 ? path_
+                      : std::filesystem::path(path_.string() + "." + std::to_string(segment));
+}
+
+Status Journal::Begin(int64_t next) {
+  const std::filesystem::path file = PathOf(next);
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Status::IoError("cannot open the journal " + file.string() + ": " +
+                           std::strerror(errno));
+  }
+  ::fchmod(fd, 0600);  // an old file of that name, made by hand
+  if (sync_) SyncDirectory(file.parent_path());
+  if (fd_ >= 0) {
+    ::close(fd_);
+    if (segments_[newest_].batches == 0) Remove(newest_);
+  }
+  fd_ = fd;
+  newest_ = next;
+  segments_[next] = Segment{};
+  begin_anew_ = false;
+  return Status::Ok();
+}
+
+void Journal::Remove(int64_t segment) {
+  auto it = segments_.find(segment);
+  if (it == segments_.end()) return;
+  bytes_ -= it->second.bytes;
+  segments_.erase(it);
+  // Left behind (it could not be deleted), it only repeats to the next
+  // scheduler what the hub has.
+  ::unlink(PathOf(segment).c_str());
+}
 
 void Journal::Record(const protocol::Frames& batch) {
   size_t body = 4;
@@ -118,75 +209,44 @@ void Journal::Record(const protocol::Frames& batch) {
   }
 }
 
-Status Journal::Append(const protocol::Frames& batch) {
+Result<int64_t> Journal::Append(const protocol::Frames& batch) {
+  if (begin_anew_ || segments_[newest_].bytes >= segment_bytes_) {
+    ZTASK_RETURN_IF_ERROR(Begin(newest_ + 1));
+  }
   Record(batch);
-  ZTASK_RETURN_IF_ERROR(WriteAll(fd_, buffer_, path_));
-  if (sync_ && ::fdatasync(fd_) != 0) {
-    return Status::IoError("cannot sync the journal " + path_.string() + ": " +
-                           std::strerror(errno));
+  const std::filesystem::path file = PathOf(newest_);
+  Status written = WriteAll(fd_, buffer_, file);
+  if (written.ok() && sync_ && ::fdatasync(fd_) != 0) {
+    written =
+        Status::IoError("cannot sync the journal " + file.string() + ": " + std::strerror(errno));
   }
-  bytes_ += buffer_.size();
   // A burst of large batches leaves a large buffer: not kept for ever.
+  const size_t size = buffer_.size();
   if (buffer_.capacity() > (size_t{16} << 20)) std::string().swap(buffer_);
-  return Status::Ok();
-}
-
-Status Journal::Rewrite(const std::vector<const protocol::Frames*>& batches) {
-  if (batches.empty()) {
-    // Nothing to keep: emptied in place (a crash leaves it empty or whole,
-    // and whole only repeats what the hub has).
-    if (::ftruncate(fd_, 0) != 0 || ::lseek(fd_, 0, SEEK_SET) != 0) {
-      return Status::IoError("cannot empty the journal " + path_.string() + ": " +
-                             std::strerror(errno));
-    }
-    bytes_ = 0;
-    return Status::Ok();
-  }
-  // A new file, renamed over the old one once whole: a crash at any moment
-  // leaves the old journal (everything it held) or the new one.
-  const std::filesystem::path fresh = NewPath(path_);
-  const int fd = ::open(fresh.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return Status::IoError("cannot rewrite the journal " + fresh.string() + ": " +
-                           std::strerror(errno));
-  }
-  const int old_fd = fd_;
-  const size_t old_bytes = bytes_;
-  fd_ = fd;
-  bytes_ = 0;
-  Status written = Status::Ok();
-  const bool sync = std::exchange(sync_, false);  // one sync for the whole file
-  for (const protocol::Frames* batch : batches) {
-    written = Append(*batch);
-    if (!written.ok()) break;
-  }
-  sync_ = sync;
-  if (written.ok() && sync_ && ::fdatasync(fd) != 0) {
-    written = Status::IoError("cannot sync the journal " + fresh.string() + ": " +
-                              std::strerror(errno));
-  }
-  if (written.ok() && ::rename(fresh.c_str(), path_.c_str()) != 0) {
-    written = Status::IoError("cannot replace the journal " + path_.string() + ": " +
-                              std::strerror(errno));
-  }
-  if (written.ok() && sync_) {
-    // The new name too must reach the disk.
-    const int dir = ::open(path_.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) {
-      (void)::fsync(dir);
-      ::close(dir);
-    }
-  }
   if (!written.ok()) {
-    // The old file still holds every batch given (and more): kept.
-    ::close(fd);
-    ::unlink(fresh.c_str());
-    fd_ = old_fd;
-    bytes_ = old_bytes;
+    // What it wrote of the record would end the segment: later records
+    // go to the next one.
+    begin_anew_ = true;
     return written;
   }
-  ::close(old_fd);
-  return Status::Ok();
+  Segment& segment = segments_[newest_];
+  segment.bytes += size;
+  ++segment.batches;
+  bytes_ += size;
+  return newest_;
+}
+
+void Journal::Release(int64_t segment) {
+  auto it = segments_.find(segment);
+  if (it == segments_.end() || it->second.batches == 0) return;
+  if (--it->second.batches > 0) return;
+  if (segment != newest_) return Remove(segment);
+  // The newest: emptied in place (a crash leaves it empty or whole, and
+  // whole only repeats what the hub has).
+  if (::ftruncate(fd_, 0) == 0) {
+    bytes_ -= it->second.bytes;
+    it->second.bytes = 0;
+  }
 }
 
 }  // namespace ztask::scheduler

@@ -1,29 +1,40 @@
 // Journal: the scheduler's write-ahead copy of the monitor batches the hub
-// has not acknowledged yet, in a file of the profile directory. A batch is
+// has not acknowledged yet, in files of the profile directory. A batch is
 // appended before anything it records (a dispatch, a reply) leaves the
 // scheduler, so a scheduler killed at any moment leaves the hub nothing it
 // does not know of: the next scheduler sends the journal's batches to the
 // hub before it asks the hub what was in flight.
 //
+// The journal is a run of segments, `PATH.1`, `PATH.2`, ...: appends go to
+// the newest, and a new one is begun once it holds segment_bytes. A segment
+// none of whose batches waits for the hub any more is deleted (the newest
+// is emptied instead), so the files hold what is unacknowledged and at
+// most one segment more, and nothing is ever copied from one file to
+// another. (A single file rewritten with the live batches once it grew
+// past 64 MiB cost a sixth of the scheduler's time under a stream of
+// no-ops: the hub acknowledges in its own time, and most of the file was
+// still live at each rewrite.) `PATH` itself, the journal of earlier
+// versions, is read as the oldest segment and deleted once acknowledged.
+//
 // Writes go to the kernel, not to the disk (no fsync): they survive the
 // process, not the machine; opened with `sync`, each append (one per turn
-// of the scheduler's loop: a group commit) and each rewrite is synced to
-// the disk before it returns, and survives a power loss. The file is emptied whenever every batch is
-// acknowledged, and rewritten with only the unacknowledged ones when it
-// grows past kCompactBytes and holds more than twice what they take. A
-// rewrite writes a new file and renames it over the old one, so a crash
-// mid-way leaves the old journal whole.
+// of the scheduler's loop: a group commit) is synced to the disk before it
+// returns, and so is the directory when a segment is begun, and survives a
+// power loss.
 //
 // Record: the 4-byte length of the rest, the 4-byte number of frames, then
 // each frame as its 4-byte length and its bytes (lengths little-endian; the
 // frames are copied once, into a buffer reused by every append). A record
-// cut short by a crash ends the file.
+// cut short by a crash ends its segment; after a failed append the next one
+// begins a new segment.
 //
 // Thread safety: owned by the scheduler's loop thread.
 #ifndef ZTASK_SCHEDULER_JOURNAL_H_
 #define ZTASK_SCHEDULER_JOURNAL_H_
 
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -34,37 +45,63 @@ namespace ztask::scheduler {
 
 class Journal {
  public:
-  static constexpr size_t kCompactBytes = size_t{64} << 20;
+  static constexpr size_t kSegmentBytes = size_t{16} << 20;
 
-  // Opens (creating) the file. The batches already in it stay there until
-  // a Rewrite, and are given once by TakeFound().
-  static Result<std::unique_ptr<Journal>> Open(const std::filesystem::path& path,
-                                               bool sync = false);
+  // A batch an earlier scheduler left, and the segment that holds it.
+  struct Found {
+    protocol::Frames batch;
+    int64_t segment;
+  };
+
+  // Opens the journal at `path` (its segments, and the file of earlier
+  // versions) and begins a new segment. The batches already there stay
+  // until released, and are given once by TakeFound().
+  static Result<std::unique_ptr<Journal>> Open(const std::filesystem::path& path, bool sync = false,
+                                               size_t segment_bytes = kSegmentBytes);
   ~Journal();
 
-  // Whether the file was there before Open: an earlier scheduler of this
+  // Whether a journal was there before Open: an earlier scheduler of this
   // profile ran.
   bool existed() const { return existed_; }
-  // The batches an earlier scheduler left unacknowledged.
-  std::vector<protocol::Frames> TakeFound() { return std::move(found_); }
-  Status Append(const protocol::Frames& batch);
-  // Replaces the file's content with these batches (none: empties it). On
-  // an error the journal is as it was.
-  Status Rewrite(const std::vector<const protocol::Frames*>& batches);
+  // The batches an earlier scheduler left unacknowledged, oldest first.
+  std::vector<Found> TakeFound() { return std::move(found_); }
+  // Appends a batch; returns the segment that holds it, to release it by.
+  Result<int64_t> Append(const protocol::Frames& batch);
+  // A batch of `segment` (from Append or TakeFound) is acknowledged: a
+  // segment left with none is deleted, the newest emptied. Less than 0:
+  // nothing (a batch the journal does not hold).
+  void Release(int64_t segment);
+  // The bytes in every segment.
   size_t bytes() const { return bytes_; }
+  // The segments' files there are now.
+  size_t segments() const { return segments_.size(); }
 
  private:
-  Journal(std::filesystem::path path, int fd) : path_(std::move(path)), fd_(fd) {}
+  struct Segment {
+    size_t batches = 0;  // not yet released
+    size_t bytes = 0;
+  };
+  Journal(std::filesystem::path path, size_t segment_bytes)
+      : path_(std::move(path)), segment_bytes_(segment_bytes) {}
+  std::filesystem::path PathOf(int64_t segment) const;
+  // Closes the newest segment (deleted if nothing in it waits) and begins
+  // segment `next`.
+  Status Begin(int64_t next);
+  void Remove(int64_t segment);
   // Encodes a batch into buffer_.
   void Record(const protocol::Frames& batch);
 
   std::filesystem::path path_;
-  int fd_;
+  const size_t segment_bytes_;
+  int fd_ = -1;              // the newest segment's
+  int64_t newest_ = 0;       // its number
+  bool begin_anew_ = false;  // an append failed part way: the next begins a segment
   size_t bytes_ = 0;
   bool existed_ = false;
   bool sync_ = false;
+  std::map<int64_t, Segment> segments_;
   std::string buffer_;
-  std::vector<protocol::Frames> found_;
+  std::vector<Found> found_;
 };
 
 }  // namespace ztask::scheduler

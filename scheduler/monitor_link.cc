@@ -6,13 +6,18 @@
 
 namespace ztask::scheduler {
 
-void MonitorLink::Adopt(protocol::Frames batch) {
-  if (batch.size() < protocol::kMinFrames) return;
+void MonitorLink::Adopt(Journal::Found found) {
+  protocol::Frames& batch = found.batch;
+  if (batch.size() < protocol::kMinFrames) {
+    if (journal_) journal_->Release(found.segment);
+    return;
+  }
   if (batch.size() != protocol::kBatchFrames) {
     // Written by an earlier version, one frame per message frame.
     auto records = protocol::RecordsOfEarlierBatch(protocol::Views(batch));
     if (!records) {
       spdlog::error("the journal holds a monitor batch that is not one; it is not sent");
+      if (journal_) journal_->Release(found.segment);
       return;
     }
     batch.resize(protocol::kMinFrames);
@@ -22,25 +27,26 @@ void MonitorLink::Adopt(protocol::Frames batch) {
   }
   const int64_t seq = next_seq_++;
   batch[protocol::kFrameMeta] = protocol::Frame(protocol::EncodeBody(protocol::BatchMeta{seq}));
-  Keep(seq, std::move(batch));
+  Keep(seq, std::move(batch), found.segment);
 }
 
-void MonitorLink::Keep(int64_t seq, protocol::Frames batch) {
+void MonitorLink::Keep(int64_t seq, protocol::Frames batch, int64_t segment) {
   size_t bytes = 0;
   for (const auto& f : batch) bytes += f.size() + sizeof(zmq_msg_t);
   unacked_bytes_ += bytes;
-  unacked_.emplace(seq, Batch{std::move(batch), 0, bytes});
+  unacked_.emplace(seq, Batch{std::move(batch), 0, bytes, segment});
   to_send_.push_back(seq);
 }
 
-void MonitorLink::WriteAhead(const protocol::Frames& batch) {
-  if (!journal_) return;
-  Status written = journal_->Append(batch);
-  if (!written.ok() && !journal_failing_) {
+int64_t MonitorLink::WriteAhead(const protocol::Frames& batch) {
+  if (!journal_) return -1;
+  auto segment = journal_->Append(batch);
+  if (!segment.ok() && !journal_failing_) {
     spdlog::error("{}: a crash now would lose what the hub has not acknowledged",
-                  written.message());
+                  segment.status().message());
   }
-  journal_failing_ = !written.ok();
+  journal_failing_ = !segment.ok();
+  return segment.ok() ? *segment : -1;
 }
 
 void MonitorLink::Seal() {
@@ -48,8 +54,8 @@ void MonitorLink::Seal() {
   const int64_t seq = next_seq_++;
   protocol::Frames batch = builder_.TakeBatch(seq);
   if (!enabled_) return;
-  WriteAhead(batch);
-  Keep(seq, std::move(batch));
+  const int64_t segment = WriteAhead(batch);
+  Keep(seq, std::move(batch), segment);
 }
 
 void MonitorLink::Flush(int64_t now_us, bool now) {
@@ -103,16 +109,8 @@ void MonitorLink::Acknowledged(const std::vector<int64_t>& seqs, int64_t now_us)
     auto it = unacked_.find(seq);
     if (it == unacked_.end()) continue;
     unacked_bytes_ -= it->second.bytes;
+    if (journal_) journal_->Release(it->second.segment);
     unacked_.erase(it);  // its place in to_send_, if any, is skipped
-  }
-  if (!journal_) return;
-  if (unacked_.empty()) {
-    if (journal_->bytes() > 0) (void)journal_->Rewrite({});
-  } else if (journal_->bytes() > Journal::kCompactBytes && journal_->bytes() > 2 * unacked_bytes_) {
-    // Rewriting costs what is kept: only once most of the file is dead.
-    std::vector<const protocol::Frames*> live;
-    for (const auto& [seq, batch] : unacked_) live.push_back(&batch.frames);
-    (void)journal_->Rewrite(live);
   }
 }
 

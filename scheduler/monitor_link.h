@@ -53,7 +53,7 @@ class MonitorLink {
   void set_journal(Journal* journal) { journal_ = journal; }
   // Takes over a batch an earlier scheduler left in the journal: it gets a
   // number of ours and goes first.
-  void Adopt(protocol::Frames batch);
+  void Adopt(Journal::Found found);
   // Seals what the builder has batched (if anything) and queues it.
   void Seal();
   // Sends what has not been sent (once kHoldUs has passed since the last
@@ -81,10 +81,12 @@ class MonitorLink {
     protocol::Frames frames;
     int64_t sent_us = 0;  // 0: waits in to_send_
     size_t bytes = 0;
+    int64_t segment = -1;  // of the journal that holds it (-1: none)
   };
 
-  void Keep(int64_t seq, protocol::Frames batch);
-  void WriteAhead(const protocol::Frames& batch);
+  void Keep(int64_t seq, protocol::Frames batch, int64_t segment);
+  // The journal's segment that holds it, or -1.
+  int64_t WriteAhead(const protocol::Frames& batch);
   // Every batch sent and unacknowledged goes again.
   void SendAllAgain();
 

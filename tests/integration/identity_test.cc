@@ -109,8 +109,8 @@ int ModeOf(const std::filesystem::path& path) {
 // Every file the hub and the scheduler keep in `profile`, and the profile.
 void ExpectPrivate(const std::filesystem::path& profile) {
   EXPECT_EQ(ModeOf(profile), 0700);
-  for (const char* name : {"ztask-cluster.json", "tasks.db", "tasks.db-wal", "tasks.db-shm",
-                           "scheduler.journal"}) {
+  for (const char* name :
+       {"ztask-cluster.json", "tasks.db", "tasks.db-wal", "tasks.db-shm", "scheduler.journal.1"}) {
     EXPECT_EQ(ModeOf(profile / name), 0600) << name;
   }
 }
@@ -145,7 +145,7 @@ TEST_F(ClusterTest, AHubAndSchedulerStartedAloneKeepTheirFilesPrivate) {
                                   dir_.path() / "scheduler.log");
   ::umask(before);
   ASSERT_TRUE(WaitFor([&] { return has(true); }, std::chrono::seconds(30))) << scheduler.Log();
-  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(alone / "scheduler.journal"); }));
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(alone / "scheduler.journal.1"); }));
   ExpectPrivate(alone);
 }
 

@@ -73,7 +73,7 @@ TEST_F(MonitorLinkTest, AnEarlierVersionsBatchGoesInTodaysLayout) {
                              "m2", "c2", "buffer"}) {
     earlier.push_back(protocol::Frame(f));
   }
-  link_.Adopt(std::move(earlier));
+  link_.Adopt({std::move(earlier), -1});
   link_.Flush(now_, /*now=*/true);
   protocol::Frames frames;
   ASSERT_TRUE(protocol::TryReceive(hub_, frames));
@@ -88,7 +88,7 @@ TEST_F(MonitorLinkTest, AnEarlierVersionsBatchGoesInTodaysLayout) {
   // Not one: nothing is sent.
   protocol::Frames broken;
   for (int i = 0; i < 8; ++i) broken.push_back(protocol::Frame("x"));
-  link_.Adopt(std::move(broken));
+  link_.Adopt({std::move(broken), -1});
   link_.Flush(now_, true);
   EXPECT_FALSE(protocol::TryReceive(hub_, frames));
 }
@@ -157,6 +157,30 @@ TEST_F(MonitorLinkTest, WithAJournalEveryBatchIsWrittenBeforeItGoesAndForgottenO
   link_.Acknowledged({1}, now_);
   EXPECT_GT((*journal)->bytes(), 0u) << "batch 2 is not acknowledged yet";
   link_.Acknowledged({2}, now_);
+  EXPECT_EQ((*journal)->bytes(), 0u);
+}
+
+TEST_F(MonitorLinkTest, ABatchAnEarlierSchedulerLeftLeavesTheJournalOnceAcknowledged) {
+  testing::TempDir dir;
+  {
+    auto first = Journal::Open(dir.path() / "journal");
+    ASSERT_TRUE(first.ok());
+    link_.set_journal(first->get());
+    Batch();  // written to its journal, then this scheduler is gone
+    link_.set_journal(nullptr);
+    link_.Acknowledged({1}, now_);
+  }
+  auto journal = Journal::Open(dir.path() / "journal");
+  ASSERT_TRUE(journal.ok());
+  link_.set_journal(journal->get());
+  auto found = (*journal)->TakeFound();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ((*journal)->segments(), 2u) << "the earlier scheduler's, and this one's";
+  link_.Adopt(std::move(found[0]));
+  link_.Flush(now_, /*now=*/true);
+  EXPECT_EQ(Received(), (std::vector<int64_t>{2}));
+  link_.Acknowledged({2}, now_);
+  EXPECT_EQ((*journal)->segments(), 1u) << "the earlier scheduler's file is gone";
   EXPECT_EQ((*journal)->bytes(), 0u);
 }
 

@@ -8,9 +8,12 @@
 // The journal is a run of segments, `PATH.1`, `PATH.2`, ...: appends go to
 // the newest, and a new one is begun once it holds segment_bytes. A segment
 // none of whose batches waits for the hub any more is deleted (the newest
-// is emptied instead), so the files hold what is unacknowledged and at
-// most one segment more, and nothing is ever copied from one file to
-// another. (A single file rewritten with the live batches once it grew
+// is emptied instead), so the files hold the segments of what is
+// unacknowledged (the latest batches, but for one the hub never takes) and
+// the newest, and nothing is ever copied from one file to another. A batch
+// whose append failed is appended again by its caller (MonitorLink) before
+// the next; a segment whose sync failed is kept whole until a next
+// scheduler reads it. (A single file rewritten with the live batches once it grew
 // past 64 MiB cost a sixth of the scheduler's time under a stream of
 // no-ops: the hub acknowledges in its own time, and most of the file was
 // still live at each rewrite.) `PATH` itself, the journal of earlier
@@ -19,8 +22,8 @@
 // Writes go to the kernel, not to the disk (no fsync): they survive the
 // process, not the machine; opened with `sync`, each append (one per turn
 // of the scheduler's loop: a group commit) is synced to the disk before it
-// returns, and so is the directory when a segment is begun, and survives a
-// power loss.
+// returns, and so is the directory when a segment is begun (an append
+// that cannot sync it fails), and survives a power loss.
 //
 // Record: the 4-byte length of the rest, the 4-byte number of frames, then
 // each frame as its 4-byte length and its bytes (lengths little-endian; the
@@ -45,7 +48,7 @@ namespace ztask::scheduler {
 
 class Journal {
  public:
-  static constexpr size_t kSegmentBytes = size_t{16} << 20;
+  static constexpr size_t kSegmentBytes = size_t{4} << 20;
 
   // A batch an earlier scheduler left, and the segment that holds it.
   struct Found {
@@ -80,6 +83,7 @@ class Journal {
   struct Segment {
     size_t batches = 0;  // not yet released
     size_t bytes = 0;
+    bool pinned = false;  // holds a copy not counted (its sync failed): kept
   };
   Journal(std::filesystem::path path, size_t segment_bytes)
       : path_(std::move(path)), segment_bytes_(segment_bytes) {}

@@ -39,14 +39,30 @@ void MonitorLink::Keep(int64_t seq, protocol::Frames batch, int64_t segment) {
 }
 
 int64_t MonitorLink::WriteAhead(const protocol::Frames& batch) {
-  if (!journal_) return -1;
   auto segment = journal_->Append(batch);
-  if (!segment.ok() && !journal_failing_) {
-    spdlog::error("{}: a crash now would lose what the hub has not acknowledged",
-                  segment.status().message());
+  if (segment.ok()) return *segment;
+  if (!journal_failing_) {
+    spdlog::error(
+        "{}: a crash now would lose what the hub has not acknowledged (written again "
+        "once the journal can be)",
+        segment.status().message());
   }
-  journal_failing_ = !segment.ok();
-  return segment.ok() ? *segment : -1;
+  journal_failing_ = true;
+  return -1;
+}
+
+// The batches an append failed for go first, in order, until one fails.
+bool MonitorLink::JournalAgain() {
+  while (!unjournaled_.empty()) {
+    auto it = unacked_.find(unjournaled_.front());
+    if (it != unacked_.end()) {  // else acknowledged meanwhile: nothing to keep
+      const int64_t segment = WriteAhead(it->second.frames);
+      if (segment < 0) return false;
+      it->second.segment = segment;
+    }
+    unjournaled_.pop_front();
+  }
+  return true;
 }
 
 void MonitorLink::Seal() {
@@ -54,7 +70,16 @@ void MonitorLink::Seal() {
   const int64_t seq = next_seq_++;
   protocol::Frames batch = builder_.TakeBatch(seq);
   if (!enabled_) return;
-  const int64_t segment = WriteAhead(batch);
+  int64_t segment = -1;
+  if (journal_) {
+    if (JournalAgain()) segment = WriteAhead(batch);
+    if (segment < 0) {
+      unjournaled_.push_back(seq);
+    } else if (journal_failing_) {
+      spdlog::info("the journal is written again, with every batch it missed");
+      journal_failing_ = false;
+    }
+  }
   Keep(seq, std::move(batch), segment);
 }
 

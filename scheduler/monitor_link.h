@@ -85,8 +85,12 @@ class MonitorLink {
   };
 
   void Keep(int64_t seq, protocol::Frames batch, int64_t segment);
-  // The journal's segment that holds it, or -1.
+  // Appends to the journal: the segment that holds it, or -1 (logged).
+  // REQUIRES: journal_.
   int64_t WriteAhead(const protocol::Frames& batch);
+  // Appends the batches that could not be (unjournaled_); false when one
+  // still cannot be.
+  bool JournalAgain();
   // Every batch sent and unacknowledged goes again.
   void SendAllAgain();
 
@@ -103,6 +107,9 @@ class MonitorLink {
   bool enabled_ = false;
   Journal* journal_ = nullptr;
   bool journal_failing_ = false;
+  // Batches (by number) whose append failed, oldest first: each is
+  // appended again before the next batch.
+  std::deque<int64_t> unjournaled_;
 };
 
 }  // namespace ztask::scheduler

@@ -153,6 +153,23 @@ TEST_F(JournalTest, TheEarlierVersionsFileIsReadFirstAndGoesOnceAcknowledged) {
   EXPECT_EQ(journal->segments(), 1u);
 }
 
+TEST_F(JournalTest, AFileWhoseNumberIsNotOneTheJournalMakesIsLeftAlone) {
+  {
+    auto first = Open();
+    ASSERT_TRUE(first->Append(Batch({"a"})).ok());
+  }
+  // "01" names 1 as well: read twice, or deleted for segment 1, it would
+  // repeat or lose batches.
+  std::filesystem::copy_file(dir_.path() / "scheduler.journal.1",
+                             dir_.path() / "scheduler.journal.01");
+  auto journal = Open();
+  auto found = journal->TakeFound();
+  ASSERT_EQ(Texts(found), (std::vector<std::vector<std::string>>{{"a"}}));
+  journal->Release(found[0].segment);
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "scheduler.journal.1"));
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() / "scheduler.journal.01"));
+}
+
 TEST_F(JournalTest, AnUnwritableDirectoryIsAClearError) {
   auto journal = Journal::Open(dir_.path() / "no-such-dir" / "scheduler.journal");
   ASSERT_FALSE(journal.ok());

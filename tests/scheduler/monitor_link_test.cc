@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "tests/support/temp_dir.h"
@@ -158,6 +160,38 @@ TEST_F(MonitorLinkTest, WithAJournalEveryBatchIsWrittenBeforeItGoesAndForgottenO
   EXPECT_GT((*journal)->bytes(), 0u) << "batch 2 is not acknowledged yet";
   link_.Acknowledged({2}, now_);
   EXPECT_EQ((*journal)->bytes(), 0u);
+}
+
+TEST_F(MonitorLinkTest, ABatchTheJournalCouldNotTakeIsWrittenBeforeTheNext) {
+  testing::TempDir dir;
+  const auto where = dir.path() / "profile";
+  const auto away = dir.path() / "away";
+  std::filesystem::create_directory(where);
+  {
+    // Segments of a byte: each append begins a new file.
+    auto journal = Journal::Open(where / "journal", false, 1);
+    ASSERT_TRUE(journal.ok());
+    link_.set_journal(journal->get());
+    Batch();
+    // The directory is gone (a file where it was): the next append fails.
+    std::filesystem::rename(where, away);
+    std::ofstream(where.string()) << "not a directory";
+    Batch();
+    std::filesystem::remove(where);
+    std::filesystem::rename(away, where);
+    Batch();  // the one that failed goes first, then this one
+    link_.set_journal(nullptr);
+  }
+  auto next = Journal::Open(where / "journal");
+  ASSERT_TRUE(next.ok());
+  std::vector<int64_t> seqs;
+  for (const auto& found : (*next)->TakeFound()) {
+    auto meta = protocol::DecodeBody<protocol::BatchMeta>(
+        protocol::View(found.batch[protocol::kFrameMeta]));
+    ASSERT_TRUE(meta.ok());
+    seqs.push_back(meta->seq.value_or(-1));
+  }
+  EXPECT_EQ(seqs, (std::vector<int64_t>{1, 2, 3})) << "every batch, none lost to the failure";
 }
 
 TEST_F(MonitorLinkTest, ABatchAnEarlierSchedulerLeftLeavesTheJournalOnceAcknowledged) {

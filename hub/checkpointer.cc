@@ -51,10 +51,11 @@ void Checkpointer::Attach(sqlite3* writer) {
 int Checkpointer::OnCommit(void* self, sqlite3* writer, const char* /*name*/, int pages) {
   auto* c = static_cast<Checkpointer*>(self);
   if (pages < c->pages_) return SQLITE_OK;
-  // Far past the limit: the thread's checkpoints cannot catch up with the
-  // commits (a slow disk), and the log only grows until one copies all of
-  // it between two of them. The writer checkpoints itself, as SQLite would.
-  if (pages >= kWriterTakesOverAt * c->pages_) {
+  // Past the limit by a quarter: the thread's checkpoints did not catch up
+  // with the commits (a loaded machine, a slow disk), and the log only
+  // grows until one copies all of it between two of them. The writer
+  // checkpoints itself, as SQLite would.
+  if (4 * int64_t{pages} >= kWriterTakesOverPastQuarters * c->pages_) {
     c->writer_checkpoints_.fetch_add(1);
     sqlite3_wal_checkpoint_v2(writer, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
     return SQLITE_OK;
@@ -85,7 +86,7 @@ void Checkpointer::Run() {
     const int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &logged,
                                              &copied);
     const bool ok = rc == SQLITE_OK && logged >= 0;
-    std::string error = ok ? std::string() : rc != SQLITE_OK ? sqlite3_errmsg(db_) : "not in WAL mode";
+    const std::string error = rc != SQLITE_OK ? sqlite3_errmsg(db_) : "not in WAL mode";
     lock.lock();
     if (ok) {
       if (copied == logged) done_.fetch_add(1);

@@ -32,8 +32,11 @@ namespace ztask::hub {
 
 class Checkpointer {
  public:
-  // The log this many times past the limit: the writer checkpoints itself.
-  static constexpr int64_t kWriterTakesOverAt = 4;
+  // The log a quarter past the limit (the thread did not catch up, and the
+  // log restarts only once a checkpoint has copied all of it between two
+  // commits): the writer checkpoints itself, so that the log stays within
+  // about what it was when SQLite checkpointed in the writer's commits.
+  static constexpr int64_t kWriterTakesOverPastQuarters = 5;
 
   // Opens its own connection to the database at `path` (in WAL mode) and
   // starts its thread; checkpoints once the log holds `pages` pages.
@@ -53,7 +56,7 @@ class Checkpointer {
   // again at the next commit past the limit).
   uint64_t checkpoints() const { return done_.load(); }
   uint64_t failures() const { return failed_.load(); }
-  // Checkpoints the writer ran itself (kWriterTakesOverAt).
+  // Checkpoints the writer ran itself (kWriterTakesOverPastQuarters).
   uint64_t writer_checkpoints() const { return writer_checkpoints_.load(); }
   // Once when checkpoints begin to fail, what SQLite said; then nothing
   // until one has succeeded and another fails.

@@ -70,20 +70,21 @@ Status StoreFile::Configure(const std::string& path, bool power) {
                             (power ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;") +
                             "PRAGMA cache_size=-65536;";
   if (!Exec(db_, setup.c_str())) return SqlError(db_, "cannot set up the task database " + path);
-  const int64_t page_bytes =
-      std::max<int64_t>(512, Statement(db_, "PRAGMA page_size").ScalarOr(4096));
   const std::string checkpoint =
-      "PRAGMA wal_autocheckpoint=" + std::to_string((32 << 20) / page_bytes) + ";";
+      "PRAGMA wal_autocheckpoint=" + std::to_string(CheckpointPages()) + ";";
   if (!Exec(db_, checkpoint.c_str())) {
     return SqlError(db_, "cannot set up the task database " + path);
   }
   return Status::Ok();
 }
 
+// 32 MiB of the file's pages.
+int64_t StoreFile::CheckpointPages() const {
+  return (32 << 20) / std::max<int64_t>(512, Statement(db_, "PRAGMA page_size").ScalarOr(4096));
+}
+
 Status StoreFile::StartCheckpoints(const std::string& path) {
-  const int64_t page_bytes =
-      std::max<int64_t>(512, Statement(db_, "PRAGMA page_size").ScalarOr(4096));
-  auto checkpointer = Checkpointer::Start(path, (32 << 20) / page_bytes);
+  auto checkpointer = Checkpointer::Start(path, CheckpointPages());
   if (!checkpointer.ok()) return checkpointer.status();
   checkpointer_ = std::move(*checkpointer);
   checkpointer_->Attach(db_);

@@ -93,6 +93,8 @@ class StoreFile final : public RecordSource {
   StoreFile(sqlite3* db, std::function<void(size_t)> progress)
       : db_(db), progress_(std::move(progress)) {}
   Status Configure(const std::string& path, bool power);
+  // The log's pages at which it is checkpointed (32 MiB of them).
+  int64_t CheckpointPages() const;
   Status StartCheckpoints(const std::string& path);
 
   // ---- the layout, and the conversions from earlier ones (store_migration.cc)

@@ -61,11 +61,12 @@ TEST_F(CheckpointerTest, TheLogIsCopiedOnItsOwnThreadAndStaysBounded) {
   auto checkpointer = Checkpointer::Start(path_, 64);
   ASSERT_TRUE(checkpointer.ok()) << checkpointer.status().ToString();
   (*checkpointer)->Attach(writer_);
-  // A writer that commits 40 pages at a time, 30 times, and whose next
-  // commit comes once the thread is done with the last checkpoint due.
+  // A writer that commits 35 pages at a time, 30 times (two commits take
+  // the log past the limit, not a quarter past it), and whose next commit
+  // comes once the thread is done with the last checkpoint due.
   for (int i = 0; i < 30; ++i) {
     const uint64_t before = (*checkpointer)->checkpoints();
-    Commit(40);
+    Commit(35);
     if (i % 2 == 1) {
       ASSERT_TRUE(Eventually([&] { return (*checkpointer)->checkpoints() > before; })) << i;
     }
@@ -73,20 +74,20 @@ TEST_F(CheckpointerTest, TheLogIsCopiedOnItsOwnThreadAndStaysBounded) {
   EXPECT_GE((*checkpointer)->checkpoints(), 15u);
   EXPECT_EQ((*checkpointer)->writer_checkpoints(), 0u) << "the writer never checkpointed";
   EXPECT_EQ((*checkpointer)->failures(), 0u);
-  // 1,200 pages written; the log restarts from its beginning after each
+  // 1,050 pages written; the log restarts from its beginning after each
   // checkpoint: it never held more than two commits' pages past the limit.
   EXPECT_LT(LogBytes(), (64 + 2 * 40 + 8) * 4096) << LogBytes();
   checkpointer->reset();
   sqlite3_stmt* count = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(writer_, "SELECT count(*) FROM t", -1, &count, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(count), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(count, 0), 1200);
+  EXPECT_EQ(sqlite3_column_int(count, 0), 1050);
   sqlite3_finalize(count);
 }
 
 TEST_F(CheckpointerTest, AWriterFarPastTheLimitCheckpointsItself) {
   // A reader that holds its snapshot keeps every checkpoint from copying
-  // the log whole, so the thread never catches up; past four times the
+  // the log whole, so the thread never catches up; a quarter past the
   // limit the writer's own commits checkpoint, as SQLite's default does.
   auto checkpointer = Checkpointer::Start(path_, 16);
   ASSERT_TRUE(checkpointer.ok()) << checkpointer.status().ToString();
@@ -96,8 +97,16 @@ TEST_F(CheckpointerTest, AWriterFarPastTheLimitCheckpointsItself) {
   Commit(8);
   ASSERT_EQ(sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM t;", nullptr, nullptr, nullptr),
             SQLITE_OK);
-  for (int i = 0; i < 10; ++i) Commit(10);
+  // A row a commit, until the writer checkpoints: the log then holds a
+  // quarter more than the limit (20 pages), give or take a commit's.
+  int64_t frames = 0;
+  for (int i = 0; i < 200 && (*checkpointer)->writer_checkpoints() == 0; ++i) {
+    Commit(1);
+    frames = (LogBytes() - 32) / (4096 + 24);  // the log's header, then frames
+  }
   EXPECT_GT((*checkpointer)->writer_checkpoints(), 0u);
+  EXPECT_GE(frames, 20);
+  EXPECT_LE(frames, 24);
   EXPECT_EQ((*checkpointer)->checkpoints(), 0u) << "none copied the whole log";
   sqlite3_exec(reader, "COMMIT", nullptr, nullptr, nullptr);
   sqlite3_close(reader);
@@ -109,11 +118,15 @@ TEST(StoreFileCheckpoints, TheHubsFileIsCheckpointedOffItsWriter) {
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   RecordBook book(100, file->get());
   ASSERT_TRUE((*file)->Load(&book, 100).ok());
-  // 40 MiB of requests: past the 32 MiB at which the log is checkpointed.
+  // Flushes of 512 requests of 4 KiB, as the hub's loop writes them, until
+  // the log passes the 32 MiB at which it is checkpointed (its file only
+  // grows until the first checkpoint); then, as the hub's next flush comes
+  // 50 ms later, two more once the thread has copied the log.
   const std::string body(4096, 'x');
+  const auto log = dir.path() / "tasks.db-wal";
   uint64_t n = 0;
-  for (int flush = 0; flush < 10; ++flush) {
-    for (int i = 0; i < 1024; ++i, ++n) {
+  auto flush = [&] {
+    for (int i = 0; i < 512; ++i, ++n) {
       const protocol::Header request{TaskId{7, n}, protocol::MsgType::kTaskRequest, "client-1",
                                      1'000'000 + static_cast<int64_t>(n)};
       book.Submitted(request, {}, protocol::TaskSpec{}, {"header", body});
@@ -121,9 +134,16 @@ TEST(StoreFileCheckpoints, TheHubsFileIsCheckpointedOffItsWriter) {
     auto added = (*file)->Write(book);
     ASSERT_TRUE(added.ok()) << added.status().ToString();
     book.Committed(*added);
+  };
+  while (std::filesystem::file_size(log) < (uint64_t{32} << 20)) {
+    ASSERT_NO_FATAL_FAILURE(flush());
+    ASSERT_LT(n, 100'000u);
   }
   EXPECT_TRUE(Eventually([&] { return (*file)->checkpointer().checkpoints() > 0; }));
+  ASSERT_NO_FATAL_FAILURE(flush());
+  ASSERT_NO_FATAL_FAILURE(flush());
   EXPECT_EQ((*file)->checkpointer().writer_checkpoints(), 0u);
+  EXPECT_LT(std::filesystem::file_size(log), uint64_t{40} << 20) << "the log restarted";
 }
 
 }  // namespace

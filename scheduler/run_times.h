@@ -19,8 +19,8 @@
 // an engine whose replies do not say counts one a task. Only tasks that
 // succeeded are measured (a failure may end early). A pack is open only to
 // tasks that come together, in the turn that began it (SchedulerCore::
-// EndTurn): later tasks weigh it by its packs like any engine's, so a task
-// that comes alone goes to an idle engine, not behind a long one.
+// EndTurn): later tasks count it as a whole pack however little it holds,
+// so a task that comes alone goes to an idle engine, not behind a long one.
 //
 // Timings only: no tasks, no bookings, no clock. Thread safety: owned by
 // the core's thread.

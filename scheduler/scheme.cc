@@ -20,7 +20,9 @@ bool LessLoaded(const EngineView& a, const EngineView& b) {
 // Fewest outstanding tasks, counted in packs (run_times.h: tasks measured
 // far shorter than a message share one unit; most count one each); a pack
 // open for tasks that came together is filled first; ties to the least
-// recently used.
+// recently used. A closed pack counts whole however little it holds: a
+// task that comes later goes to an idle engine, not behind one whose task
+// may have run far longer than the measure.
 class LeastLoad final : public Scheme {
  public:
   void Insert(const EngineView& e) override { set_.insert(Key(e)); }
@@ -35,10 +37,13 @@ class LeastLoad final : public Scheme {
   }
 
  private:
-  // Packs, whether none is open, recency. With packs of 1: the load.
+  // Packs (full ones only while one is open), whether none is open,
+  // recency. With packs of 1: the load.
   using K = std::tuple<uint32_t, bool, int64_t, EngineSlot>;
   static K Key(const EngineView& e) {
-    return {e.load / std::max<uint32_t>(1, e.pack), !e.open, e.stamp, e.slot};
+    const uint32_t pack = std::max<uint32_t>(1, e.pack);
+    const uint32_t packs = e.open ? e.load / pack : (e.load + pack - 1) / pack;
+    return {packs, !e.open, e.stamp, e.slot};
   }
   std::set<K> set_;
 };

@@ -171,6 +171,28 @@ TEST_F(Dispatch, APackIsOpenOnlyToTasksThatComeInTheTurnThatBeganIt) {
   EXPECT_EQ(DispatchesOf(4), (std::vector<int32_t>{3}));
 }
 
+TEST_F(Dispatch, ALoneTaskDoesNotWaitBehindALongOneAmongShortOnes) {
+  Make(0, "leastload");
+  AddEngine(1);
+  AddEngine(2);
+  Submit(TaskSpec(1));
+  Submit(TaskSpec(2));
+  FinishRan(1, 10);
+  FinishRan(2, 10);  // packs of ten on both
+  core().EndTurn();
+  Submit(TaskSpec(3));  // engine 1, the less recently used: a long one
+  ASSERT_EQ(DispatchesOf(3), (std::vector<int32_t>{1}));
+  core().EndTurn();
+  Submit(TaskSpec(4));
+  ASSERT_EQ(DispatchesOf(4), (std::vector<int32_t>{2}));
+  FinishRan(4, 10);
+  core().EndTurn();
+  // Engine 1 is the less recently used, but holds task 3: the next task
+  // that comes alone goes to the idle engine 2.
+  Submit(TaskSpec(5));
+  EXPECT_EQ(DispatchesOf(5), (std::vector<int32_t>{2}));
+}
+
 TEST_F(Dispatch, AnEngineThatDoesNotSayHowLongItsTasksRanCountsOneATask) {
   Make(0, "leastload");
   AddEngine(1);

@@ -47,13 +47,19 @@ TEST(Schemes, LeastLoadCountsLoadInPacksAndFillsAnOpenOneFirst) {
   EXPECT_EQ(s->PickFrom(rest), 2u);
 }
 
-TEST(Schemes, LeastLoadWeighsAClosedPackByItsPacks) {
-  // Slot 0 holds three of a pack of four, closed (they came earlier): no
-  // full pack, as the idle slot 1, which is less recently used.
-  const std::vector<EngineView> pool = {{0, 3, 10, 4, false}, {1, 0, 5, 4, false}};
+TEST(Schemes, LeastLoadWeighsAClosedPackAsAWholeOne) {
+  // Slot 0 holds one task of a pack of four, closed (it came earlier, and
+  // may be long): the idle slot 1 goes first, though used more recently.
+  const std::vector<EngineView> pool = {{0, 1, 5, 4, false}, {1, 0, 10, 4, false}};
   auto s = With("leastload", pool);
   EXPECT_EQ(s->Pick(), 1u);
   EXPECT_EQ(s->PickFrom(pool), 1u);
+  // Slot 2 holds a full pack and one of the next, closed: two, behind a
+  // slot with one full pack.
+  const std::vector<EngineView> busy = {{2, 5, 5, 4, false}, {3, 4, 10, 4, false}};
+  auto t = With("leastload", busy);
+  EXPECT_EQ(t->Pick(), 3u);
+  EXPECT_EQ(t->PickFrom(busy), 3u);
 }
 
 TEST(Schemes, LruPicksLeastRecentWhateverTheLoad) {

@@ -12,6 +12,8 @@
 #ifndef ZTASK_BASE_REACTOR_H_
 #define ZTASK_BASE_REACTOR_H_
 
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -51,7 +53,7 @@ class Reactor {
  private:
   struct Watched {
     void* socket = nullptr;
-    int fd = -1;
+    int fd = -1;                    // the descriptor, or the socket's (ZMQ_FD)
     std::function<short()> events;  // empty: ZMQ_POLLIN always
     std::function<void(short)> on_ready;
   };
@@ -63,7 +65,11 @@ class Reactor {
   void RunTimers();
 
   std::vector<Watched> watched_;
-  std::vector<zmq::pollitem_t> items_;
+  // A turn's scratch: per watched, the events wanted and ready; the
+  // descriptors polled, and the watched each stands for.
+  std::vector<short> wanted_, ready_;
+  std::vector<pollfd> pollfds_;
+  std::vector<size_t> polled_;
   std::vector<Timer> timers_;
 };
 

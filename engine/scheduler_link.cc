@@ -65,9 +65,10 @@ void SchedulerLink::KillTasks() {
 void SchedulerLink::Main() {
   Woken woken;
   base::Reactor reactor;
-  // Tasks (TakeTasks), a reconnection (watch_) and the replies (Look) are
-  // looked at after every turn: these only end the wait.
-  reactor.Add(scheduler_, [] {});
+  // Tasks (TakeTasks) and a reconnection (watch_) are read after a turn
+  // in which their socket had something (each look at an empty socket
+  // costs system calls); the replies (Look) after every turn.
+  reactor.Add(scheduler_, [&] { woken.tasks = true; });
   reactor.Add(wake_, [&] {
     woken.any = true;
     zmq::message_t word;
@@ -75,19 +76,19 @@ void SchedulerLink::Main() {
       woken.ready_again = woken.ready_again || protocol::View(word) == kReady;
     }
   });
-  reactor.Add(watch_->socket(), [] {});
+  reactor.Add(watch_->socket(), [&] { woken.watch = true; });
   reactor.Add(pool_->fd(), [] {});
   while (!stop_.load()) {
     const int64_t wait_us = Look();
     woken = {};
     if (!reactor.Turn(std::chrono::microseconds(wait_us)).ok()) break;
     if (woken.any && stop_.load()) break;  // the loop says stop
-    if (watch_->Reconnected()) {
+    if (woken.watch && watch_->Reconnected()) {
       Resume(/*resend_replies=*/true);
     } else if (woken.ready_again) {
       Resume(/*resend_replies=*/false);
     }
-    TakeTasks();
+    if (woken.tasks) TakeTasks();
   }
   FlushReplies();
 }

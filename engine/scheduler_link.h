@@ -75,8 +75,10 @@ class SchedulerLink {
   void KillTasks();
 
  private:
+  // What a turn of the worker's loop found: the loop's word (any: stop, or
+  // ready_again), tasks from the scheduler, news of the connection.
   struct Woken {
-    bool any = false, ready_again = false;
+    bool any = false, ready_again = false, tasks = false, watch = false;
   };
   void Main();
   int64_t Look();

@@ -25,13 +25,15 @@ Status Poll(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds time
   return Status::Ok();
 }
 
-// What a ZeroMQ socket has now (ZMQ_POLLIN, ZMQ_POLLOUT); an interrupted
-// look has nothing.
+// What a ZeroMQ socket has now (ZMQ_POLLIN, ZMQ_POLLOUT), or kInterrupted:
+// a signal cut the look short, which may have taken the socket's news out
+// of its descriptor all the same.
+constexpr short kInterrupted = -1;
 Result<short> Events(void* socket) {
   int events = 0;
   size_t size = sizeof events;
   if (zmq_getsockopt(socket, ZMQ_EVENTS, &events, &size) != 0) {
-    if (zmq_errno() == EINTR) return short{0};
+    if (zmq_errno() == EINTR) return kInterrupted;
     return Status::Internal(std::string("poll failed: ") + zmq_strerror(zmq_errno()));
   }
   return static_cast<short>(events & (ZMQ_POLLIN | ZMQ_POLLOUT));
@@ -117,6 +119,10 @@ Status Reactor::Turn(std::chrono::microseconds max_wait) {
     if (w.socket) {
       auto events = Events(w.socket);
       if (!events.ok()) return events.status();
+      if (*events == kInterrupted) {
+        any = true;  // a turn with nothing ready, as zmq_poll's: the next one looks again
+        continue;
+      }
       ready_[i] = static_cast<short>(*events & want);
       any = any || ready_[i] != 0;
       pollfds_.push_back({w.fd, POLLIN, 0});
@@ -142,7 +148,7 @@ Status Reactor::Turn(std::chrono::microseconds max_wait) {
       } else if (ready_[i] == 0) {
         auto events = Events(w.socket);
         if (!events.ok()) return events.status();
-        ready_[i] = static_cast<short>(*events & wanted_[i]);
+        if (*events != kInterrupted) ready_[i] = static_cast<short>(*events & wanted_[i]);
       }
     }
   }

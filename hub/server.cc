@@ -39,9 +39,10 @@ constexpr int64_t kFlushEveryUs = 50'000;
 // pools are answered at once.
 constexpr size_t kPaceEngineReadsFrom = 1000;
 constexpr int64_t kPaceEngineReadsUs = 10'000;
-// Retention deletes up to StoreOptions::drop_per_turn rows this often:
-// 20,000 every 200 ms is 100,000 rows a second, more than the intake
-// records, in transactions of a few milliseconds.
+// Retention deletes up to StoreOptions::drop_per_turn rows this often
+// (20,000 every 200 ms: 100,000 rows a second, in transactions of a few
+// milliseconds), and at every tick while a turn finds more past the bound
+// than it may take: an intake faster than that is still held to it.
 constexpr int64_t kRetainEveryUs = 200'000;
 // Messages queued for one subscriber of the notifier or event stream (about
 // 300 bytes each).
@@ -271,6 +272,7 @@ void HubServer::Impl::Retain() {
   if (!store_->retains() || now < next_retain_us_) return;
   next_retain_us_ = now + kRetainEveryUs;
   auto dropped = store_->DropFinished(base::WallMicros());
+  if (dropped.ok() && *dropped >= store_->drop_per_turn()) next_retain_us_ = now;  // behind
   if (!dropped.ok()) {
     if (!retain_failing_) spdlog::error("retention: {}", dropped.status().message());
     retain_failing_ = true;

@@ -144,6 +144,8 @@ class TaskStore {
   // without a bound, or while changes wait to be written (a failed flush).
   // A dropped record is unknown to every query afterwards.
   Result<size_t> DropFinished(int64_t now_us);
+  // The most rows one DropFinished deletes.
+  size_t drop_per_turn() const { return options_.drop_per_turn; }
   // Rows the next flush writes or deletes.
   size_t unflushed() const { return book_.unflushed(); }
   bool durable() const { return file_ != nullptr; }

@@ -272,7 +272,6 @@ void HubServer::Impl::Retain() {
   if (!store_->retains() || now < next_retain_us_) return;
   next_retain_us_ = now + kRetainEveryUs;
   auto dropped = store_->DropFinished(base::WallMicros());
-  if (dropped.ok() && *dropped >= store_->drop_per_turn()) next_retain_us_ = now;  // behind
   if (!dropped.ok()) {
     if (!retain_failing_) spdlog::error("retention: {}", dropped.status().message());
     retain_failing_ = true;
@@ -280,6 +279,7 @@ void HubServer::Impl::Retain() {
   }
   if (retain_failing_) spdlog::info("retention: deleting finished records again");
   retain_failing_ = false;
+  if (*dropped >= store_->drop_per_turn()) next_retain_us_ = now;  // behind: again next tick
   if (*dropped > 0) spdlog::debug("retention: {} finished records deleted", *dropped);
 }
 

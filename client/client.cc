@@ -118,8 +118,8 @@ Result<std::vector<TaskInfo>> Client::FetchAll() {
 }
 Result<AbortResult> Client::Abort(const std::vector<TaskId>& ids) { return impl_->Abort(ids); }
 Result<QueueStatus> Client::Queue() { return impl_->Queue(); }
-Result<ClusterStats> Client::Stats(std::optional<int64_t> feed_after, int32_t limit) {
-  return impl_->Stats(feed_after, limit);
+Result<ClusterStats> Client::Stats(std::optional<int64_t> feed_after, int32_t limit, bool sample) {
+  return impl_->Stats(feed_after, limit, sample);
 }
 Result<std::vector<EngineStatus>> Client::Engines() { return impl_->Engines(); }
 Status Client::Shutdown() { return impl_->Shutdown(); }

@@ -78,7 +78,7 @@ class Client::Impl {
   Result<std::vector<JobInfo>> Jobs(const std::string& name);
   Result<AbortResult> Abort(const std::vector<TaskId>& ids);
   Result<QueueStatus> Queue();
-  Result<ClusterStats> Stats(std::optional<int64_t> feed_after, int32_t limit);
+  Result<ClusterStats> Stats(std::optional<int64_t> feed_after, int32_t limit, bool sample);
   Result<std::vector<EngineStatus>> Engines();
   Status WaitForEngines(int n, double timeout_s);
   Result<int64_t> Purge(const std::vector<TaskId>& ids, bool all);

@@ -190,9 +190,11 @@ ClusterStats StatsOf(const protocol::Bodies<MsgType::kStatsReply>::Content& repl
 
 }  // namespace
 
-Result<ClusterStats> Client::Impl::Stats(std::optional<int64_t> feed_after, int32_t limit) {
+Result<ClusterStats> Client::Impl::Stats(std::optional<int64_t> feed_after, int32_t limit,
+                                         bool sample) {
   auto reply = waiter_.Ask<MsgType::kStatsRequest, MsgType::kStatsReply>(
-      hub_peer_, protocol::StatsRequest{feed_after, limit});
+      hub_peer_,
+      protocol::StatsRequest{feed_after, limit, sample ? std::optional(true) : std::nullopt});
   if (!reply.ok()) return reply.status();
   return StatsOf(*reply);
 }

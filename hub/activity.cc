@@ -82,11 +82,39 @@ void Activity::Fill(const protocol::StatsRequest& request, int64_t now_us,
   const int64_t after = std::clamp<int64_t>(*request.after, 0, feed_end_);
   const int64_t first_kept = feed_end_ - static_cast<int64_t>(feed_.size()) + 1;
   const int64_t limit = std::clamp<int64_t>(request.limit.value_or(1000), 0, kMaxPage);
-  const int64_t from = std::max({after + 1, first_kept, feed_end_ - limit + 1});
-  reply->missed = from - (after + 1);
-  for (int64_t pos = from; pos <= feed_end_; ++pos) {
-    reply->finished.push_back(feed_[static_cast<size_t>(pos - first_kept)]);
+  const int64_t start = std::max(after + 1, first_kept);
+  const auto at = [&](int64_t pos) -> const protocol::FeedEntry& {
+    return feed_[static_cast<size_t>(pos - first_kept)];
+  };
+  if (request.sample.value_or(false) && feed_end_ - start + 1 > limit) {
+    Sample(start, limit, at, &reply->finished);
+  } else {
+    for (int64_t pos = std::max(start, feed_end_ - limit + 1); pos <= feed_end_; ++pos) {
+      reply->finished.push_back(at(pos));
+    }
   }
+  reply->missed = feed_end_ - after - static_cast<int64_t>(reply->finished.size());
+}
+
+template <class At>
+void Activity::Sample(int64_t start, int64_t limit, const At& at,
+                      std::vector<protocol::FeedEntry>* out) const {
+  const int64_t n = feed_end_ - start + 1;
+  std::vector<int64_t> failures;
+  for (int64_t pos = start; pos <= feed_end_ && static_cast<int64_t>(failures.size()) < limit;
+       ++pos) {
+    if (!at(pos).ok) failures.push_back(pos);
+  }
+  // The rest evenly spaced over the range, its newest last; a pick that
+  // lands on a failure is that failure, already taken.
+  const int64_t left = limit - static_cast<int64_t>(failures.size());
+  auto failure = failures.begin();
+  for (int64_t k = 0; k < left; ++k) {
+    const int64_t pick = start + (k + 1) * n / left - 1;
+    for (; failure != failures.end() && *failure <= pick; ++failure) out->push_back(at(*failure));
+    if (at(pick).ok) out->push_back(at(pick));
+  }
+  for (; failure != failures.end(); ++failure) out->push_back(at(*failure));
 }
 
 }  // namespace ztask::hub

@@ -3,8 +3,9 @@
 // durations, the task each engine runs, and a feed of the latest finished
 // tasks that a reader follows by position. Each change costs a few
 // operations; a reader's question costs what it is answered, at most
-// kMaxPage entries, so however often dashboards ask, the hub's work per task
-// stays the same.
+// kMaxPage entries (and, for a sample, a look at each entry it covers for
+// failures), so however often dashboards ask, the hub's work per task stays
+// the same.
 //
 // Thread safety: owned by the hub's loop thread.
 #ifndef ZTASK_HUB_ACTIVITY_H_
@@ -59,6 +60,11 @@ class Activity {
   double duration_sum_ = 0;
   std::optional<protocol::SchedulerStats> scheduler_;
   int64_t scheduler_at_us_ = 0;
+  // Into `out`, at most `limit` of the feed from `start` on, in its order:
+  // every failure (up to `limit`), then the rest evenly spaced.
+  template <class At>
+  void Sample(int64_t start, int64_t limit, const At& at,
+              std::vector<protocol::FeedEntry>* out) const;
   std::deque<protocol::FeedEntry> feed_;  // positions feed_end_ - size + 1 .. feed_end_
   int64_t feed_end_ = 0;
   std::unordered_map<int32_t, TaskId> current_;

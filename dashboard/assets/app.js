@@ -282,7 +282,7 @@ function renderStream() {
     const b = el('b');
     b.style.background = c;
     return el('span', {}, b, p);
-  }), ...(state.counts.missed ? [el('span', { class: 'hint' }, fmt(state.counts.missed) + ' tasks finished too fast to be drawn')] : []),
+  }), ...(state.counts.missed ? [el('span', { class: 'hint' }, fmt(state.counts.missed) + ' finished tasks not kept by taskdash (past 2,000 a second it keeps a sample, every failure first)')] : []),
   ...(state.streamSkipped ? [el('span', { class: 'hint' }, 'a sample is drawn, failures first: ' + fmt(state.streamSkipped) + ' other finished tasks left out')] : []));
 }
 

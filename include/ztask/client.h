@@ -153,7 +153,8 @@ struct ClusterStats {
   std::optional<Scheduler> scheduler;  // none yet, or no scheduler
   // The hub's feed of finished tasks: the position of its newest entry,
   // those asked for (oldest first), and how many of those after the
-  // position asked were left out (too old, or beyond the limit).
+  // position asked were left out (too old, beyond the limit, or not in the
+  // sample).
   struct Finished {
     TaskId id;
     std::optional<int32_t> engine_id;
@@ -292,9 +293,11 @@ class Client {
   Result<QueueStatus> Queue();
   // Counts, durations and the scheduler's own counts; with `feed_after`,
   // also the newest `limit` (at most 20,000) tasks finished after that
-  // position of the hub's feed (0: from its start).
-  Result<ClusterStats> Stats(std::optional<int64_t> feed_after = std::nullopt,
-                             int32_t limit = 1000);
+  // position of the hub's feed (0: from its start); with `sample`, when
+  // more than `limit` finished after it, a sample of them: every failure
+  // first, the rest evenly spaced (`missed` counts the others).
+  Result<ClusterStats> Stats(std::optional<int64_t> feed_after = std::nullopt, int32_t limit = 1000,
+                             bool sample = false);
   Result<std::vector<EngineStatus>> Engines();
   // Blocks until at least n engines are registered and running.
   Status WaitForEngines(int n, double timeout_s);

@@ -108,7 +108,7 @@ template <> inline RecoverReply Sample<RecoverReply>() {
   reply.done = true;
   return reply;
 }
-template <> inline StatsRequest Sample<StatsRequest>() { return {12, 500}; }
+template <> inline StatsRequest Sample<StatsRequest>() { return {12, 500, true}; }
 template <> inline SchedulerStats Sample<SchedulerStats>() {
   return {"leastload", -1, 3, 10, 5, 4, 2, 1, std::vector<EngineHwm>{{0, 64}, {1, 1}}};
 }

@@ -96,6 +96,19 @@ def browser_on(url):
     return driver, service.process.pid
 
 
+def settle(root, deadline_s=30.0, window_s=0.5, busy=0.05):
+    """Waits until the browser has done loading the page: a window in which
+    its processes used under `busy` of a core (an open page's own pace)."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        pids = tree(root)
+        before = sum(cpu_seconds(p) for p in pids)
+        time.sleep(window_s)
+        if sum(cpu_seconds(p) for p in pids) - before < busy * window_s:
+            return
+    raise RuntimeError("the dashboard page did not settle within %.0f s" % deadline_s)
+
+
 def one_run(args, with_dashboard, shot):
     profile = tempfile.mkdtemp(prefix="ztask-dash-bench-")
     driver = None
@@ -105,6 +118,7 @@ def one_run(args, with_dashboard, shot):
         watched = {"hub": [hub]}
         if with_dashboard:
             driver, driver_pid = browser_on(url)
+            settle(driver_pid)  # what is measured is an open page, not one loading
             watched["taskdash"] = [child(cluster, "taskdash")]
             watched["browser"] = sorted(tree(driver_pid))
         before = {k: sum(cpu_seconds(p) for p in pids) for k, pids in watched.items()}

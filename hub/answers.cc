@@ -27,8 +27,8 @@ protocol::RecoverReply Recover(const TaskStore& store, const protocol::RecoverRe
   for (; taken < ids.size() && reply.tasks.size() < limit && bytes < kPageBytes; ++taken) {
     protocol::TaskRecord scratch;  // unfinished records are all in memory
     const protocol::TaskRecord& r = *store.Find(ids[taken], &scratch);
-    const auto* frames = store.RequestOf(r.id);
-    if (!frames) {
+    const KeptRequest* request = store.RequestOf(r.id);
+    if (!request) {
       without_request->push_back(r.id);
       continue;
     }
@@ -40,8 +40,8 @@ protocol::RecoverReply Recover(const TaskStore& store, const protocol::RecoverRe
         reply.finished.push_back({dep, d->state == TaskState::kOk, d->engine_id});
       }
     }
-    for (const auto& f : *frames) bytes += f.size();
-    reply.tasks.push_back({r.id, r.client, r.state, r.engine_id, r.attempts, *frames});
+    bytes += request->stored().size();
+    reply.tasks.push_back({r.id, r.client, r.state, r.engine_id, r.attempts, request->frames()});
   }
   reply.done = taken == ids.size();
   return reply;

@@ -183,7 +183,7 @@ void HubCore::Flushed(const Status& status, HubActions* out) {
 void HubCore::Submitted(const protocol::Header& request,
                         const Result<protocol::RoutingMeta>& meta,
                         const Result<protocol::TaskSpec>& spec,
-                        std::vector<std::string> request_frames, HubActions* out) {
+                        KeptRequest request_frames, HubActions* out) {
   const TaskId& id = request.id;
   if (!meta.ok() || !spec.ok()) {
     Log(LogLine::Level::kWarning,

@@ -110,7 +110,7 @@ class HubCore {
   // A task whose metadata or body cannot be read is recorded all the same
   // (without them): every task accepted has a record.
   void Submitted(const protocol::Header& request, const Result<protocol::RoutingMeta>& meta,
-                 const Result<protocol::TaskSpec>& spec, std::vector<std::string> request_frames,
+                 const Result<protocol::TaskSpec>& spec, KeptRequest request_frames,
                  HubActions* out);
   void Assigned(const TaskId& id, const protocol::Assignment& assignment, HubActions* out);
   // An outcome whose result cannot be read is recorded as the task's

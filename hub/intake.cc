@@ -85,10 +85,7 @@ void HubServer::Impl::OnMonitorMessage(std::string_view peer, const protocol::He
   actions_.Clear();
   switch (header.type) {
     case MsgType::kTaskSubmitted: {
-      std::vector<std::string> request;
-      for (size_t i = protocol::kFrameParent; i < views.size(); ++i) {
-        request.emplace_back(views[i]);
-      }
+      KeptRequest request(std::span<const std::string_view>(views).subspan(protocol::kFrameParent));
       core_.Submitted(**parent, protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]),
                       protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]),
                       std::move(request), &actions_);

@@ -7,6 +7,8 @@
 #include <cassert>
 #include <cstdlib>
 
+#include "protocol/codec.h"
+
 namespace ztask::hub {
 namespace {
 
@@ -14,9 +16,23 @@ bool Finished(const protocol::TaskRecord& r) { return IsFinal(r.state); }
 
 }  // namespace
 
+KeptRequest::KeptRequest(std::span<const std::string_view> frames)
+    : stored_(protocol::EncodeFrameList(frames)) {}
+
+std::optional<KeptRequest> KeptRequest::FromStored(std::string_view bytes) {
+  if (bytes.empty()) return KeptRequest();
+  if (!protocol::DecodeBody<protocol::FrameList>(bytes).ok()) return std::nullopt;
+  return KeptRequest(Stored{}, std::string(bytes));
+}
+
+std::vector<std::string> KeptRequest::frames() const {
+  if (stored_.empty()) return {};
+  auto list = protocol::DecodeBody<protocol::FrameList>(stored_);
+  return list.ok() ? std::move(list->frames) : std::vector<std::string>{};
+}
+
 bool RecordBook::Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
-                           const protocol::TaskSpec& spec,
-                           std::vector<std::string> request_frames) {
+                           const protocol::TaskSpec& spec, KeptRequest request_frames) {
   bool made;
   Entry& e = EntryOf(request.id, &made);
   if (!made && Finished(e.record)) return false;
@@ -67,8 +83,7 @@ std::string RecordBook::NewJobName() {
 
 void RecordBook::DropRequest(Entry& e) {
   if (!e.has_request) return;
-  e.request.clear();
-  e.request.shrink_to_fit();
+  e.request.Release();
   e.has_request = false;
   e.request_changed = true;
 }
@@ -298,7 +313,7 @@ const RecordBook::Entry* RecordBook::FindEntry(const TaskId& id) const {
   return slot ? slot->get() : nullptr;
 }
 
-const std::vector<std::string>* RecordBook::RequestOf(const TaskId& id) const {
+const KeptRequest* RecordBook::RequestOf(const TaskId& id) const {
   const Entry* e = FindEntry(id);
   return e && e->has_request ? &e->request : nullptr;
 }
@@ -338,7 +353,7 @@ void RecordBook::RestoreJob(protocol::JobSummary job) {
 }
 
 void RecordBook::RestoreUnfinished(protocol::TaskRecord record, int64_t row,
-                                   std::optional<std::vector<std::string>> request) {
+                                   std::optional<KeptRequest> request) {
   bool made;
   Entry& e = EntryOf(record.id, &made);
   e.row = row;

@@ -20,11 +20,14 @@
 
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -32,6 +35,29 @@
 #include "protocol/messages.h"
 
 namespace ztask::hub {
+
+// A task's request as the book keeps it until the task is final: its frames
+// encoded once, when they come, as the file stores them (a FrameList body),
+// so that a write copies them no more, and only a restarted scheduler's
+// recovery reads them back.
+class KeptRequest {
+ public:
+  KeptRequest() = default;  // no frames (stored as no bytes)
+  explicit KeptRequest(std::span<const std::string_view> frames);
+  KeptRequest(std::initializer_list<std::string_view> frames)
+      : KeptRequest(std::span<const std::string_view>(frames.begin(), frames.size())) {}
+  // Bytes read back from the file; nullopt when they are not a frame list.
+  static std::optional<KeptRequest> FromStored(std::string_view bytes);
+
+  const std::string& stored() const { return stored_; }
+  std::vector<std::string> frames() const;
+  void Release() { std::string().swap(stored_); }
+
+ private:
+  struct Stored {};
+  KeptRequest(Stored, std::string bytes) : stored_(std::move(bytes)) {}
+  std::string stored_;
+};
 
 // Where records let go of are read back from (the SQLite file).
 class RecordSource {
@@ -47,8 +73,8 @@ class RecordBook {
   // Everything kept of one task, found with one lookup.
   struct Entry {
     protocol::TaskRecord record;
-    std::vector<std::string> request;  // while unfinished (has_request)
-    int64_t row = 0;                   // its row in the file; 0: not written yet
+    KeptRequest request;  // while unfinished (has_request)
+    int64_t row = 0;      // its row in the file; 0: not written yet
     bool has_request = false;
     bool dirty = false;            // changed since the last write (in dirty())
     bool request_changed = false;  // its request kept or dropped since then
@@ -74,14 +100,14 @@ class RecordBook {
   // `request_frames` is the task's frames after the signature, without the
   // parent.
   bool Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
-                 const protocol::TaskSpec& spec, std::vector<std::string> request_frames);
+                 const protocol::TaskSpec& spec, KeptRequest request_frames);
   bool Assigned(const TaskId& id, const protocol::Assignment& assignment);
   bool Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
                const protocol::TaskResult& result, int64_t now_us);
 
   // ---- reading
   // The kept request of an unfinished task, or null.
-  const std::vector<std::string>* RequestOf(const TaskId& id) const;
+  const KeptRequest* RequestOf(const TaskId& id) const;
   // The record of `id`: in memory, or read from the source into *scratch;
   // null when there is none.
   const protocol::TaskRecord* Find(const TaskId& id, protocol::TaskRecord* scratch) const;
@@ -165,7 +191,7 @@ class RecordBook {
   void RestoreJob(protocol::JobSummary job);
   // An unfinished record, with its request when it has one.
   void RestoreUnfinished(protocol::TaskRecord record, int64_t row,
-                         std::optional<std::vector<std::string>> request);
+                         std::optional<KeptRequest> request);
   // A finished record; they come newest first.
   void RestoreFinished(protocol::TaskRecord record, int64_t row);
   // Every row was read: `evicted` when some finished ones were left in the

@@ -72,7 +72,7 @@ class TaskStore {
   // Each returns false when the record was already final: nothing changed.
   // `request` is the task's frames after the signature, without the parent.
   bool Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
-                 const protocol::TaskSpec& spec, std::vector<std::string> request_frames) {
+                 const protocol::TaskSpec& spec, KeptRequest request_frames) {
     return book_.Submitted(request, meta, spec, std::move(request_frames));
   }
   bool Assigned(const TaskId& id, const protocol::Assignment& assignment) {
@@ -84,7 +84,7 @@ class TaskStore {
   }
 
   // The kept request of an unfinished task, or null.
-  const std::vector<std::string>* RequestOf(const TaskId& id) const {
+  const KeptRequest* RequestOf(const TaskId& id) const {
     return book_.RequestOf(id);
   }
 

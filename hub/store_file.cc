@@ -169,12 +169,9 @@ Status StoreFile::LoadUnfinished(RecordBook* book) {
   while (sqlite3_step(select.get()) == SQLITE_ROW) {
     auto record = protocol::DecodeStored<protocol::TaskRecord>(Column(select.get(), 1));
     if (!record.ok()) continue;
-    std::optional<std::vector<std::string>> request;
+    std::optional<KeptRequest> request;
     if (sqlite3_column_type(select.get(), 2) != SQLITE_NULL) {
-      if (auto stored = protocol::DecodeBody<protocol::FrameList>(Column(select.get(), 2));
-          stored.ok()) {
-        request = std::move(stored->frames);
-      }
+      request = KeptRequest::FromStored(Column(select.get(), 2));
     }
     book->RestoreUnfinished(std::move(*record), sqlite3_column_int64(select.get(), 0),
                             std::move(request));
@@ -279,7 +276,7 @@ Status StoreFile::WriteRecords(const RecordBook& book, RecordBook::NewRows* adde
   if (!insert.ok() || !update.ok() || !update_both.ok()) {
     return SqlError(db_, "cannot write task records");
   }
-  std::string blob, request;
+  std::string blob;
   for (RecordBook::Entry* dirty : book.dirty()) {
     const RecordBook::Entry& e = *dirty;
     blob = protocol::EncodeStored(e.record);
@@ -287,15 +284,14 @@ Status StoreFile::WriteRecords(const RecordBook& book, RecordBook::NewRows* adde
     bool ran;
     if (e.row == 0) {
       const Key key(e.record.id);  // bound before stepping, while it is on the stack
-      if (e.has_request) request = protocol::EncodeBody(protocol::FrameList{e.request});
-      ran = e.has_request ? insert.Run(key.blob(), Blob{blob}, Blob{request}, done, e.record.job)
+      ran = e.has_request ? insert.Run(key.blob(), Blob{blob}, Blob{e.request.stored()}, done,
+                                       e.record.job)
                           : insert.Run(key.blob(), Blob{blob}, Null{}, done, e.record.job);
       if (ran) added->emplace_back(dirty, sqlite3_last_insert_rowid(db_));
     } else if (!e.request_changed) {  // ?3 is not in the statement
       ran = update.Run(e.row, Blob{blob}, Null{}, done, e.record.job);
     } else if (e.has_request) {
-      request = protocol::EncodeBody(protocol::FrameList{e.request});
-      ran = update_both.Run(e.row, Blob{blob}, Blob{request}, done, e.record.job);
+      ran = update_both.Run(e.row, Blob{blob}, Blob{e.request.stored()}, done, e.record.job);
     } else {
       ran = update_both.Run(e.row, Blob{blob}, Null{}, done, e.record.job);
     }

@@ -74,6 +74,7 @@ class Writer {
   }
   void Write(double v) { packer_.pack_double(v); }
   void Write(const std::string& v) { WriteString(v); }
+  void Write(std::string_view v) { WriteString(v); }
   void Write(const TaskId& id) {
     char bytes[16];
     id.ToBytes(bytes);
@@ -100,6 +101,11 @@ class Writer {
     } else {
       sink_.write(raw.bytes.data(), raw.bytes.size());
     }
+  }
+  template <class T>
+  void Write(std::span<const T> items) {
+    packer_.pack_array(static_cast<uint32_t>(items.size()));
+    for (const auto& item : items) Write(item);
   }
   template <class T>
   void Write(const std::vector<T>& items) {
@@ -894,6 +900,28 @@ std::string EncodeBody(const T& body) {
   StringSink sink{out};
   Writer writer(sink);
   writer.Write(body);
+  return out;
+}
+
+namespace {
+// FrameList's fields, over frames it does not own.
+struct FrameViews {
+  std::span<const std::string_view> frames;
+  template <class S, class V>
+  static void Visit(S& s, V& v) {
+    v("frames", s.frames);
+  }
+};
+}  // namespace
+
+std::string EncodeFrameList(std::span<const std::string_view> frames) {
+  size_t bytes = 16;
+  for (std::string_view f : frames) bytes += f.size() + 5;
+  std::string out;
+  out.reserve(bytes);
+  StringSink sink{out};
+  Writer writer(sink);
+  writer.Write(FrameViews{frames});
   return out;
 }
 

@@ -71,6 +71,8 @@ std::string EncodeParent(const std::optional<Header>& parent);
 // T is any body type named in messages.h's Bodies table.
 template <class T>
 std::string EncodeBody(const T& body);
+// The bytes of EncodeBody(FrameList{frames}), written straight from views.
+std::string EncodeFrameList(std::span<const std::string_view> frames);
 
 // All frames of a message, signed. Buffers are appended untouched.
 template <class Meta, class Content>

@@ -21,8 +21,9 @@ class AnswersTest : public ::testing::Test {
     store_ = std::move(*store);
   }
   void Submit(uint64_t n, protocol::RoutingMeta meta = {}, std::vector<std::string> request = {"r"}) {
+    const std::vector<std::string_view> frames(request.begin(), request.end());
     store_->Submitted({Id(n), protocol::MsgType::kTaskRequest, "c", 1}, meta, {},
-                      std::move(request));
+                      KeptRequest(frames));
   }
   void Finish(uint64_t n, bool ok) {
     protocol::TaskResult result;

@@ -117,7 +117,7 @@ TEST(Store, SqliteKeepsRecordsAcrossReopeningAndPurges) {
   EXPECT_EQ(Find(**reopened, TaskId{7, 1})->state, TaskState::kOk);
   EXPECT_EQ((*reopened)->RequestOf(TaskId{7, 1}), nullptr) << "finished: its request is gone";
   ASSERT_NE((*reopened)->RequestOf(TaskId{7, 2}), nullptr) << "unfinished: kept for a restart";
-  EXPECT_EQ(*(*reopened)->RequestOf(TaskId{7, 2}),
+  EXPECT_EQ((*reopened)->RequestOf(TaskId{7, 2})->frames(),
             (std::vector<std::string>{"header", "meta", "content 2"}));
   EXPECT_EQ((*reopened)->Purge({}, /*all=*/true), 1u) << "only finished records go";
   ASSERT_TRUE((*reopened)->Flush().ok());
@@ -275,7 +275,7 @@ TEST(Store, ARecordPurgedAndMadeAgainIsOneRow) {
   auto reopened = TaskStore::Open(path);
   ASSERT_TRUE(reopened.ok());
   EXPECT_EQ(Find(**reopened, TaskId{7, 2})->state, TaskState::kWaiting);
-  EXPECT_EQ((*(*reopened)->RequestOf(TaskId{7, 2}))[2], "again");
+  EXPECT_EQ((*reopened)->RequestOf(TaskId{7, 2})->frames()[2], "again");
 }
 
 TEST(Store, AFileFromTheFirstLayoutIsCarriedOverWithItsRequests) {
@@ -325,7 +325,7 @@ TEST(Store, AFileFromTheFirstLayoutIsCarriedOverWithItsRequests) {
   EXPECT_EQ((*store)->size(), 2u);
   EXPECT_EQ(Find(**store, TaskId{7, 1})->state, TaskState::kOk);
   ASSERT_NE((*store)->RequestOf(TaskId{7, 2}), nullptr);
-  EXPECT_EQ(*(*store)->RequestOf(TaskId{7, 2}), (std::vector<std::string>{"h", "m", "c 2"}));
+  EXPECT_EQ((*store)->RequestOf(TaskId{7, 2})->frames(), (std::vector<std::string>{"h", "m", "c 2"}));
   store->reset();
   EXPECT_EQ(Query(path, "SELECT name FROM sqlite_master WHERE type = 'table'"),
             (std::vector<std::string>{"tasks", "finished_by_engine", "finished_counts", "jobs"}));

@@ -69,7 +69,7 @@ TEST_F(StoreFileTest, WhatIsWrittenIsLoadedBackWithItsCounts) {
   EXPECT_EQ(book.RequestOf(Id(1)), nullptr);
   EXPECT_EQ(book.RequestOf(Id(3)), nullptr);
   ASSERT_NE(book.RequestOf(Id(2)), nullptr);
-  EXPECT_EQ(*book.RequestOf(Id(2)), (std::vector<std::string>{"header", "content 2"}));
+  EXPECT_EQ(book.RequestOf(Id(2))->frames(), (std::vector<std::string>{"header", "content 2"}));
   EXPECT_EQ(book.ok(), 1);
   EXPECT_EQ(book.failed(), 1);
   EXPECT_EQ(book.by_engine().at(4).finished, 2);

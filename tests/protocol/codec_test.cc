@@ -291,6 +291,22 @@ TEST(Codec, ARawValueReadInPlaceIsTheValueTheGeneralReaderKeeps) {
   EXPECT_GT(read, values.size() * 5);
 }
 
+// The hub keeps a request as its frames encoded from the views they came
+// in: the very bytes a FrameList body has, which is how the file stores it.
+TEST(Codec, AFrameListWrittenFromViewsIsTheFrameListBody) {
+  const std::string big(70000, 'x');  // a 32-bit length
+  const std::vector<std::vector<std::string>> lists = {
+      {}, {""}, {"header", "meta", "content"}, {std::string(31, 'a'), std::string(32, 'b'), big}};
+  for (const auto& frames : lists) {
+    const std::vector<std::string_view> views(frames.begin(), frames.end());
+    const std::string bytes = EncodeFrameList(views);
+    EXPECT_EQ(bytes, EncodeBody(FrameList{frames})) << frames.size() << " frames";
+    auto back = DecodeBody<FrameList>(bytes);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->frames, frames);
+  }
+}
+
 TEST(Signature, AcceptedWithTheRightKey) {
   auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
   EXPECT_TRUE(CheckFrames(kSigner, Limits{}, ViewsOf(frames)).ok());

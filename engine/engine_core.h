@@ -96,7 +96,7 @@ class EngineCore {
   }
   int64_t FlushDueAtUs() const { return ledger_.unsent_since_us() + Ledger::kFlushAfterUs; }
   // The next batch of replies to send (each its frames, header first).
-  std::vector<std::vector<std::string>> TakeUnsent() { return ledger_.TakeUnsent(); }
+  std::vector<Ledger::Frames> TakeUnsent() { return ledger_.TakeUnsent(); }
 
   // ---- state ----
   bool MayStart() const { return !fence_.Fenced(clock_->MonotonicMicros()); }

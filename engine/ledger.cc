@@ -12,12 +12,12 @@ Ledger::Ledger(size_t keep_replies, size_t keep_bytes, size_t batch_replies, siz
       batch_bytes_(batch_bytes) {}
 
 Ledger::Arrival Ledger::Arrive(const TaskId& id, int32_t attempt, int64_t now_us) {
-  if (queued_.count(id)) return Arrival::kDuplicate;
+  if (queued_.contains(id)) return Arrival::kDuplicate;
   if (const Kept* kept = KeptFor(id); kept && kept->attempt >= attempt) {
     Queue(*kept, now_us);
     return Arrival::kAnswered;
   }
-  queued_.insert(id);
+  queued_.emplace(id, 1);
   return Arrival::kQueued;
 }
 
@@ -29,16 +29,17 @@ bool Ledger::MayRun(const std::optional<TaskId>& run_after) const {
 
 void Ledger::Reply(const TaskId& id, int32_t attempt, bool ran_ok, std::vector<std::string> frames,
                    int64_t now_us) {
-  Kept kept{id, attempt, ran_ok, std::move(frames), 0};
-  for (const auto& f : kept.frames) kept.bytes += f.size();
+  Kept kept{id, attempt, ran_ok, std::make_shared<const std::vector<std::string>>(std::move(frames)),
+            0};
+  for (const auto& f : *kept.frames) kept.bytes += f.size();
   Queue(kept, now_us);
   kept_bytes_ += kept.bytes;
   kept_.push_back(std::move(kept));
-  kept_by_id_[kept_.back().id] = &kept_.back();
+  *kept_by_id_.try_emplace(kept_.back().id).first = &kept_.back();
   while (kept_.size() > 1 && (kept_.size() > keep_replies_ || kept_bytes_ > keep_bytes_)) {
     const Kept& oldest = kept_.front();
-    if (auto it = kept_by_id_.find(oldest.id); it != kept_by_id_.end() && it->second == &oldest) {
-      kept_by_id_.erase(it);
+    if (const Kept** latest = kept_by_id_.find(oldest.id); latest && *latest == &oldest) {
+      kept_by_id_.erase(oldest.id);
     }
     kept_bytes_ -= oldest.bytes;
     kept_.pop_front();
@@ -56,8 +57,8 @@ bool Ledger::FlushDue(int64_t now_us) const {
          now_us - unsent_since_us_ >= kFlushAfterUs;
 }
 
-std::vector<std::vector<std::string>> Ledger::TakeUnsent() {
-  std::vector<std::vector<std::string>> batch;
+std::vector<Ledger::Frames> Ledger::TakeUnsent() {
+  std::vector<Frames> batch;
   size_t bytes = 0;
   while (!unsent_.empty() && batch.size() < batch_replies_) {
     auto& [frames, reply_bytes] = unsent_.front();
@@ -71,8 +72,8 @@ std::vector<std::vector<std::string>> Ledger::TakeUnsent() {
 }
 
 const Ledger::Kept* Ledger::KeptFor(const TaskId& id) const {
-  auto it = kept_by_id_.find(id);
-  return it == kept_by_id_.end() ? nullptr : it->second;
+  const Kept* const* kept = kept_by_id_.find(id);
+  return kept ? *kept : nullptr;
 }
 
 void Ledger::Queue(const Kept& kept, int64_t now_us) {

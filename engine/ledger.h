@@ -15,13 +15,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "base/flat_id_map.h"
 #include "protocol/codec.h"
 #include "ztask/task_id.h"
 
@@ -78,9 +78,12 @@ class Ledger {
   bool has_unsent() const { return !unsent_.empty(); }
   // When the oldest waiting reply was given (meaningful while one waits).
   int64_t unsent_since_us() const { return unsent_since_us_; }
+  // A reply's frames, shared by the kept reply and the copies waiting to
+  // go (a reply is not copied to be sent).
+  using Frames = std::shared_ptr<const std::vector<std::string>>;
   // The first batch of the waiting replies, in the order given: at most
   // batch_replies of them and, beyond the first, batch_bytes.
-  std::vector<std::vector<std::string>> TakeUnsent();
+  std::vector<Frames> TakeUnsent();
 
   size_t kept() const { return kept_.size(); }
 
@@ -89,7 +92,7 @@ class Ledger {
     TaskId id;
     int32_t attempt;
     bool ok;
-    std::vector<std::string> frames;
+    Frames frames;
     size_t bytes;
   };
   const Kept* KeptFor(const TaskId& id) const;
@@ -97,13 +100,13 @@ class Ledger {
   void Queue(const Kept& kept, int64_t now_us);
 
   const size_t keep_replies_, keep_bytes_, batch_replies_, batch_bytes_;
-  std::unordered_set<TaskId, TaskIdHash> queued_;
+  FlatIdMap<uint8_t> queued_;  // a set
   std::deque<Kept> kept_;
   // Into kept_ (a deque keeps its elements in place as its ends change):
   // the latest reply of each id.
-  std::unordered_map<TaskId, const Kept*, TaskIdHash> kept_by_id_;
+  FlatIdMap<const Kept*> kept_by_id_;
   size_t kept_bytes_ = 0;
-  std::deque<std::pair<std::vector<std::string>, size_t>> unsent_;  // frames, bytes
+  std::deque<std::pair<Frames, size_t>> unsent_;  // frames, bytes
   size_t unsent_bytes_ = 0;
   int64_t unsent_since_us_ = 0;
 };

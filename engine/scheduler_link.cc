@@ -96,7 +96,7 @@ void SchedulerLink::Main() {
 // Wakes the runners for the tasks that may start, sends the replies that
 // are due, and returns how long to wait (less than 0: for what comes).
 int64_t SchedulerLink::Look() {
-  std::vector<std::vector<std::vector<std::string>>> due;
+  std::vector<std::vector<Ledger::Frames>> due;
   int64_t wait_us = -1;
   if (ready_unsent_) {
     // As after a reconnection: every reply waiting goes before the
@@ -255,7 +255,7 @@ void SchedulerLink::SendReady(std::optional<std::vector<TaskId>> held) {
 // Sends the replies not sent yet, in task_batches within the protocol's
 // limits.
 void SchedulerLink::FlushReplies() {
-  std::vector<std::vector<std::vector<std::string>>> batches;
+  std::vector<std::vector<Ledger::Frames>> batches;
   {
     std::lock_guard<std::mutex> lock(pool_->mutex());
     while (core_.HasUnsent()) batches.push_back(core_.TakeUnsent());
@@ -263,9 +263,12 @@ void SchedulerLink::FlushReplies() {
   for (const auto& batch : batches) SendBatch(batch);
 }
 
-void SchedulerLink::SendBatch(const std::vector<std::vector<std::string>>& replies) {
+void SchedulerLink::SendBatch(const std::vector<Ledger::Frames>& replies) {
   protocol::Header header{TaskId::Random(), MsgType::kTaskBatch, setup_.uuid, base::WallMicros()};
-  const std::vector<std::string> frames = protocol::EncodeBatch(*setup_.signer, header, replies);
+  std::vector<std::span<const std::string>> messages;
+  messages.reserve(replies.size());
+  for (const Ledger::Frames& reply : replies) messages.emplace_back(*reply);
+  const std::vector<std::string> frames = protocol::EncodeBatch(*setup_.signer, header, messages);
   // A full queue (the scheduler reads slower than engines answer) is
   // waited out: a reply is never dropped here. Stopping, it is tried once
   // more and left to the socket's linger.

@@ -94,7 +94,7 @@ class SchedulerLink {
   void SendReady(std::optional<std::vector<TaskId>> held);
   // Sends the replies that wait (all, or only when due).
   void FlushReplies();
-  void SendBatch(const std::vector<std::vector<std::string>>& replies);
+  void SendBatch(const std::vector<Ledger::Frames>& replies);
 
   const RunnerSetup& setup_;
   EngineCore& core_;

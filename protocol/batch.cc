@@ -86,6 +86,13 @@ Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
 std::vector<std::string> EncodeBatch(const Signer& signer, const Header& header,
                                      const std::vector<std::vector<std::string>>& messages,
                                      std::optional<std::vector<DispatchInfo>> dispatch) {
+  const std::vector<std::span<const std::string>> spans(messages.begin(), messages.end());
+  return EncodeBatch(signer, header, spans, std::move(dispatch));
+}
+
+std::vector<std::string> EncodeBatch(const Signer& signer, const Header& header,
+                                     std::span<const std::span<const std::string>> messages,
+                                     std::optional<std::vector<DispatchInfo>> dispatch) {
   std::vector<std::string> frames;
   frames.reserve(kBatchFrames);
   frames.emplace_back(kProtocolSignature);

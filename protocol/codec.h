@@ -115,6 +115,11 @@ void AppendRecord(std::string& records, std::span<const std::string_view> frames
 std::vector<std::string> EncodeBatch(
     const Signer& signer, const Header& header, const std::vector<std::vector<std::string>>& messages,
     std::optional<std::vector<DispatchInfo>> dispatch = std::nullopt);
+// The same, of messages whose frames are held elsewhere.
+std::vector<std::string> EncodeBatch(
+    const Signer& signer, const Header& header,
+    std::span<const std::span<const std::string>> messages,
+    std::optional<std::vector<DispatchInfo>> dispatch = std::nullopt);
 
 // ---- decoding ---------------------------------------------------------------
 

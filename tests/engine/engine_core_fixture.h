@@ -95,7 +95,8 @@ class EngineCoreTest : public ::testing::Test {
   std::vector<SentReply> Sent() {
     std::vector<SentReply> out;
     while (core_->HasUnsent()) {
-      for (const auto& frames : core_->TakeUnsent()) {
+      for (const auto& reply : core_->TakeUnsent()) {
+        const std::vector<std::string>& frames = *reply;
         auto parent = protocol::DecodeParent(frames[1]);
         auto meta = protocol::DecodeBody<protocol::ReplyMeta>(frames[2]);
         EXPECT_TRUE(parent.ok() && *parent && meta.ok());

@@ -26,9 +26,9 @@ uint64_t NumberOf(const std::vector<std::string>& frames) {
   return std::stoull(frames[0].substr(0, frames[0].find('.')));
 }
 
-std::vector<uint64_t> Numbers(const std::vector<std::vector<std::string>>& batch) {
+std::vector<uint64_t> Numbers(const std::vector<Ledger::Frames>& batch) {
   std::vector<uint64_t> out;
-  for (const auto& r : batch) out.push_back(NumberOf(r));
+  for (const auto& r : batch) out.push_back(NumberOf(*r));
   return out;
 }
 
@@ -123,7 +123,7 @@ TEST(Ledger, ABatchStaysWithinTheProtocolsLimitsInOrder) {
     ASSERT_FALSE(batch.empty());
     EXPECT_LE(batch.size(), 4u);
     size_t bytes = 0;
-    for (const auto& r : batch) bytes += r[0].size();
+    for (const auto& r : batch) bytes += (*r)[0].size();
     EXPECT_TRUE(bytes <= 300 || batch.size() == 1) << "over the bytes only alone";
     for (uint64_t n : Numbers(batch)) all.push_back(n);
   }

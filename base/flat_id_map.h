@@ -46,6 +46,16 @@ class FlatIdMap {
     return slot == kNone ? nullptr : &values_[slot];
   }
   bool contains(const TaskId& id) const { return find(id) != nullptr; }
+  // Starts loading the cache line at p. GCC 12 drops a __builtin_prefetch
+  // whose address comes from a hash, as here: on x86 the instruction is
+  // written out.
+  static void PrefetchLine(const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+#else
+    __builtin_prefetch(p);
+#endif
+  }
   // Starts loading the cache lines a lookup of id begins with (its home
   // slot's byte, id and value), so that the lookups of a batch, each a
   // miss in a table past the cache, overlap instead of waiting in turn.
@@ -133,15 +143,6 @@ class FlatIdMap {
   static constexpr uint8_t kEmpty = 0, kFull = 0x80;
   static constexpr size_t kNone = ~size_t{0};
 
-  // GCC 12 drops a __builtin_prefetch whose address comes from a hash, as
-  // here: on x86 the instruction is written out.
-  static void PrefetchLine(const void* p) {
-#if defined(__x86_64__) || defined(__i386__)
-    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
-#else
-    __builtin_prefetch(p);
-#endif
-  }
 
   // Test ids are often sequential: mix every bit into the home slot.
   static uint64_t Mix(const TaskId& id) {

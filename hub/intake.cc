@@ -27,18 +27,36 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
     if (!stats.ok()) return Drop(peer, stats.status());
     return core_.SchedulerStats(*stats);
   }
-  if (header->type != MsgType::kMonitorBatch) return OnMonitorMessage(peer, *header, views);
+  if (header->type != MsgType::kMonitorBatch) {
+    return OnMonitorMessage(peer, *header, views,
+                            protocol::DecodeParent(views[protocol::kFrameParent]));
+  }
   auto meta = protocol::DecodeBody<protocol::BatchMeta>(views[protocol::kFrameMeta]);
   if (!meta.ok()) return Drop(peer, "monitor_batch metadata: " + meta.status().message());
   auto messages = protocol::UnpackBatch(views);
   if (!messages.ok()) return Drop(peer, messages.status());
+  // The records a batch changes are past the cache: each is looked up a
+  // few messages ahead (its slot, then its record), so that the misses
+  // overlap the work on the messages before it.
+  constexpr size_t kAhead = 8;
+  std::vector<Result<std::optional<protocol::Header>>> parents;
+  parents.reserve(messages->size());
   for (const auto& message : *messages) {
+    parents.push_back(protocol::DecodeParent(message[protocol::kFrameParent]));
+  }
+  const auto id_at = [&](size_t i) -> const TaskId* {
+    return i < parents.size() && parents[i].ok() && *parents[i] ? &(*parents[i])->id : nullptr;
+  };
+  for (size_t i = 0; i < messages->size(); ++i) {
+    if (const TaskId* ahead = id_at(i + kAhead)) store_->Prefetch(*ahead);
+    if (const TaskId* ahead = id_at(i + kAhead / 2)) store_->PrefetchRecord(*ahead);
+    const auto& message = (*messages)[i];
     auto inner = protocol::DecodeHeader(message[protocol::kFrameHeader]);
     if (!inner.ok()) {
       Drop(peer, inner.status());
       continue;
     }
-    OnMonitorMessage(peer, *inner, message);
+    OnMonitorMessage(peer, *inner, message, parents[i]);
   }
   if (meta->seq) NoteAck(peer, *meta->seq);
 }
@@ -78,8 +96,8 @@ void HubServer::Impl::Noted(const TaskId& id, bool final) {
 // One task_submitted, task_assigned or task_outcome, alone or from a batch:
 // decoded here, decided by the core.
 void HubServer::Impl::OnMonitorMessage(std::string_view peer, const protocol::Header& header,
-                                       const std::vector<std::string_view>& views) {
-  auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
+                                       const std::vector<std::string_view>& views,
+                                       const Result<std::optional<protocol::Header>>& parent) {
   if (!parent.ok() || !*parent) return Drop(peer, "monitor message without parent");
   const TaskId id = (*parent)->id;
   actions_.Clear();

@@ -265,7 +265,12 @@ void RecordBook::Committed(const NewRows& added) {
 }
 
 void RecordBook::Evict() {
+  // The oldest finished records are cold: each is looked up a few ahead.
+  constexpr size_t kAhead = 8;
   while (finished_order_.size() > keep_finished_) {
+    const size_t leaving = finished_order_.size() - keep_finished_;
+    if (leaving > kAhead) Prefetch(finished_order_[kAhead]);
+    if (leaving > kAhead / 2) PrefetchRecord(finished_order_[kAhead / 2]);
     const TaskId id = finished_order_.front();
     finished_order_.pop_front();
     const Entry* e = FindEntry(id);

@@ -111,6 +111,15 @@ class RecordBook {
   // The record of `id`: in memory, or read from the source into *scratch;
   // null when there is none.
   const protocol::TaskRecord* Find(const TaskId& id, protocol::TaskRecord* scratch) const;
+  // Start loading what a change of `id`'s record reads first: its slot in
+  // the table (Prefetch), then, once that is in, the record itself
+  // (PrefetchRecord). A batch's changes issue them a few messages ahead.
+  void Prefetch(const TaskId& id) const { entries_.prefetch(id); }
+  void PrefetchRecord(const TaskId& id) const {
+    if (const std::unique_ptr<Entry>* slot = entries_.find(id)) {
+      FlatIdMap<std::unique_ptr<Entry>>::PrefetchLine(slot->get());
+    }
+  }
   // Up to `limit` ids after `after` (all with nullopt), of `job` when given,
   // sorted, among the records in memory that the file does not list (every
   // record in memory while none was let go).

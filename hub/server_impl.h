@@ -151,8 +151,10 @@ class HubServer::Impl {
   void Noted(const TaskId& id, bool final);
 
   // One task_submitted, task_assigned or task_outcome, alone or from a batch.
+  // `parent`: the message's parent frame, decoded (DecodeParent).
   void OnMonitorMessage(std::string_view peer, const protocol::Header& header,
-                        const std::vector<std::string_view>& views);
+                        const std::vector<std::string_view>& views,
+                        const Result<std::optional<protocol::Header>>& parent);
 
   // ---- client queries -----------------------------------------------------
 

@@ -90,6 +90,8 @@ class TaskStore {
 
   // The record of `id`: in memory, or read from the file into *scratch;
   // null when there is none.
+  void Prefetch(const TaskId& id) const { book_.Prefetch(id); }
+  void PrefetchRecord(const TaskId& id) const { book_.PrefetchRecord(id); }
   const protocol::TaskRecord* Find(const TaskId& id, protocol::TaskRecord* scratch) const {
     return book_.Find(id, scratch);
   }

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/prefetch.h"
 #include "ztask/task_id.h"
 
 namespace ztask {
@@ -46,16 +47,6 @@ class FlatIdMap {
     return slot == kNone ? nullptr : &values_[slot];
   }
   bool contains(const TaskId& id) const { return find(id) != nullptr; }
-  // Starts loading the cache line at p. GCC 12 drops a __builtin_prefetch
-  // whose address comes from a hash, as here: on x86 the instruction is
-  // written out.
-  static void PrefetchLine(const void* p) {
-#if defined(__x86_64__) || defined(__i386__)
-    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
-#else
-    __builtin_prefetch(p);
-#endif
-  }
   // Starts loading the cache lines a lookup of id begins with (its home
   // slot's byte, id and value), so that the lookups of a batch, each a
   // miss in a table past the cache, overlap instead of waiting in turn.

@@ -27,6 +27,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/prefetch.h"
 #include "ztask/task_id.h"
 
 namespace ztask {
@@ -48,6 +49,10 @@ class IdSlots {
     return at == kNone ? nullptr : &Slot(SlotOf(index_[at])).value;
   }
   bool contains(const TaskId& id) const { return Lookup(id) != kNone; }
+  // Starts loading the index entry a lookup of id begins with.
+  void prefetch(const TaskId& id) const {
+    if (!index_.empty()) PrefetchLine(&index_[Hash(id) & mask_]);
+  }
   // REQUIRES: contains(id).
   T& at(const TaskId& id) {
     T* value = find(id);

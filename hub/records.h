@@ -117,7 +117,7 @@ class RecordBook {
   void Prefetch(const TaskId& id) const { entries_.prefetch(id); }
   void PrefetchRecord(const TaskId& id) const {
     if (const std::unique_ptr<Entry>* slot = entries_.find(id)) {
-      FlatIdMap<std::unique_ptr<Entry>>::PrefetchLine(slot->get());
+      PrefetchLine(slot->get());
     }
   }
   // Up to `limit` ids after `after` (all with nullopt), of `job` when given,

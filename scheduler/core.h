@@ -199,6 +199,11 @@ class SchedulerCore {
   EngineSlot SlotOf(int32_t engine_id) const { return book_.SlotOf(engine_id); }
   // Whether the task finished here (and is still remembered).
   bool HasFinished(const TaskId& id) const { return tracker_.HasFinished(id); }
+  // Starts loading what a task's arrival looks up (a hint).
+  void Prefetch(const TaskId& id) const {
+    tracker_.Prefetch(id);
+    tasks_.prefetch(id);
+  }
   // Whether the task is waiting or running here.
   bool Knows(const TaskId& id) const { return tasks_.contains(id); }
   // The latest attempt of a task waiting or running here, or -1.

@@ -94,6 +94,7 @@ class DependencyTracker {
   // The outcome of a finished task still remembered, or null.
   const Finished* OutcomeOf(const TaskId& id) const { return finished_.find(id); }
   bool HasFinished(const TaskId& id) const { return finished_.contains(id); }
+  void Prefetch(const TaskId& id) const { finished_.prefetch(id); }
   size_t finished_count() const { return finished_.size(); }
   // A task that finished before a restart, as dependents see it.
   void Restore(const TaskId& id, Finished outcome) { finished_.try_emplace(id, outcome); }

@@ -30,7 +30,8 @@ size_t EnginePort::OnMessage(protocol::Frames& frames) {
   }
   if (header->type == MsgType::kTaskBatch) {
     return inbound_.ForEachInBatch(*header, views, frames, MsgType::kTaskReply,
-                                   [&](const protocol::Header&, Msg reply) { OnTaskReply(reply); });
+                                   [&](const protocol::Header&, Msg reply) { OnTaskReply(reply); },
+                                   [](const protocol::Header&) {});
   }
   if (header->type != MsgType::kTaskReply) {
     inbound_.Drop(peer, "unexpected " + std::string(protocol::MsgTypeName(header->type)) +

@@ -83,12 +83,16 @@ class Inbound {
   }
 
   // A verified task_batch (frames[0]: the sender's session): each of its
-  // messages is handled as if it came alone, as `handle(header, msg)`.
-  // Messages not of `type`, or of another session than the batch's, are
-  // dropped. Returns how many were handled.
-  template <class Each>
+  // messages is handled as if it came alone, as `handle(header, msg)`, and
+  // `ahead(header)` is called with the header of the message kAhead after
+  // it (so that its lookups start loading while this one is handled: a
+  // hint, for a message not yet checked). Messages not of `type`, or of another
+  // session than the batch's, are dropped. Returns how many were handled.
+  static constexpr size_t kAhead = 8;
+  template <class Each, class Ahead>
   size_t ForEachInBatch(const protocol::Header& batch, const std::vector<std::string_view>& views,
-                        protocol::Frames& frames, protocol::MsgType type, Each&& handle);
+                        protocol::Frames& frames, protocol::MsgType type, Each&& handle,
+                        Ahead&& ahead);
 
  private:
   const protocol::Signer& signer_;
@@ -96,19 +100,27 @@ class Inbound {
   protocol::DropLog drops_{"taskscheduler"};
 };
 
-template <class Each>
+template <class Each, class Ahead>
 size_t Inbound::ForEachInBatch(const protocol::Header& batch,
                                const std::vector<std::string_view>& views,
-                               protocol::Frames& frames, protocol::MsgType type, Each&& handle) {
+                               protocol::Frames& frames, protocol::MsgType type, Each&& handle,
+                               Ahead&& ahead) {
   const std::string_view peer = protocol::View(frames[0]);
   auto unpacked = protocol::UnpackBatch(views);
   if (!unpacked.ok()) {
     Drop(peer, unpacked.status());
     return 0;
   }
+  std::vector<Result<protocol::Header>> headers;
+  headers.reserve(unpacked->size());
+  for (const std::vector<std::string_view>& message : *unpacked) {
+    headers.push_back(protocol::DecodeHeader(message[protocol::kFrameHeader]));
+  }
   size_t handled = 0;
-  for (std::vector<std::string_view>& message : *unpacked) {
-    auto header = protocol::DecodeHeader(message[protocol::kFrameHeader]);
+  for (size_t i = 0; i < unpacked->size(); ++i) {
+    if (i + kAhead < headers.size() && headers[i + kAhead].ok()) ahead(*headers[i + kAhead]);
+    std::vector<std::string_view>& message = (*unpacked)[i];
+    const Result<protocol::Header>& header = headers[i];
     if (!header.ok()) {
       Drop(peer, header.status());
       continue;

@@ -26,6 +26,7 @@ class KeptRequests {
  public:
   // The request of a task kept here, or nullptr.
   const PackedRequest* Find(const TaskId& id) const { return requests_.find(id); }
+  void Prefetch(const TaskId& id) const { requests_.prefetch(id); }
 
   // Keeps `request` (the client's session in request[0], then the message
   // as it came; copied) and counts it for its client. Returns false, and

@@ -100,11 +100,13 @@ template <class At>
 void Activity::Sample(int64_t start, int64_t limit, const At& at,
                       std::vector<protocol::FeedEntry>* out) const {
   const int64_t n = feed_end_ - start + 1;
+  // The failures, the newest of them when there are more than `limit`.
   std::vector<int64_t> failures;
-  for (int64_t pos = start; pos <= feed_end_ && static_cast<int64_t>(failures.size()) < limit;
-       ++pos) {
+  for (int64_t pos = feed_end_; pos >= start && static_cast<int64_t>(failures.size()) < limit;
+       --pos) {
     if (!at(pos).ok) failures.push_back(pos);
   }
+  std::reverse(failures.begin(), failures.end());
   // The rest evenly spaced over the range, its newest last; a pick that
   // lands on a failure is that failure, already taken.
   const int64_t left = limit - static_cast<int64_t>(failures.size());

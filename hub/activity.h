@@ -61,7 +61,7 @@ class Activity {
   std::optional<protocol::SchedulerStats> scheduler_;
   int64_t scheduler_at_us_ = 0;
   // Into `out`, at most `limit` of the feed from `start` on, in its order:
-  // every failure (up to `limit`), then the rest evenly spaced.
+  // every failure (the newest `limit` of them), then the rest evenly spaced.
   template <class At>
   void Sample(int64_t start, int64_t limit, const At& at,
               std::vector<protocol::FeedEntry>* out) const;

@@ -19,8 +19,12 @@ bool Finished(const protocol::TaskRecord& r) { return IsFinal(r.state); }
 KeptRequest::KeptRequest(std::span<const std::string_view> frames)
     : stored_(protocol::EncodeFrameList(frames)) {}
 
+const std::string& KeptRequest::NoFrames() {
+  static const std::string bytes = protocol::EncodeFrameList({});
+  return bytes;
+}
+
 std::optional<KeptRequest> KeptRequest::FromStored(std::string_view bytes) {
-  if (bytes.empty()) return KeptRequest();
   if (!protocol::DecodeBody<protocol::FrameList>(bytes).ok()) return std::nullopt;
   return KeptRequest(Stored{}, std::string(bytes));
 }

@@ -42,18 +42,19 @@ namespace ztask::hub {
 // recovery reads them back.
 class KeptRequest {
  public:
-  KeptRequest() = default;  // no frames (stored as no bytes)
+  KeptRequest() = default;  // no frames
   explicit KeptRequest(std::span<const std::string_view> frames);
   KeptRequest(std::initializer_list<std::string_view> frames)
       : KeptRequest(std::span<const std::string_view>(frames.begin(), frames.size())) {}
   // Bytes read back from the file; nullopt when they are not a frame list.
   static std::optional<KeptRequest> FromStored(std::string_view bytes);
 
-  const std::string& stored() const { return stored_; }
+  const std::string& stored() const { return stored_.empty() ? NoFrames() : stored_; }
   std::vector<std::string> frames() const;
   void Release() { std::string().swap(stored_); }
 
  private:
+  static const std::string& NoFrames();  // an empty frame list's bytes
   struct Stored {};
   KeptRequest(Stored, std::string bytes) : stored_(std::move(bytes)) {}
   std::string stored_;

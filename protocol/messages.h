@@ -853,7 +853,8 @@ struct StatsRequest {
   // The finished tasks after this position of the hub's feed (absent: none
   // of them, counts only), the newest `limit` of them (at most 20,000);
   // with `sample`, when more than `limit` finished after it, a sample of
-  // them instead: every failure first, the rest evenly spaced.
+  // them instead: every failure first (the newest `limit`), the rest evenly
+  // spaced.
   std::optional<int64_t> after;
   std::optional<int32_t> limit;
   std::optional<bool> sample;

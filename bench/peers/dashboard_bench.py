@@ -101,10 +101,12 @@ def settle(root, deadline_s=30.0, window_s=0.5, busy=0.05):
     its processes used under `busy` of a core (an open page's own pace)."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
-        pids = tree(root)
-        before = sum(cpu_seconds(p) for p in pids)
+        before = {p: cpu_seconds(p) for p in tree(root)}
         time.sleep(window_s)
-        if sum(cpu_seconds(p) for p in pids) - before < busy * window_s:
+        after = {p: cpu_seconds(p) for p in tree(root)}
+        if set(before) != set(after):
+            continue  # a process came or went: a page still busy
+        if sum(after[p] - before[p] for p in after) < busy * window_s:
             return
     raise RuntimeError("the dashboard page did not settle within %.0f s" % deadline_s)
 

@@ -2,6 +2,8 @@
 #include "base/reactor.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -181,6 +183,22 @@ Status Reactor::Run(const std::atomic<bool>& stop, const Handler& after_turn,
 bool WaitReady(zmq::socket_t& socket, short events, std::chrono::milliseconds timeout) {
   zmq::pollitem_t item{socket.handle(), 0, events, 0};
   return Poll(&item, 1, timeout).ok() && (item.revents & events) != 0;
+}
+
+Wakeup::Wakeup() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+Wakeup::~Wakeup() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void Wakeup::Wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(fd_, &one, sizeof one);
+}
+
+void Wakeup::Clear() {
+  uint64_t count = 0;
+  [[maybe_unused]] ssize_t n = ::read(fd_, &count, sizeof count);
 }
 
 }  // namespace ztask::base

@@ -77,6 +77,28 @@ class Reactor {
 // `timeout` passes; true when it is ready. An interrupted wait is false.
 bool WaitReady(zmq::socket_t& socket, short events, std::chrono::milliseconds timeout);
 
+// A descriptor that any thread (the signal thread asking a server to stop)
+// makes readable, so that the thread turning a reactor that watches it wakes
+// at once. An eventfd: waking many times before a turn reads it is one wake.
+class Wakeup {
+ public:
+  Wakeup();
+  ~Wakeup();
+  Wakeup(const Wakeup&) = delete;
+  Wakeup& operator=(const Wakeup&) = delete;
+
+  // False when no eventfd could be made (out of descriptors).
+  bool ok() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  // Thread-safe.
+  void Wake();
+  // Reads what waking left, so that the next turn waits again.
+  void Clear();
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace ztask::base
 
 #endif  // ZTASK_BASE_REACTOR_H_

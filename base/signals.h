@@ -2,7 +2,14 @@
 // exists, so a signal that arrives while it starts is not lost; delivered as
 // RequestStop() once it does.
 //
-// Thread safety: call both from the main thread; the handler is async-signal-safe.
+// The signals are blocked in every thread and taken by one thread of their
+// own (sigwait), so RequestStop() runs as ordinary code, never inside a
+// signal handler. Programs started through base/spawn.h get the usual mask
+// back before they run.
+//
+// Thread safety: call InstallStopSignals from the main thread before it
+// starts any other thread (those inherit the blocked mask); SetStopTarget and
+// StopRequested from any thread.
 #ifndef ZTASK_BASE_SIGNALS_H_
 #define ZTASK_BASE_SIGNALS_H_
 
@@ -11,13 +18,16 @@ namespace ztask {
 class Stoppable {
  public:
   virtual ~Stoppable() = default;
-  // Must be async-signal-safe.
+  // Called from the signal thread: must be thread-safe and must not block.
   virtual void RequestStop() = 0;
 };
 
+// Idempotent within a process; call it again in the child of a fork that
+// carries on without exec, which has no signal thread of its own.
 void InstallStopSignals();
 // From now on a signal stops `target` (nullptr: forget it). A signal that
-// came earlier stops it at once.
+// came earlier stops it at once. Once it returns, the old target is no longer
+// called.
 void SetStopTarget(Stoppable* target);
 // Whether a stop signal came (for waits before there is a target).
 bool StopRequested();

@@ -390,7 +390,7 @@ void LocalCluster::Serve() {
   StopAll();
 }
 
-void LocalCluster::RequestStop() { stop_ = 1; }
+void LocalCluster::RequestStop() { stop_.store(true); }
 
 std::vector<pid_t> LocalCluster::LocalEnginePids() {
   std::vector<pid_t> pids;

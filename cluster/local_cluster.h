@@ -5,11 +5,11 @@
 // One cluster per profile directory: <profile>/cluster.pid holds the
 // supervisor's pid under an exclusive lock for as long as it runs.
 //
-// Thread safety: owned by one thread; RequestStop from a signal handler.
+// Thread safety: owned by one thread; RequestStop from any thread (the signal thread).
 #ifndef ZTASK_CLUSTER_LOCAL_CLUSTER_H_
 #define ZTASK_CLUSTER_LOCAL_CLUSTER_H_
 
-#include <csignal>
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "base/signals.h"
-#include "cluster/restart_window.h"
 #include "cluster/child_process.h"
 #include "cluster/launcher.h"
+#include "cluster/restart_window.h"
 #include "ztask/status.h"
 #include "ztask/task.h"
 
@@ -196,7 +196,7 @@ class LocalCluster final : public Stoppable {
   int next_engine_index_ = 0;
   std::vector<std::string> slurm_jobs_;  // submitted jobs, cancelled at stop
   int job_groups_ = 0;                   // mpiexec and Slurm jobs started
-  volatile sig_atomic_t stop_ = 0;
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace ztask::cluster

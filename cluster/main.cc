@@ -42,7 +42,8 @@ int Daemonize(ztask::cluster::LocalCluster& cluster) {
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Fail("cannot make a pipe");
   std::fflush(nullptr);
   // The one fork not followed by exec (base/spawn.h is for that): the child
-  // carries on as the supervisor. It is safe because no thread runs yet.
+  // carries on as the supervisor. It is safe because no thread runs yet but
+  // the signal thread, which holds nothing while it waits.
   const pid_t pid = ::fork();
   if (pid < 0) return Fail("cannot fork");
   if (pid > 0) {
@@ -61,6 +62,7 @@ int Daemonize(ztask::cluster::LocalCluster& cluster) {
   }
   ::close(pipe_fds[0]);
   ::setsid();
+  ztask::InstallStopSignals();  // a thread of its own takes them here too
   ztask::Status started = cluster.Start();
   const std::string report =
       started.ok() ? "ok" + (cluster.dashboard_url().empty() ? "" : "\n" + cluster.dashboard_url())

@@ -103,6 +103,7 @@ class EngineLoop final : public Stoppable {
       while (protocol::TryReceive(wake_, frames)) {
       }
     });
+    reactor.Add(stopping_.fd(), [] {});  // RequestStop: stop_ is set
     while (!stop_.load()) {
       const int64_t now = base::MonotonicMicros();
       if (now >= hub_->NextBeatUs()) hub_->Beat();
@@ -112,7 +113,10 @@ class EngineLoop final : public Stoppable {
     Stop();
   }
 
-  void RequestStop() override { stop_.store(true); }
+  void RequestStop() override {
+    stop_.store(true);
+    stopping_.Wake();
+  }
 
  private:
   void Stop() {
@@ -137,6 +141,7 @@ class EngineLoop final : public Stoppable {
   // The loop thread's end of the inproc pair with the worker thread.
   zmq::socket_t wake_;
   std::atomic<bool> stop_{false};
+  base::Wakeup stopping_;  // RequestStop, from the signal thread
   // Declared last: closed before the context.
   std::unique_ptr<engine::HubLink> hub_;
   std::unique_ptr<engine::SchedulerLink> scheduler_;

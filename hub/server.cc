@@ -93,7 +93,7 @@ Result<std::string> HubServer::Impl::PublishedAt(const std::filesystem::path& pr
 }
 
 Result<protocol::HubEndpoints> HubServer::Impl::Start(const std::filesystem::path& profile) {
-  if (::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) return Status::IoError("cannot make a pipe");
+  if (!wake_.ok()) return Status::IoError("cannot make an eventfd");
   auto security = protocol::ServerSecurity::Create(context_, info_, profile, "taskhub");
   if (!security.ok()) return security.status();
   security_ = std::move(*security);
@@ -153,7 +153,7 @@ void HubServer::Impl::Run() {
   reactor.Add(query_, [this] { Drain(query_, &Impl::OnQuery); });
   reactor.Add(monitor_, [this] { Drain(monitor_, &Impl::OnMonitor, kMonitorBatchesPerTurn); });
   reactor.Add(events_, [this] { OnSubscriptions(); });
-  reactor.Add(wake_[0], [] {});  // RequestStop: stop_ is set
+  reactor.Add(wake_.fd(), [] {});  // RequestStop: stop_ is set
   int64_t next_tick = 0;
   while (!stop_.load()) {
     const int64_t now = base::MonotonicMicros();
@@ -176,8 +176,7 @@ void HubServer::Impl::Run() {
 
 void HubServer::Impl::RequestStop() {
   stop_.store(true);
-  char byte = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_[1], &byte, 1);
+  wake_.Wake();
 }
 
 // The events socket is an XPUB: it hears when the first monitor subscribes

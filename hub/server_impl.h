@@ -23,6 +23,7 @@
 #include <zmq.hpp>
 
 #include "base/clock.h"
+#include "base/reactor.h"
 #include "hub/answers.h"
 #include "hub/hub_core.h"
 #include "hub/result_waits.h"
@@ -54,12 +55,6 @@ class HubServer::Impl {
         events_(context_, zmq::socket_type::xpub),
         session_(TaskId::Random()) {}
   // (core_ is made with the store, in its declaration below.)
-
-  ~Impl() {
-    for (int fd : wake_) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
 
   Result<protocol::HubEndpoints> Start(const std::filesystem::path& profile);
   Result<std::string> PublishedAt(const std::filesystem::path& profile, const char* name,
@@ -213,7 +208,7 @@ class HubServer::Impl {
   std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
   TaskId session_;
   uint64_t counter_ = 0;
-  int wake_[2] = {-1, -1};
+  base::Wakeup wake_;  // RequestStop, from the signal thread
   std::atomic<bool> stop_{false};
   Frames frames_;
   protocol::DropLog drops_{"taskhub"};

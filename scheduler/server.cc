@@ -69,11 +69,6 @@ class SchedulerServer::Impl {
         notifier_(context_, zmq::socket_type::sub),
         monitor_(context_, zmq::socket_type::dealer) {}
 
-  ~Impl() {
-    if (wake_[0] >= 0) ::close(wake_[0]);
-    if (wake_[1] >= 0) ::close(wake_[1]);
-  }
-
   // Binds the routers and connects to the hub; then, after a restart, takes
   // over what an earlier scheduler left.
   Status Start();
@@ -81,8 +76,7 @@ class SchedulerServer::Impl {
 
   void RequestStop() {
     stop_.store(true);
-    char byte = 1;
-    [[maybe_unused]] ssize_t n = ::write(wake_[1], &byte, 1);
+    wake_.Wake();
   }
 
   const std::string& client_endpoint() const { return client_endpoint_; }
@@ -122,7 +116,7 @@ class SchedulerServer::Impl {
   zmq::socket_t client_, engine_, notifier_, monitor_;
   std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
   std::string client_endpoint_, engine_endpoint_;
-  int wake_[2] = {-1, -1};
+  base::Wakeup wake_;  // RequestStop, from the signal thread
   std::atomic<bool> stop_{false};
 
   ServerCounters counters_;
@@ -165,7 +159,7 @@ class SchedulerServer::Impl {
 };
 
 Status SchedulerServer::Impl::Start() {
-  if (::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) return Status::IoError("cannot make a pipe");
+  if (!wake_.ok()) return Status::IoError("cannot make an eventfd");
   ZTASK_RETURN_IF_ERROR(BindRouters());
   ZTASK_RETURN_IF_ERROR(ConnectHub());
   if (!info_.hub.query.empty()) {
@@ -265,7 +259,7 @@ void SchedulerServer::Impl::Run() {
         if (!(ready & ZMQ_POLLIN)) return;
         DrainSocket(monitor_, frames_, [this](Frames& f) { return hub_.OnMessage(f); });
       });
-  reactor.Add(wake_[0], [] {});  // RequestStop: stop_ is set
+  reactor.Add(wake_.fd(), [] {});  // RequestStop: stop_ is set
   while (!stop_.load()) {
     if (Status turned = reactor.Turn(PollTimeout()); !turned.ok()) {
       spdlog::error("{}", turned.message());

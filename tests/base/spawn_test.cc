@@ -132,5 +132,42 @@ TEST_F(SpawnTest, AChildThatDiesWithItsParentEndsWhenTheSpawningThreadEnds) {
   EXPECT_EQ(ExitCodeOf(child), 128 + SIGKILL);
 }
 
+// The status line `name` of /proc/self/status as the child saw it: a mask
+// in hexadecimal.
+uint64_t MaskLine(const std::string& status, const std::string& name) {
+  const size_t at = status.find(name + ":");
+  if (at == std::string::npos) return ~uint64_t{0};
+  return std::stoull(status.substr(at + name.size() + 1), nullptr, 16);
+}
+
+TEST_F(SpawnTest, TheChildStartsWithNoSignalBlockedAndSigpipeAtItsDefault) {
+  // As a server is: stop signals blocked for its signal thread, SIGPIPE
+  // ignored. A task it runs must not inherit either (a blocked SIGTERM
+  // could not stop it; `yes | head` would never end).
+  sigset_t stop, before;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &stop, &before), 0);
+  struct sigaction ignore = {}, previous = {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGPIPE, &ignore, &previous), 0);
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  SpawnOptions options;
+  options.argv = {"/bin/sh", "-c", "exec cat /proc/self/status"};
+  options.fds = {{1, out[1]}};
+  Result<pid_t> pid = Spawn(options);
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  ::sigaction(SIGPIPE, &previous, nullptr);
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  ::close(out[1]);
+  const std::string status = ReadAll(out[0]);
+  ::close(out[0]);
+  EXPECT_EQ(ExitCodeOf(*pid), 0);
+  EXPECT_EQ(MaskLine(status, "SigBlk"), 0u) << status;
+  EXPECT_EQ(MaskLine(status, "SigIgn") & (uint64_t{1} << (SIGPIPE - 1)), 0u) << status;
+}
+
 }  // namespace
 }  // namespace ztask::base

@@ -22,8 +22,8 @@ class Stoppable {
   virtual void RequestStop() = 0;
 };
 
-// Idempotent within a process; call it again in the child of a fork that
-// carries on without exec, which has no signal thread of its own.
+// Idempotent within a process. A process that forks to carry on without
+// exec calls it after the fork, in the child: it starts a thread.
 void InstallStopSignals();
 // From now on a signal stops `target` (nullptr: forget it). A signal that
 // came earlier stops it at once. Once it returns, the old target is no longer

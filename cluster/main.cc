@@ -42,8 +42,8 @@ int Daemonize(ztask::cluster::LocalCluster& cluster) {
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Fail("cannot make a pipe");
   std::fflush(nullptr);
   // The one fork not followed by exec (base/spawn.h is for that): the child
-  // carries on as the supervisor. It is safe because no thread runs yet but
-  // the signal thread, which holds nothing while it waits.
+  // carries on as the supervisor. It is safe because no thread runs yet (the
+  // signal thread is started after it, in the child).
   const pid_t pid = ::fork();
   if (pid < 0) return Fail("cannot fork");
   if (pid > 0) {
@@ -62,7 +62,7 @@ int Daemonize(ztask::cluster::LocalCluster& cluster) {
   }
   ::close(pipe_fds[0]);
   ::setsid();
-  ztask::InstallStopSignals();  // a thread of its own takes them here too
+  ztask::InstallStopSignals();
   ztask::Status started = cluster.Start();
   const std::string report =
       started.ok() ? "ok" + (cluster.dashboard_url().empty() ? "" : "\n" + cluster.dashboard_url())
@@ -210,7 +210,9 @@ int RunStart(const StartFlags& f, ClusterOptions& options) {
     const std::vector<std::string> words = PassedOnTo(daemon, f.passed_on);
     args->insert(args->end(), words.begin(), words.end());
   }
-  ztask::InstallStopSignals();
+  // With --daemonize the thread that takes stop signals starts in the child
+  // (Daemonize): a process must fork without threads to carry on unexeced.
+  if (!f.daemonize) ztask::InstallStopSignals();
   auto cluster = ztask::cluster::LocalCluster::Claim(options);
   if (!cluster.ok()) return Fail(cluster.status().message());
   if (f.dry_run) {

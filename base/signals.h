@@ -32,6 +32,16 @@ void SetStopTarget(Stoppable* target);
 // Whether a stop signal came (for waits before there is a target).
 bool StopRequested();
 
+// The stop target for as long as it lives: however the scope is left, the
+// target is forgotten before it can be destroyed.
+class ScopedStopTarget {
+ public:
+  explicit ScopedStopTarget(Stoppable* target) { SetStopTarget(target); }
+  ~ScopedStopTarget() { SetStopTarget(nullptr); }
+  ScopedStopTarget(const ScopedStopTarget&) = delete;
+  ScopedStopTarget& operator=(const ScopedStopTarget&) = delete;
+};
+
 }  // namespace ztask
 
 #endif  // ZTASK_BASE_SIGNALS_H_

@@ -220,13 +220,12 @@ int RunStart(const StartFlags& f, ClusterOptions& options) {
     std::printf("%s", (*cluster)->SlurmScript().c_str());
     return 0;
   }
-  ztask::SetStopTarget(cluster->get());
+  const ztask::ScopedStopTarget stop_target(cluster->get());
   if (f.daemonize) return Daemonize(**cluster);
   ztask::Status started = (*cluster)->Start();
   if (!started.ok()) return Fail(started.message());
   Announce(**cluster, (*cluster)->dashboard_url());
   (*cluster)->Serve();
-  ztask::SetStopTarget(nullptr);
   std::printf("cluster stopped\n");
   return 0;
 }

@@ -181,10 +181,9 @@ Status Engine::Run(const EngineOptions& options) {
   }
   if (with_defaults.python_path.empty()) with_defaults.python_path = engine::BundledPythonPath();
   EngineLoop loop(with_defaults, functions_, *info);
-  SetStopTarget(&loop);
+  const ScopedStopTarget stop_target(&loop);
   Status started = loop.Start();
   if (started.ok()) loop.Run();
-  SetStopTarget(nullptr);
   return started;
 }
 

@@ -64,8 +64,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "taskhub: %s\n", server.status().message().c_str());
     return 2;
   }
-  ztask::SetStopTarget(server->get());
+  const ztask::ScopedStopTarget stop_target(server->get());
   (*server)->Run();
-  ztask::SetStopTarget(nullptr);
   return 0;
 }

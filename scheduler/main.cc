@@ -116,13 +116,12 @@ int Serve(const SchedulerOptions& options) {
     std::fprintf(stderr, "taskscheduler: %s\n", server.status().message().c_str());
     return 2;
   }
-  ztask::SetStopTarget(server->get());
+  const ztask::ScopedStopTarget stop_target(server->get());
   spdlog::info("scheme {}, hwm {}; clients at {}, engines at {}", options.scheme,
                options.hwm == ztask::scheduler::kAdaptiveHwm ? std::string("auto")
                                                             : std::to_string(options.hwm),
                (*server)->client_endpoint(), (*server)->engine_endpoint());
   (*server)->Run();
-  ztask::SetStopTarget(nullptr);
   return 0;
 }
 

@@ -7,7 +7,15 @@
 #ifndef ZTASK_BASE_PREFETCH_H_
 #define ZTASK_BASE_PREFETCH_H_
 
+#include <cstddef>
+
 namespace ztask {
+
+// How many lookups ahead of its use a batch starts loading an entry: far
+// enough for a miss to arrive (a few hundred nanoseconds), near enough that
+// what was loaded is still in the cache. Tables with two levels (a slot,
+// then the record it points to) load the second at half the distance.
+inline constexpr size_t kPrefetchAhead = 8;
 
 // GCC 12 drops a __builtin_prefetch whose address comes from a hash, as
 // such lookups' do: on x86 the instruction is written out.

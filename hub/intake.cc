@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/prefetch.h"
 #include "hub/server_impl.h"
 
 namespace ztask::hub {
@@ -38,7 +39,7 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
   // The records a batch changes are past the cache: each is looked up a
   // few messages ahead (its slot, then its record), so that the misses
   // overlap the work on the messages before it.
-  constexpr size_t kAhead = 8;
+  constexpr size_t kAhead = kPrefetchAhead;
   std::vector<Result<std::optional<protocol::Header>>> parents;
   parents.reserve(messages->size());
   for (const auto& message : *messages) {

@@ -7,6 +7,7 @@
 #include <cassert>
 #include <cstdlib>
 
+#include "base/prefetch.h"
 #include "protocol/codec.h"
 
 namespace ztask::hub {
@@ -270,7 +271,7 @@ void RecordBook::Committed(const NewRows& added) {
 
 void RecordBook::Evict() {
   // The oldest finished records are cold: each is looked up a few ahead.
-  constexpr size_t kAhead = 8;
+  constexpr size_t kAhead = kPrefetchAhead;
   while (finished_order_.size() > keep_finished_) {
     const size_t leaving = finished_order_.size() - keep_finished_;
     if (leaving > kAhead) Prefetch(finished_order_[kAhead]);

@@ -19,6 +19,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/prefetch.h"
 #include "protocol/codec.h"
 #include "protocol/peer_routes.h"
 #include "protocol/replay_guard.h"
@@ -88,7 +89,7 @@ class Inbound {
   // it (so that its lookups start loading while this one is handled: a
   // hint, for a message not yet checked). Messages not of `type`, or of another
   // session than the batch's, are dropped. Returns how many were handled.
-  static constexpr size_t kAhead = 8;
+  static constexpr size_t kAhead = kPrefetchAhead;
   template <class Each, class Ahead>
   size_t ForEachInBatch(const protocol::Header& batch, const std::vector<std::string_view>& views,
                         protocol::Frames& frames, protocol::MsgType type, Each&& handle,

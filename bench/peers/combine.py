@@ -42,7 +42,7 @@ def main():
     # The simulated pools: medians of their runs, and each ratio the median
     # of the pairs' (each pair ran in turn, under the same load).
     pairs = [(load(directory, f"ztask_sim2_{k}"), load(directory, f"ztask_sim10000_{k}"))
-             for k in (1, 2, 3)]
+             for k in range(1, 6)]
     pairs = [(a, b) for a, b in pairs if a and b]
     s2 = median_of([a for a, _ in pairs]) if pairs else {}
     s10k = median_of([b for _, b in pairs]) if pairs else {}

@@ -35,14 +35,15 @@ struct ChildFailure {
 [[noreturn]] void RunChild(const SpawnOptions& options, const char* program, char* const* argv,
                            char* const* envp, const std::vector<std::pair<int, int>>& staged,
                            int report_fd) {
-  // The stop signals blocked for the signal thread (base/signals.h) and
-  // SIGPIPE ignored are this process's choices, not the program's.
+  // The stop signals blocked for the signal thread (base/signals.h) and the
+  // signals ignored (SIGPIPE; SIGXFSZ in the hub) are this process's
+  // choices, not the program's.
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   struct sigaction default_action = {};
   default_action.sa_handler = SIG_DFL;
-  ::sigaction(SIGPIPE, &default_action, nullptr);
+  for (int ignored : {SIGPIPE, SIGXFSZ}) ::sigaction(ignored, &default_action, nullptr);
   if (options.own_group) ::setpgid(0, 0);
   if (options.dies_with_parent) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (options.null_stdin) {

@@ -4,8 +4,8 @@
 // another thread of ours may hold the allocator's lock at the moment of it.
 // Spawn returns once the program runs, or with why it could not (the child
 // reports a failed chdir or exec through a close-on-exec pipe, and is
-// reaped). The program starts with no signal blocked and SIGPIPE at its
-// default, whatever this process set for itself.
+// reaped). The program starts with no signal blocked and SIGPIPE and
+// SIGXFSZ at their defaults, whatever this process set for itself.
 //
 // Must not: wait for the child, read its output or kill it; that is the
 // caller's (cluster/child_process.h, engine/command.cc,

@@ -140,7 +140,7 @@ uint64_t MaskLine(const std::string& status, const std::string& name) {
   return std::stoull(status.substr(at + name.size() + 1), nullptr, 16);
 }
 
-TEST_F(SpawnTest, TheChildStartsWithNoSignalBlockedAndSigpipeAtItsDefault) {
+TEST_F(SpawnTest, TheChildStartsWithNoSignalBlockedAndNoneIgnoredThatWeIgnore) {
   // As a server is: stop signals blocked for its signal thread, SIGPIPE
   // ignored. A task it runs must not inherit either (a blocked SIGTERM
   // could not stop it; `yes | head` would never end).
@@ -152,6 +152,8 @@ TEST_F(SpawnTest, TheChildStartsWithNoSignalBlockedAndSigpipeAtItsDefault) {
   struct sigaction ignore = {}, previous = {};
   ignore.sa_handler = SIG_IGN;
   ASSERT_EQ(::sigaction(SIGPIPE, &ignore, &previous), 0);
+  struct sigaction previous_xfsz = {};
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &previous_xfsz), 0);
   int out[2];
   ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
   SpawnOptions options;
@@ -160,6 +162,7 @@ TEST_F(SpawnTest, TheChildStartsWithNoSignalBlockedAndSigpipeAtItsDefault) {
   Result<pid_t> pid = Spawn(options);
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
   ::sigaction(SIGPIPE, &previous, nullptr);
+  ::sigaction(SIGXFSZ, &previous_xfsz, nullptr);
   ASSERT_TRUE(pid.ok()) << pid.status().message();
   ::close(out[1]);
   const std::string status = ReadAll(out[0]);
@@ -167,6 +170,7 @@ TEST_F(SpawnTest, TheChildStartsWithNoSignalBlockedAndSigpipeAtItsDefault) {
   EXPECT_EQ(ExitCodeOf(*pid), 0);
   EXPECT_EQ(MaskLine(status, "SigBlk"), 0u) << status;
   EXPECT_EQ(MaskLine(status, "SigIgn") & (uint64_t{1} << (SIGPIPE - 1)), 0u) << status;
+  EXPECT_EQ(MaskLine(status, "SigIgn") & (uint64_t{1} << (SIGXFSZ - 1)), 0u) << status;
 }
 
 }  // namespace

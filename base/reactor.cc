@@ -196,9 +196,4 @@ void Wakeup::Wake() {
   [[maybe_unused]] ssize_t n = ::write(fd_, &one, sizeof one);
 }
 
-void Wakeup::Clear() {
-  uint64_t count = 0;
-  [[maybe_unused]] ssize_t n = ::read(fd_, &count, sizeof count);
-}
-
 }  // namespace ztask::base

@@ -79,7 +79,8 @@ bool WaitReady(zmq::socket_t& socket, short events, std::chrono::milliseconds ti
 
 // A descriptor that any thread (the signal thread asking a server to stop)
 // makes readable, so that the thread turning a reactor that watches it wakes
-// at once. An eventfd: waking many times before a turn reads it is one wake.
+// at once. An eventfd, never read: its servers end their loop once it is
+// readable.
 class Wakeup {
  public:
   Wakeup();
@@ -92,8 +93,6 @@ class Wakeup {
   int fd() const { return fd_; }
   // Thread-safe.
   void Wake();
-  // Reads what waking left, so that the next turn waits again.
-  void Clear();
 
  private:
   int fd_ = -1;

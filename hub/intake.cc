@@ -39,7 +39,6 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
   // The records a batch changes are past the cache: each is looked up a
   // few messages ahead (its slot, then its record), so that the misses
   // overlap the work on the messages before it.
-  constexpr size_t kAhead = kPrefetchAhead;
   std::vector<Result<std::optional<protocol::Header>>> parents;
   parents.reserve(messages->size());
   for (const auto& message : *messages) {
@@ -49,8 +48,8 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
     return i < parents.size() && parents[i].ok() && *parents[i] ? &(*parents[i])->id : nullptr;
   };
   for (size_t i = 0; i < messages->size(); ++i) {
-    if (const TaskId* ahead = id_at(i + kAhead)) store_->Prefetch(*ahead);
-    if (const TaskId* ahead = id_at(i + kAhead / 2)) store_->PrefetchRecord(*ahead);
+    if (const TaskId* ahead = id_at(i + kPrefetchAhead)) store_->Prefetch(*ahead);
+    if (const TaskId* ahead = id_at(i + kPrefetchAhead / 2)) store_->PrefetchRecord(*ahead);
     const auto& message = (*messages)[i];
     auto inner = protocol::DecodeHeader(message[protocol::kFrameHeader]);
     if (!inner.ok()) {

@@ -271,11 +271,10 @@ void RecordBook::Committed(const NewRows& added) {
 
 void RecordBook::Evict() {
   // The oldest finished records are cold: each is looked up a few ahead.
-  constexpr size_t kAhead = kPrefetchAhead;
   while (finished_order_.size() > keep_finished_) {
     const size_t leaving = finished_order_.size() - keep_finished_;
-    if (leaving > kAhead) Prefetch(finished_order_[kAhead]);
-    if (leaving > kAhead / 2) PrefetchRecord(finished_order_[kAhead / 2]);
+    if (leaving > kPrefetchAhead) Prefetch(finished_order_[kPrefetchAhead]);
+    if (leaving > kPrefetchAhead / 2) PrefetchRecord(finished_order_[kPrefetchAhead / 2]);
     const TaskId id = finished_order_.front();
     finished_order_.pop_front();
     const Entry* e = FindEntry(id);

@@ -85,11 +85,11 @@ class Inbound {
 
   // A verified task_batch (frames[0]: the sender's session): each of its
   // messages is handled as if it came alone, as `handle(header, msg)`, and
-  // `ahead(header)` is called with the header of the message kAhead after
-  // it (so that its lookups start loading while this one is handled: a
-  // hint, for a message not yet checked). Messages not of `type`, or of another
-  // session than the batch's, are dropped. Returns how many were handled.
-  static constexpr size_t kAhead = kPrefetchAhead;
+  // `ahead(header)` is called with the header of the message kPrefetchAhead
+  // after it (so that its lookups start loading while this one is handled:
+  // a hint, for a message not yet checked). Messages not of `type`, or of
+  // another session than the batch's, are dropped. Returns how many were
+  // handled.
   template <class Each, class Ahead>
   size_t ForEachInBatch(const protocol::Header& batch, const std::vector<std::string_view>& views,
                         protocol::Frames& frames, protocol::MsgType type, Each&& handle,
@@ -119,7 +119,8 @@ size_t Inbound::ForEachInBatch(const protocol::Header& batch,
   }
   size_t handled = 0;
   for (size_t i = 0; i < unpacked->size(); ++i) {
-    if (i + kAhead < headers.size() && headers[i + kAhead].ok()) ahead(*headers[i + kAhead]);
+    if (i + kPrefetchAhead < headers.size() && headers[i + kPrefetchAhead].ok())
+      ahead(*headers[i + kPrefetchAhead]);
     std::vector<std::string_view>& message = (*unpacked)[i];
     const Result<protocol::Header>& header = headers[i];
     if (!header.ok()) {

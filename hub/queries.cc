@@ -89,7 +89,10 @@ void HubServer::Impl::OnRecoverRequest(const Query& query) {
   Frames monitor_frames;
   protocol::Drain(monitor_, monitor_frames, SIZE_MAX, [&](Frames& f) { OnMonitor(f); });
   std::vector<TaskId> without_request;
-  Answer(query, MsgType::kRecoverReply, Recover(*store_, *request, &without_request));
+  protocol::RecoverReply reply = Recover(*store_, *request, &without_request);
+  reply.engines.emplace();
+  for (const auto& [id, engine] : core_.registry().alive()) reply.engines->push_back(id);
+  Answer(query, MsgType::kRecoverReply, reply);
   for (const TaskId& id : without_request) {
     spdlog::warn("task {} has no recorded request: a restarted scheduler cannot queue it",
                  id.ToHex());

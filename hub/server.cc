@@ -150,8 +150,10 @@ void HubServer::Impl::Run() {
           engine_reads_due_us_ = MonotonicMicros() + kPaceEngineReadsUs;
         }
       });
-  reactor.Add(query_, [this] { Drain(query_, &Impl::OnQuery); });
+  // The records that came first: a question asked in the same turn is
+  // answered with them (a client that has its reply, then asks about it).
   reactor.Add(monitor_, [this] { Drain(monitor_, &Impl::OnMonitor, kMonitorBatchesPerTurn); });
+  reactor.Add(query_, [this] { Drain(query_, &Impl::OnQuery); });
   reactor.Add(events_, [this] { OnSubscriptions(); });
   reactor.Add(wake_.fd(), [] {});  // RequestStop: stop_ is set
   int64_t next_tick = 0;

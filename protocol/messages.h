@@ -672,11 +672,15 @@ struct RecoverReply {
   std::vector<RecoveredTask> tasks;  // in id order
   std::vector<FinishedTask> finished;
   bool done = false;  // no page after this one
+  // The ids of the engines registered now: any may hold a task dispatched
+  // after the hub's latest record of it (absent from earlier hubs).
+  std::optional<std::vector<int32_t>> engines = std::nullopt;
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("tasks", s.tasks);
     v("finished", s.finished);
     v("done", s.done);
+    v("engines", s.engines);
   }
   friend bool operator==(const RecoverReply&, const RecoverReply&) = default;
 };

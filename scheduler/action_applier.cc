@@ -98,7 +98,7 @@ void ActionApplier::Dispatch(const Action& a, const PackedRequest& request) {
   // signature covers it.
   protocol::DispatchInfo dispatch{a.attempt, static_cast<int32_t>(core_.live_engines())};
   if (!a.run_after.IsZero()) dispatch.run_after = a.run_after;
-  hub_.RecordAssigned(request[1 + protocol::kFrameHeader], a.engine_id, a.attempt);
+  hub_.RecordAssigned(a.task, a.slot, a.engine_id, a.attempt);
   targets_.engines.Batch(engines_.UuidOf(a.slot), request.From(1 + protocol::kFrameHeader),
                          &dispatch);
 }

@@ -211,6 +211,12 @@ class SchedulerCore {
     const Task* task = tasks_.find(id);
     return task ? task->attempt : -1;
   }
+  // Whether the task runs (or waits there, sent ahead) on `slot` as
+  // `attempt`.
+  bool RunsAs(const TaskId& id, EngineSlot slot, int32_t attempt) const {
+    const Task* task = tasks_.find(id);
+    return task && task->state == State::kRunning && task->slot == slot && task->attempt == attempt;
+  }
   // The tasks running on a slot.
   std::vector<TaskId> RunningOn(EngineSlot slot) const;
   // After a restart, an engine says it holds (or ran) `id` as `attempt`,

@@ -146,12 +146,16 @@ void EnginePort::Activate(const std::string& uuid, EngineEntry& entry) {
   if (!entry.ready) return;
   // Told to drain before it could take tasks: added taking none, and
   // retired idle.
-  entry.slot = core_.EngineAdded(entry.id, /*accepting=*/!entry.draining, entry.capacity);
+  // After our restart, no engine takes a task until those that may hold
+  // one have said what they hold (restart_recovery.h).
+  const bool hold = recovery_.holding();
+  entry.slot = core_.EngineAdded(entry.id, /*accepting=*/!entry.draining && !hold, entry.capacity);
   engines_.Link(entry.slot, uuid);
   if (entry.draining) {
     core_.EngineDraining(entry.slot);
     return;
   }
+  if (hold) recovery_.AcceptWhenAllBack(entry.slot);
   spdlog::info("engine {} can take tasks", entry.id);
 }
 

@@ -23,12 +23,24 @@ void HubLink::RecordCopy(MsgType type, Msg request) {
   SealIfFull();
 }
 
-void HubLink::RecordAssigned(std::string_view request_header, int32_t engine_id,
-                             int32_t attempt) {
+void HubLink::RecordLongAssignments(int64_t now_us) {
+  turn_us_ = now_us;
   static const std::string kEmpty = protocol::EncodeBody(protocol::Empty{});
-  builder_.AddToBatch(MsgType::kTaskAssigned, request_header,
-                      protocol::EncodeBody(protocol::Assignment{engine_id, attempt}), kEmpty);
-  SealIfFull();
+  while (!assigned_.empty() && assigned_.front().due_us <= now_us) {
+    const Dispatched& d = assigned_.front();
+    if (core_.RunsAs(d.id, d.slot, d.attempt)) {
+      // The hub reads the task's id from the parent; a header of that id
+      // alone says it.
+      protocol::Header parent;
+      parent.id = d.id;
+      parent.type = MsgType::kTaskRequest;
+      builder_.AddToBatch(MsgType::kTaskAssigned, protocol::EncodeHeader(parent),
+                          protocol::EncodeBody(protocol::Assignment{d.engine_id, d.attempt}),
+                          kEmpty);
+      SealIfFull();
+    }
+    assigned_.pop_front();
+  }
 }
 
 void HubLink::RecordOutcome(const Action& a, bool final, std::string_view parent,

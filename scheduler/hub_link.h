@@ -1,7 +1,7 @@
 // HubLink: the scheduler's monitor DEALER to the hub. It records what the
-// loop did into the monitor batches (a task submitted, assigned, its
-// outcomes), hears the hub's acknowledgements of them (monitor_link.h keeps
-// each batch until then), asks the hub about dependencies the core does not
+// loop did into the monitor batches (a task submitted, its outcomes, and
+// its assignment once it has run for a while), hears the hub's acknowledgements of them
+// (monitor_link.h keeps each batch until then), asks the hub about dependencies the core does not
 // know and hands the answers to the core, sends the scheduler's counts once
 // a second, and at start sends what an earlier scheduler left in the
 // journal.
@@ -16,7 +16,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,8 +57,29 @@ class HubLink {
   // A monitor message carrying a request's parts as they came (`request`:
   // the client's session, then the message).
   void RecordCopy(protocol::MsgType type, Msg request);
-  // A task_assigned for the request whose header is `request_header`.
-  void RecordAssigned(std::string_view request_header, int32_t engine_id, int32_t attempt);
+  // Tasks dispatched are recorded as assigned only once they have run this
+  // long (SchedulerOptions::record_running_after_s): the hub hears two
+  // records of a task that ends sooner (submitted, and its outcome, which
+  // names the engine), so that a short task costs it no third. A running
+  // task's live state is the scheduler's; what the hub shows of it may be
+  // this much late. After a restart, a task dispatched and not recorded is
+  // found on its engine (restart_recovery.h).
+  void set_record_running_after(int64_t us) { assigned_after_us_ = us; }
+
+  // Task `id` was dispatched to `slot` (engine `engine_id`) as `attempt`:
+  // recorded by RecordLongAssignments if it still runs there then.
+  void RecordAssigned(const TaskId& id, EngineSlot slot, int32_t engine_id, int32_t attempt) {
+    assigned_.push_back({id, turn_us_ + assigned_after_us_, slot, engine_id, attempt});
+  }
+  // Records a task_assigned for each task dispatched that long ago
+  // (set_record_running_after) or more that still runs as dispatched. Call once a turn: `now_us`
+  // also dates the dispatches of the next turn.
+  void RecordLongAssignments(int64_t now_us);
+  // When RecordLongAssignments has one to look at next; nullopt: none.
+  std::optional<int64_t> NextAssignmentUs() const {
+    if (assigned_.empty()) return std::nullopt;
+    return assigned_.front().due_us;
+  }
   // A task_outcome of `a`; `buffers`: the reply's, when the outcome is an
   // engine's reply.
   void RecordOutcome(const Action& a, bool final, std::string_view parent,
@@ -111,6 +134,17 @@ class HubLink {
     int64_t sent_us = 0;  // 0: not sent yet (the socket would not take it)
   };
   std::map<TaskId, LookupAsked> lookups_asked_;
+  int64_t assigned_after_us_ = 50'000;
+  // Dispatches not recorded yet, oldest first.
+  struct Dispatched {
+    TaskId id;
+    int64_t due_us;
+    EngineSlot slot;
+    int32_t engine_id;
+    int32_t attempt;
+  };
+  std::deque<Dispatched> assigned_;
+  int64_t turn_us_ = 0;  // when the latest turn ended
   const std::string session_ = TaskId::Random().ToHex();
 };
 

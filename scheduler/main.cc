@@ -79,6 +79,8 @@ void AddLimitFlags(CLI::App& app, SchedulerOptions& options) {
                  "in flight) before each error in the log; the scheduler keeps asking")
       ->capture_default_str()
       ->check(ztask::kNonNegativeNumber);
+  AddPassedFlag(app, "--record-running-after", options.record_running_after_s)
+      ->capture_default_str();
   AddPassedFlag(app, "--recover-grace", options.recover_grace_s)->capture_default_str();
   AddPassedFlag(app, "--socket-hwm", options.socket_hwm)->capture_default_str();
   AddPassedFlag(app, "--durability", options.durability)->capture_default_str();

@@ -20,6 +20,8 @@ namespace ztask::scheduler {
 struct RecoveredState {
   std::vector<protocol::RecoveredTask> tasks;
   std::vector<protocol::FinishedTask> finished;
+  // The engines registered when the hub answered.
+  std::vector<int32_t> engines;
 };
 
 // Asks the hub at info.hub.query for the unfinished tasks and the outcomes

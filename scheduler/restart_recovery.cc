@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "base/clock.h"
 
 namespace ztask::scheduler {
@@ -21,10 +23,19 @@ void RestartRecovery::Recover(const RecoverySource& source, const std::atomic<bo
   if (!found) return;
   RestoreOutcomes(*state);
   for (const protocol::RecoveredTask* t : DependencyOrder(*state)) Restore(*t);
+  // Any engine registered may hold a task dispatched after the hub's latest
+  // record of it (hub_link.h records a dispatch only once it has run a
+  // while): no engine takes a task until each has said what it holds, or
+  // the grace period ended, so that no task is sent to a second engine.
+  for (int32_t engine_id : state->engines) RecoveredSlot(engine_id);
+  hold_ = true;
   counters_.recovered = state->tasks.size();
   deadline_us_ = grace_end;
-  spdlog::info("restored {} unfinished tasks; {} engines had some and have {} s to come back",
-               state->tasks.size(), recovered_slots_.size(), source.grace_s);
+  spdlog::info(
+      "restored {} unfinished tasks; {} engines have {} s to come back and say what "
+      "they hold",
+      state->tasks.size(), recovered_slots_.size(), source.grace_s);
+  ReleaseIfAllBack();
   actions_.ApplyAll(ActionApplier::kNoReply);
 }
 
@@ -100,8 +111,33 @@ void RestartRecovery::EngineBack(EngineSlot slot, const std::vector<TaskId>& hel
     if (core_.Knows(id)) core_.Adopt(slot, id, core_.AttemptOf(id) + 1);
   }
   recovering_slots_.erase(slot);
-  core_.EngineAccepting(slot);
+  AcceptWhenAllBack(slot);
   spdlog::info("engine {} is back, holding {} tasks", uuid.substr(0, 8), held.size());
+  ReleaseIfAllBack();
+}
+
+void RestartRecovery::AcceptWhenAllBack(EngineSlot slot) {
+  if (hold_) {
+    back_.push_back(slot);
+  } else {
+    core_.EngineAccepting(slot);
+  }
+}
+
+void RestartRecovery::Forget(EngineSlot slot) {
+  recovering_slots_.erase(slot);
+  std::erase(back_, slot);
+  ReleaseIfAllBack();
+}
+
+void RestartRecovery::ReleaseIfAllBack() {
+  if (hold_ && recovered_slots_.empty() && recovering_slots_.empty()) Release();
+}
+
+void RestartRecovery::Release() {
+  hold_ = false;
+  for (EngineSlot slot : back_) core_.EngineAccepting(slot);
+  back_.clear();
 }
 
 bool RestartRecovery::KeepEarly(Msg reply) {
@@ -117,7 +153,7 @@ std::vector<std::vector<std::string>> RestartRecovery::TakeEarlyReplies() {
 }
 
 void RestartRecovery::EndGraceIfDue(int64_t now_us) {
-  if (recovered_slots_.empty() || now_us < deadline_us_) return;
+  if (!waiting() || now_us < deadline_us_) return;
   for (const auto& [engine_id, slot] : recovered_slots_) {
     spdlog::warn("engine {} did not come back after the restart: its tasks are lost with it",
                  engine_id);
@@ -125,6 +161,9 @@ void RestartRecovery::EndGraceIfDue(int64_t now_us) {
     core_.EngineRemoved(slot);
   }
   recovered_slots_.clear();
+  // Engines linked and still silent take tasks once they say what they
+  // hold (EngineBack), like the others now.
+  if (hold_) Release();
   if (!early_replies_.empty()) {
     counters_.unknown_engines += early_replies_.size();
     spdlog::warn("dropped {} replies from engines that never registered", early_replies_.size());

@@ -53,8 +53,14 @@ class RestartRecovery {
   // as the hub recorded them; asks until the hub answers or `stop`.
   void Recover(const RecoverySource& source, const std::atomic<bool>& stop);
 
-  // Whether engines that held restored tasks have not come back yet.
-  bool waiting() const { return !recovered_slots_.empty(); }
+  // Whether engines that may hold restored tasks have not come back yet.
+  bool waiting() const { return !recovered_slots_.empty() || hold_; }
+  // Whether engines take no task yet: some that may hold restored tasks
+  // have not said what they hold, and the grace period has not ended.
+  bool holding() const { return hold_; }
+  // `slot` (an engine that came now, or is back) takes tasks once no
+  // engine is waited for; at once when none is.
+  void AcceptWhenAllBack(EngineSlot slot);
   // Whether the restored state has tasks on engine `engine_id`, not linked
   // to a connected engine yet.
   bool HasTasksOf(int32_t engine_id) const { return recovered_slots_.count(engine_id) > 0; }
@@ -69,7 +75,7 @@ class RestartRecovery {
   // dispatched there after the hub's last record. It takes tasks again.
   void EngineBack(EngineSlot slot, const std::vector<TaskId>& held, const std::string& uuid);
   // The engine of `slot` is gone.
-  void Forget(EngineSlot slot) { recovering_slots_.erase(slot); }
+  void Forget(EngineSlot slot);
 
   // Keeps a reply (the engine's session, then the message; copied) from an
   // engine not linked yet, while engines are waited for; false when it is
@@ -92,6 +98,10 @@ class RestartRecovery {
   // Gives the engines of the tasks restored slots, and finished outcomes.
   void RestoreOutcomes(const RecoveredState& state);
   void Restore(const protocol::RecoveredTask& t);
+  // Engines back (and those that came) take tasks once every engine waited
+  // for is back.
+  void ReleaseIfAllBack();
+  void Release();
 
   SchedulerCore& core_;
   KeptRequests& requests_;
@@ -105,6 +115,10 @@ class RestartRecovery {
   std::unordered_set<EngineSlot> recovering_slots_;
   std::vector<std::vector<std::string>> early_replies_;  // copies of the messages
   int64_t deadline_us_ = 0;
+  // Engines take no task until those waited for are back (holding()); the
+  // slots that wait to take them.
+  bool hold_ = false;
+  std::vector<EngineSlot> back_;
 };
 
 }  // namespace ztask::scheduler

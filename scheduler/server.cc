@@ -213,6 +213,7 @@ Status SchedulerServer::Impl::ConnectHub() {
   if (info_.hub.monitor.empty()) return Status::Ok();
   ZTASK_RETURN_IF_ERROR(protocol::Connect(monitor_, info_.hub.monitor));
   hub_.link().set_enabled(true);
+  hub_.set_record_running_after(static_cast<int64_t>(options_.record_running_after_s * 1e6));
   next_stats_us_ = base::MonotonicMicros();
   monitor_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, monitor_);
   OpenJournal();
@@ -280,6 +281,7 @@ void SchedulerServer::Impl::Run() {
 void SchedulerServer::Impl::EndTurn() {
   std::vector<std::string> gone;
   do {  // losing an engine may fail or move tasks: their messages go too
+    hub_.RecordLongAssignments(base::MonotonicMicros());
     hub_.link().Seal();
     for (const std::string& client : clients_out_.Flush()) {
       // Not connected (gone, or not back yet after a restart): the client
@@ -329,6 +331,7 @@ std::chrono::milliseconds SchedulerServer::Impl::PollTimeout() const {
     if (t && (!next || *t < *next)) next = t;
   };
   no_later_than(hub_.link().NextSendUs());
+  no_later_than(hub_.NextAssignmentUs());
   if (next_stats_us_ != 0) no_later_than(next_stats_us_);
   if (hub_.asking()) no_later_than(now + 100'000);  // sent again if unanswered
   // Unacknowledged monitor batches may need sending again; engines given

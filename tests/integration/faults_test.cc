@@ -115,10 +115,14 @@ class Faults : public ClusterTest {
                          log.find("not registered") != std::string::npos;
     EXPECT_TRUE(counted) << "the late reply was counted\n" << log;
   }
+  void KillTheSchedulerMidChains(std::vector<std::string> flags);
 };
 
-TEST_F(Faults, SchedulerKilledWithTasksWaitingAndRunningPicksUpWhereItStopped) {
-  StartCluster(2, {"--recover-grace", "20"});
+// Two chains of tasks run; the scheduler is killed mid-way, taskcluster
+// starts it again, and every task runs once, in order.
+void Faults::KillTheSchedulerMidChains(std::vector<std::string> flags) {
+  flags.insert(flags.end(), {"--recover-grace", "20"});
+  StartCluster(2, flags);
   const std::string runs = (dir_.path() / "runs.txt").string();
   // Two chains of dependent tasks: at any moment two run and the rest wait.
   std::vector<TaskId> ids;
@@ -174,6 +178,68 @@ TEST_F(Faults, SchedulerKilledWithTasksWaitingAndRunningPicksUpWhereItStopped) {
   const std::vector<TaskInfo> last = FinalRecords({*id});
   ASSERT_EQ(last.size(), 1u);
   EXPECT_EQ(last[0].status, TaskState::kOk) << last[0].error_message;
+}
+
+TEST_F(Faults, SchedulerKilledWithTasksWaitingAndRunningPicksUpWhereItStopped) {
+  KillTheSchedulerMidChains({});
+}
+
+// No task has been recorded in the hub as running when the scheduler dies:
+// the new one learns from the engines which tasks they hold, and gives
+// none of them to another engine.
+TEST_F(Faults, SchedulerKilledBeforeAnyRunningTaskWasRecordedSendsNoneOfThemTwice) {
+  KillTheSchedulerMidChains({"--record-running-after", "600"});
+}
+
+// The engine running a task the hub never recorded as running is the last
+// to come back to a restarted scheduler: the other engine, back first, does
+// not get that task, which runs once, where it ran.
+TEST_F(Faults, AfterASchedulerRestartATaskGoesToNoEngineBeforeItsOwnSaysWhatItHolds) {
+  StartCluster(2, {"--record-running-after", "600", "--recover-grace", "20"});
+  const std::string runs = (dir_.path() / "runs.txt").string();
+  const std::string where = (dir_.path() / "where").string();
+  TaskOptions o;
+  o.command = {
+      "/bin/sh", "-c",
+      "echo $ZTASK_TASK_ID >> " + runs + "; echo $ZTASK_ENGINE_ID > " + where + "; sleep 3"};
+  auto id = client_->Submit(o);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_TRUE(WaitFor([&] { return !ReadFile(where).empty(); }));
+  const int32_t holder = std::stoi(ReadFile(where));
+  pid_t holder_pid = 0;
+  auto engines = client_->Engines();
+  ASSERT_TRUE(engines.ok());
+  for (const EngineStatus& e : *engines) {
+    if (e.id == holder) holder_pid = static_cast<pid_t>(e.pid);
+  }
+  ASSERT_GT(holder_pid, 0);
+
+  // The holder stops (well within the heartbeat window), the scheduler dies.
+  ASSERT_EQ(::kill(holder_pid, SIGSTOP), 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{holder_pid};
+  const pid_t scheduler = PidOf("taskscheduler", profile());
+  ASSERT_GT(scheduler, 0);
+  ASSERT_EQ(::kill(scheduler, SIGKILL), 0);
+  // The new scheduler hears the other engine first (or, wrongly, has it
+  // run the task a second time).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Log("scheduler").find("is back, holding 0 tasks") != std::string::npos ||
+               LineCounts(runs)[id->ToHex()] > 1;
+      },
+      std::chrono::seconds(20)))
+      << Log("scheduler");
+  ::kill(holder_pid, SIGCONT);
+
+  ASSERT_TRUE(client_->WaitReplies({*id}, 60).ok()) << Log("scheduler");
+  const std::vector<TaskInfo> records = FinalRecords({*id});
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, TaskState::kOk) << records[0].error_message;
+  EXPECT_EQ(records[0].engine_id, holder);
+  EXPECT_EQ(LineCounts(runs)[id->ToHex()], 1) << "run once\n" << Log("scheduler");
 }
 
 TEST_F(Faults, HubKilledWhileTasksFlowLosesNoRecordAndEnginesKeepTheirIds) {

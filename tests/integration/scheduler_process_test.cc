@@ -238,7 +238,8 @@ TEST_F(SchedulerProcess, AnEngineToldToDrainBeforeItCouldTakeTasksTakesNoneAndIs
 }
 
 TEST_F(SchedulerProcess, TellsTheHubOfEverySubmissionAssignmentAndOutcome) {
-  Start({"--hwm", "1"});
+  // Every dispatch recorded at once (at the end of its turn).
+  Start({"--hwm", "1", "--record-running-after", "0"});
   AddEngine(0);
   AddEngine(1);
   for (int i = 0; i < 10; ++i) client_->Submit({}, Echo("m"));
@@ -265,6 +266,69 @@ TEST_F(SchedulerProcess, TellsTheHubOfEverySubmissionAssignmentAndOutcome) {
                                            MsgType::kTaskOutcome}));
   }
   EXPECT_EQ(hub_->bad_monitor_messages(), 0u);
+}
+
+TEST_F(SchedulerProcess, ATaskThatEndsBeforeItsAssignmentIsDueCostsTheHubTwoRecords) {
+  Start({"--record-running-after", "60"});
+  AddEngine(0);
+  AddEngine(1);
+  std::set<TaskId> ids;
+  for (int i = 0; i < 10; ++i) ids.insert(client_->Submit({}, Echo("m")));
+  ASSERT_EQ(Serve(10).size(), 10u);
+  auto finals = [](const std::vector<MonitorMessage>& m) {
+    return std::count_if(m.begin(), m.end(), [](auto& x) { return x.final; });
+  };
+  ASSERT_TRUE(MonitorUntil([&](const auto& m) { return finals(m) == 10; }));
+  std::map<TaskId, std::vector<MsgType>> by_task;
+  for (const auto& m : hub_->monitor()) {
+    by_task[m.task].push_back(m.type);
+    if (m.type != MsgType::kTaskOutcome) continue;
+    // The outcome says where it ran, and which attempt.
+    ASSERT_TRUE(m.engine_id.has_value());
+    EXPECT_TRUE(*m.engine_id == 0 || *m.engine_id == 1) << *m.engine_id;
+    EXPECT_EQ(m.attempt, 1);
+    EXPECT_TRUE(m.ok);
+  }
+  EXPECT_EQ(by_task.size(), 10u);
+  for (const auto& [task, types] : by_task) {
+    EXPECT_TRUE(ids.count(task));
+    EXPECT_EQ(types, (std::vector<MsgType>{MsgType::kTaskSubmitted, MsgType::kTaskOutcome}));
+  }
+}
+
+TEST_F(SchedulerProcess, ATaskStillRunningWhenItsAssignmentIsDueIsRecordedAsAssigned) {
+  Start({"--record-running-after", "0.2"});
+  AddEngine(0);
+  const TaskId id = client_->Submit({}, Echo("long"));
+  std::optional<ReceivedTask> held;
+  ASSERT_TRUE(WaitFor([&] {
+    if (turns_++ % 200 == 0) hub_->AnnounceEngine(0, engines_[0]->uuid());
+    held = engines_[0]->Receive(milliseconds(1));
+    return held.has_value();
+  }));
+  const auto dispatched = std::chrono::steady_clock::now();
+  auto assigned = [&](const std::vector<MonitorMessage>& m) {
+    return std::find_if(m.begin(), m.end(), [&](const MonitorMessage& x) {
+             return x.type == MsgType::kTaskAssigned && x.task == id;
+           }) != m.end();
+  };
+  ASSERT_TRUE(MonitorUntil(assigned));
+  // Not before it was due (less a turn's length of slack).
+  EXPECT_GE(std::chrono::steady_clock::now() - dispatched, milliseconds(150));
+  const auto& m = hub_->monitor();
+  auto it = std::find_if(m.begin(), m.end(),
+                         [&](const MonitorMessage& x) { return x.type == MsgType::kTaskAssigned; });
+  EXPECT_EQ(it->task, id);
+  EXPECT_EQ(it->engine_id, 0);
+  EXPECT_EQ(it->attempt, 1);
+  engines_[0]->Reply(*held, true);
+  ASSERT_TRUE(MonitorUntil([&](const auto& all) {
+    return std::any_of(all.begin(), all.end(), [](auto& x) { return x.final; });
+  }));
+  std::vector<MsgType> types;
+  for (const auto& x : hub_->monitor()) types.push_back(x.type);
+  EXPECT_EQ(types, (std::vector<MsgType>{MsgType::kTaskSubmitted, MsgType::kTaskAssigned,
+                                         MsgType::kTaskOutcome}));
 }
 
 TEST_F(SchedulerProcess, HwmThreeKeepsAtMostThreeOnAnEngine) {

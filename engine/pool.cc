@@ -38,9 +38,11 @@ void Pool::WakeRunners() {
 }
 
 void Pool::Looked(bool timed) {
-  uint64_t count = 0;
-  (void)!::read(signal_fd_, &count, sizeof count);
-  signaled_ = false;
+  if (signaled_) {  // only TellOwner writes it
+    uint64_t count = 0;
+    (void)!::read(signal_fd_, &count, sizeof count);
+    signaled_ = false;
+  }
   owner_timed_ = timed;
 }
 

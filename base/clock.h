@@ -22,6 +22,15 @@ namespace ztask::base {
 int64_t MonotonicMicros();
 inline int64_t MonotonicMillis() { return MonotonicMicros() / 1000; }
 inline double MonotonicSeconds() { return static_cast<double>(MonotonicMicros()) / 1e6; }
+// A duration in seconds (a flag's value) as microseconds, within [0, 100
+// years]: a larger one, or infinity, is that long, and no clock reading
+// plus it overflows.
+inline int64_t DurationMicros(double seconds) {
+  constexpr double kMaxSeconds = 100.0 * 365 * 24 * 3600;
+  if (!(seconds > 0)) return 0;  // negative, zero or NaN
+  if (seconds > kMaxSeconds) seconds = kMaxSeconds;
+  return static_cast<int64_t>(seconds * 1e6);
+}
 
 // The monotonic clock as std::chrono time points, for what takes one
 // (a condition variable's wait_until, durations printed by benchmarks).

@@ -133,7 +133,7 @@ void HubLink::ReplayJournal(Journal& journal, double timeout_s, const std::atomi
   for (Journal::Found& batch : found) link_.Adopt(std::move(batch));
   spdlog::info("sending the hub {} monitor batches an earlier scheduler left in its journal",
                found.size());
-  const int64_t deadline = base::MonotonicMicros() + static_cast<int64_t>(timeout_s * 1e6);
+  const int64_t deadline = base::MonotonicMicros() + base::DurationMicros(timeout_s);
   protocol::Frames frames;
   while (link_.unacknowledged() > 0 && base::MonotonicMicros() < deadline && !stop.load()) {
     link_.Flush(base::MonotonicMicros());

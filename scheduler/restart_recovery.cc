@@ -12,8 +12,7 @@ namespace ztask::scheduler {
 void RestartRecovery::Recover(const RecoverySource& source, const std::atomic<bool>& stop) {
   auto state = FetchRecovery(source.context, source.info, signer_,
                              static_cast<int64_t>(source.timeout_s * 1000), stop);
-  const int64_t grace_end =
-      base::MonotonicMicros() + static_cast<int64_t>(source.grace_s * 1e6);
+  const int64_t grace_end = base::MonotonicMicros() + base::DurationMicros(source.grace_s);
   const bool found = state.ok() && (!state->tasks.empty() || !state->finished.empty());
   // A restart, even one that found nothing recorded: what clients sent
   // while no scheduler ran can come out of order, a task before a

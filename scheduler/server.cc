@@ -213,7 +213,7 @@ Status SchedulerServer::Impl::ConnectHub() {
   if (info_.hub.monitor.empty()) return Status::Ok();
   ZTASK_RETURN_IF_ERROR(protocol::Connect(monitor_, info_.hub.monitor));
   hub_.link().set_enabled(true);
-  hub_.set_record_running_after(static_cast<int64_t>(options_.record_running_after_s * 1e6));
+  hub_.set_record_running_after(base::DurationMicros(options_.record_running_after_s));
   next_stats_us_ = base::MonotonicMicros();
   monitor_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, monitor_);
   OpenJournal();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -56,6 +57,19 @@ TEST(WaitUntil, ReturnsFalseWhenTheConditionNeverHolds) {
   int calls = 0;
   EXPECT_TRUE(WaitUntil([&] { return ++calls == 3; }));
   EXPECT_EQ(calls, 3);
+}
+
+TEST(Clock, ADurationFlagOfAnySizeIsMicrosecondsThatCannotOverflowAClock) {
+  EXPECT_EQ(DurationMicros(0.05), 50'000);
+  EXPECT_EQ(DurationMicros(10), 10'000'000);
+  EXPECT_EQ(DurationMicros(0), 0);
+  EXPECT_EQ(DurationMicros(-3), 0);
+  EXPECT_EQ(DurationMicros(std::numeric_limits<double>::quiet_NaN()), 0);
+  const int64_t most = DurationMicros(100.0 * 365 * 24 * 3600);
+  EXPECT_EQ(DurationMicros(1e300), most);
+  EXPECT_EQ(DurationMicros(std::numeric_limits<double>::infinity()), most);
+  // A clock reading plus the largest still fits.
+  EXPECT_GT(MonotonicMicros() + most, MonotonicMicros());
 }
 
 }  // namespace

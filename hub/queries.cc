@@ -90,8 +90,16 @@ void HubServer::Impl::OnRecoverRequest(const Query& query) {
   protocol::Drain(monitor_, monitor_frames, SIZE_MAX, [&](Frames& f) { OnMonitor(f); });
   std::vector<TaskId> without_request;
   protocol::RecoverReply reply = Recover(*store_, *request, &without_request);
-  reply.engines.emplace();
-  for (const auto& [id, engine] : core_.registry().alive()) reply.engines->push_back(id);
+  // Engines left without a hub register again once two heartbeats go
+  // unanswered: before twice the window they are lost in, this hub (just
+  // started) may not know them all, and says nothing rather than a part.
+  const int64_t window_us = int64_t{core_.HeartbeatMs()} * 1000 * options_.heartbeat_misses;
+  // (A hub that found no record is the first of its cluster, or had no
+  // task to lose.)
+  if (!found_records_ || base::MonotonicMicros() - started_us_ >= 2 * window_us) {
+    reply.engines.emplace();
+    for (const auto& [id, engine] : core_.registry().alive()) reply.engines->push_back(id);
+  }
   Answer(query, MsgType::kRecoverReply, reply);
   for (const TaskId& id : without_request) {
     spdlog::warn("task {} has no recorded request: a restarted scheduler cannot queue it",

@@ -673,7 +673,9 @@ struct RecoverReply {
   std::vector<FinishedTask> finished;
   bool done = false;  // no page after this one
   // The ids of the engines registered now: any may hold a task dispatched
-  // after the hub's latest record of it (absent from earlier hubs).
+  // after the hub's latest record of it. Absent when the hub cannot tell
+  // yet (it started too recently for every engine to have registered
+  // again), and from earlier hubs.
   std::optional<std::vector<int32_t>> engines = std::nullopt;
   template <class S, class V>
   static void Visit(S& s, V& v) {

@@ -54,6 +54,14 @@ void EnginePort::Unreachable(const std::string& uuid) {
   actions_.ApplyAll(ActionApplier::kNoReply);
 }
 
+void EnginePort::Unregistered(int32_t engine_id, EngineSlot slot) {
+  if (slot != kNoSlot) {
+    recovery_.Forget(slot);
+  } else {
+    recovery_.Unregistered(engine_id);
+  }
+}
+
 // An engine's DEALER reached us: at its start, or again after its
 // connection broke (then it says which tasks it holds).
 void EnginePort::OnEngineReady(const std::string& uuid, const protocol::EngineReady& ready) {
@@ -69,7 +77,7 @@ void EnginePort::OnEngineReady(const std::string& uuid, const protocol::EngineRe
 
   // After our restart, the engine's word links it to the tasks the hub
   // recorded on its id, before the hub's notice comes.
-  if (!entry.registered && recovery_.HasTasksOf(ready.engine_id)) {
+  if (!entry.registered && recovery_.Expects(ready.engine_id)) {
     entry.id = ready.engine_id;
     entry.registered = true;
   }

@@ -50,6 +50,9 @@ class EnginePort {
 
   // Registered but not connected: treat it as lost, its tasks go elsewhere.
   void Unreachable(const std::string& uuid);
+  // The hub says an engine is gone: after our restart, what was restored
+  // for it goes too (linked: `slot`; else by its id).
+  void Unregistered(int32_t engine_id, EngineSlot slot);
 
  private:
   void OnEngineReady(const std::string& uuid, const protocol::EngineReady& ready);

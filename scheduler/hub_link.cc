@@ -23,8 +23,17 @@ void HubLink::RecordCopy(MsgType type, Msg request) {
   SealIfFull();
 }
 
+void HubLink::RecordAssigned(const TaskId& id, EngineSlot slot, int32_t engine_id,
+                             int32_t attempt) {
+  if (assigned_.size() >= compact_at_) {
+    std::erase_if(assigned_,
+                  [&](const Dispatched& d) { return !core_.RunsAs(d.id, d.slot, d.attempt); });
+    compact_at_ = std::max(kCompactAssignedFrom, 2 * assigned_.size());
+  }
+  assigned_.push_back({id, base::MonotonicMicros() + assigned_after_us_, slot, engine_id, attempt});
+}
+
 void HubLink::RecordLongAssignments(int64_t now_us) {
-  turn_us_ = now_us;
   static const std::string kEmpty = protocol::EncodeBody(protocol::Empty{});
   while (!assigned_.empty() && assigned_.front().due_us <= now_us) {
     const Dispatched& d = assigned_.front();

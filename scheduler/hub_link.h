@@ -68,12 +68,10 @@ class HubLink {
 
   // Task `id` was dispatched to `slot` (engine `engine_id`) as `attempt`:
   // recorded by RecordLongAssignments if it still runs there then.
-  void RecordAssigned(const TaskId& id, EngineSlot slot, int32_t engine_id, int32_t attempt) {
-    assigned_.push_back({id, turn_us_ + assigned_after_us_, slot, engine_id, attempt});
-  }
+  void RecordAssigned(const TaskId& id, EngineSlot slot, int32_t engine_id, int32_t attempt);
   // Records a task_assigned for each task dispatched that long ago
-  // (set_record_running_after) or more that still runs as dispatched. Call once a turn: `now_us`
-  // also dates the dispatches of the next turn.
+  // (set_record_running_after) or more that still runs as dispatched. Call
+  // once a turn.
   void RecordLongAssignments(int64_t now_us);
   // When RecordLongAssignments has one to look at next; nullopt: none.
   std::optional<int64_t> NextAssignmentUs() const {
@@ -144,7 +142,10 @@ class HubLink {
     int32_t attempt;
   };
   std::deque<Dispatched> assigned_;
-  int64_t turn_us_ = 0;  // when the latest turn ended
+  // Past this many, those that no longer run are let go (a long delay
+  // would otherwise keep one a dispatch).
+  static constexpr size_t kCompactAssignedFrom = size_t{1} << 16;
+  size_t compact_at_ = kCompactAssignedFrom;
   const std::string session_ = TaskId::Random().ToHex();
 };
 

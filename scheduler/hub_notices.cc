@@ -49,6 +49,7 @@ bool HubNotices::OnRegistered(const protocol::EngineInfo& info) {
   EngineEntry& entry = engines_[info.uuid];
   if (entry.registered && entry.id == info.id) return false;  // heard it already
   if (entry.slot != kNoSlot) {
+    engine_port_.Unregistered(entry.id, entry.slot);
     core_.EngineRemoved(entry.slot);
     entry.slot = kNoSlot;
   }
@@ -69,7 +70,11 @@ void HubNotices::OnDraining(const protocol::EngineRef& ref) {
 
 bool HubNotices::OnUnregistered(const protocol::EngineRef& ref) {
   auto it = engines_.find(ref.uuid);
-  if (it == engines_.end()) return false;
+  if (it == engines_.end()) {  // never heard from since our start
+    engine_port_.Unregistered(ref.engine_id, kNoSlot);
+    return true;
+  }
+  engine_port_.Unregistered(ref.engine_id, it->second.slot);
   if (it->second.slot != kNoSlot) {
     spdlog::info("engine {} is gone", it->second.id);
     core_.EngineRemoved(it->second.slot);

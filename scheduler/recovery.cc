@@ -71,7 +71,8 @@ Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::Co
     deadline = base::MonotonicMillis() + timeout_ms;  // it answers: each page gets the full time
     for (auto& f : page->finished) state.finished.push_back(f);
     for (auto& t : page->tasks) state.tasks.push_back(std::move(t));
-    if (page->engines) state.engines = std::move(*page->engines);
+    // The latest page's engines, unless a page could not name them.
+    if (pages == 0 || state.engines) state.engines = std::move(page->engines);
     // Outcomes of other finished tasks are not read: a task naming one is
     // looked up when it comes, so a start costs the tasks in flight, not the
     // length of the history.

@@ -8,11 +8,12 @@
 #define ZTASK_SCHEDULER_RECOVERY_H_
 
 #include <atomic>
+#include <optional>
 #include <vector>
 #include <zmq.hpp>
 
-#include "protocol/connection_file.h"
 #include "protocol/codec.h"
+#include "protocol/connection_file.h"
 #include "ztask/status.h"
 
 namespace ztask::scheduler {
@@ -20,8 +21,9 @@ namespace ztask::scheduler {
 struct RecoveredState {
   std::vector<protocol::RecoveredTask> tasks;
   std::vector<protocol::FinishedTask> finished;
-  // The engines registered when the hub answered.
-  std::vector<int32_t> engines;
+  // The engines registered when the hub answered; nullopt when it could
+  // not tell.
+  std::optional<std::vector<int32_t>> engines;
 };
 
 // Asks the hub at info.hub.query for the unfinished tasks and the outcomes

@@ -26,7 +26,17 @@ void RestartRecovery::Recover(const RecoverySource& source, const std::atomic<bo
   // record of it (hub_link.h records a dispatch only once it has run a
   // while): no engine takes a task until each has said what it holds, or
   // the grace period ended, so that no task is sent to a second engine.
-  for (int32_t engine_id : state->engines) RecoveredSlot(engine_id);
+  // A hub that cannot name them (it started too recently, or is of an
+  // earlier version): the whole grace period.
+  if (state->engines) {
+    for (int32_t engine_id : *state->engines) RecoveredSlot(engine_id);
+  } else {
+    hold_to_grace_end_ = true;
+    spdlog::warn(
+        "the hub cannot tell yet which engines there are: no task goes to an engine "
+        "for {} s, until each may have come back",
+        source.grace_s);
+  }
   hold_ = true;
   counters_.recovered = state->tasks.size();
   deadline_us_ = grace_end;
@@ -100,6 +110,11 @@ std::optional<EngineSlot> RestartRecovery::Link(int32_t engine_id) {
   return slot;
 }
 
+bool RestartRecovery::Expects(int32_t engine_id) {
+  if (hold_to_grace_end_ && engine_id >= 0) RecoveredSlot(engine_id);
+  return HasTasksOf(engine_id);
+}
+
 void RestartRecovery::EngineBack(EngineSlot slot, const std::vector<TaskId>& held,
                                  const std::string& uuid) {
   const std::unordered_set<TaskId, TaskIdHash> holds(held.begin(), held.end());
@@ -129,8 +144,22 @@ void RestartRecovery::Forget(EngineSlot slot) {
   ReleaseIfAllBack();
 }
 
+void RestartRecovery::Unregistered(int32_t engine_id) {
+  auto r = recovered_slots_.find(engine_id);
+  if (r == recovered_slots_.end()) return;
+  // Its tasks are lost with it, as at the end of the grace period.
+  spdlog::info("engine {} is gone before it came back after the restart", engine_id);
+  const EngineSlot slot = r->second;
+  recovered_slots_.erase(r);
+  recovering_slots_.erase(slot);
+  core_.EngineRemoved(slot);
+  ReleaseIfAllBack();
+}
+
 void RestartRecovery::ReleaseIfAllBack() {
-  if (hold_ && recovered_slots_.empty() && recovering_slots_.empty()) Release();
+  if (hold_ && !hold_to_grace_end_ && recovered_slots_.empty() && recovering_slots_.empty()) {
+    Release();
+  }
 }
 
 void RestartRecovery::Release() {
@@ -140,7 +169,7 @@ void RestartRecovery::Release() {
 }
 
 bool RestartRecovery::KeepEarly(Msg reply) {
-  if (recovered_slots_.empty() || early_replies_.size() >= kMaxEarlyReplies) return false;
+  if (!waiting() || early_replies_.size() >= kMaxEarlyReplies) return false;
   early_replies_.emplace_back(reply.begin(), reply.end());
   return true;
 }
@@ -162,6 +191,7 @@ void RestartRecovery::EndGraceIfDue(int64_t now_us) {
   recovered_slots_.clear();
   // Engines linked and still silent take tasks once they say what they
   // hold (EngineBack), like the others now.
+  hold_to_grace_end_ = false;
   if (hold_) Release();
   if (!early_replies_.empty()) {
     counters_.unknown_engines += early_replies_.size();

@@ -64,6 +64,10 @@ class RestartRecovery {
   // Whether the restored state has tasks on engine `engine_id`, not linked
   // to a connected engine yet.
   bool HasTasksOf(int32_t engine_id) const { return recovered_slots_.count(engine_id) > 0; }
+  // Whether an engine that says it is `engine_id` is to be linked to a
+  // restored slot: one the hub named, or any while the hub could not name
+  // them (then it gets one now, so that what it holds is heard).
+  bool Expects(int32_t engine_id);
   // The slot holding the tasks restored on `engine_id`, now linked to its
   // connected engine; nullopt when there is none.
   std::optional<EngineSlot> Link(int32_t engine_id);
@@ -76,6 +80,9 @@ class RestartRecovery {
   void EngineBack(EngineSlot slot, const std::vector<TaskId>& held, const std::string& uuid);
   // The engine of `slot` is gone.
   void Forget(EngineSlot slot);
+  // The hub says engine `engine_id` is gone, and none of ours is linked to
+  // it: the slot restored for it, if any, goes with its tasks.
+  void Unregistered(int32_t engine_id);
 
   // Keeps a reply (the engine's session, then the message; copied) from an
   // engine not linked yet, while engines are waited for; false when it is
@@ -118,6 +125,7 @@ class RestartRecovery {
   // Engines take no task until those waited for are back (holding()); the
   // slots that wait to take them.
   bool hold_ = false;
+  bool hold_to_grace_end_ = false;  // the hub could not name the engines
   std::vector<EngineSlot> back_;
 };
 

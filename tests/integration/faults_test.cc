@@ -242,6 +242,76 @@ TEST_F(Faults, AfterASchedulerRestartATaskGoesToNoEngineBeforeItsOwnSaysWhatItHo
   EXPECT_EQ(LineCounts(runs)[id->ToHex()], 1) << "run once\n" << Log("scheduler");
 }
 
+// The head node's crash: hub and scheduler die together and come back. The
+// new hub cannot yet name every engine, so the new scheduler gives no task
+// to any engine before the grace period ends: the task running, which the
+// hub never recorded as running, runs once.
+TEST_F(Faults, HubAndSchedulerKilledTogetherRunNoTaskTwice) {
+  StartCluster(2, {"--record-running-after", "600", "--recover-grace", "6"});
+  const std::string runs = (dir_.path() / "runs.txt").string();
+  std::vector<TaskId> ids;
+  for (int i = 0; i < 2; ++i) {
+    auto id = client_->Submit(Noted(runs, 4));
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    ids.push_back(*id);
+  }
+  ASSERT_TRUE(WaitFor([&] { return LineCounts(runs).size() == 2; }));
+  const pid_t hub = PidOf("taskhub", profile());
+  const pid_t scheduler = PidOf("taskscheduler", profile());
+  ASSERT_GT(hub, 0);
+  ASSERT_GT(scheduler, 0);
+  ASSERT_EQ(::kill(hub, SIGKILL), 0);
+  ASSERT_EQ(::kill(scheduler, SIGKILL), 0);
+  ASSERT_TRUE(client_->WaitReplies(ids, 90).ok()) << Log("scheduler");
+  const std::vector<TaskInfo> records = FinalRecords(ids);
+  ASSERT_EQ(records.size(), ids.size());
+  const auto counts = LineCounts(runs);
+  for (const TaskInfo& r : records) {
+    EXPECT_EQ(r.status, TaskState::kOk) << r.error_message;
+    EXPECT_EQ(counts.at(r.id.ToHex()), 1) << "run once\n" << Log("scheduler");
+  }
+}
+
+// An engine the hub lists dies while the restarted scheduler waits for the
+// engines to come back: the hub's word that it is gone ends the wait for
+// it, long before the grace period would.
+TEST_F(Faults, AnEngineGoneDuringARestartIsNotWaitedFor) {
+  // The hub loses an engine 5 s after its last heartbeat.
+  StartCluster(2, {"--recover-grace", "60", "--heartbeat-misses", "5"});
+  auto engines = client_->Engines();
+  ASSERT_TRUE(engines.ok());
+  ASSERT_EQ(engines->size(), 2u);
+  const EngineStatus paused = (*engines)[0];
+  // A task held for the engine that will pause: unfinished at the restart.
+  const std::string runs = (dir_.path() / "runs.txt").string();
+  TaskOptions there = Noted(runs, 30);
+  there.targets = {paused.id};
+  auto held = client_->Submit(there);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(WaitFor([&] { return LineCounts(runs).size() == 1; }));
+  // The engine stops answering (still listed by the hub for 5 s) and the
+  // scheduler dies; the new one waits for the engine until the hub says
+  // it is gone, not for the whole grace period.
+  ASSERT_EQ(::kill(static_cast<pid_t>(paused.pid), SIGSTOP), 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{static_cast<pid_t>(paused.pid)};
+  const pid_t scheduler = PidOf("taskscheduler", profile());
+  ASSERT_GT(scheduler, 0);
+  ASSERT_EQ(::kill(scheduler, SIGKILL), 0);
+  const auto start = std::chrono::steady_clock::now();
+  TaskOptions quick;
+  quick.command = {"true"};
+  auto id = client_->Submit(quick);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(client_->WaitReplies({*id}, 55).ok()) << Log("scheduler");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30)) << Log("scheduler");
+  EXPECT_NE(Log("scheduler").find("2 engines have 60 s"), std::string::npos)
+      << "the paused engine was waited for\n"
+      << Log("scheduler");
+}
+
 TEST_F(Faults, HubKilledWhileTasksFlowLosesNoRecordAndEnginesKeepTheirIds) {
   StartCluster(2);
   auto engines_before = client_->Engines();

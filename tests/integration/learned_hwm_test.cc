@@ -25,14 +25,14 @@ int LinesIn(const std::filesystem::path& path) {
 // Polls `taskcluster status` (the scheduler reports once a second) until
 // its report satisfies `holds`; *report is the last one read.
 template <class F>
-bool StatusUntil(const std::string& profile, const TempDir& dir, F&& holds,
-                 std::string* report) {
+bool StatusUntil(const std::string& profile, const TempDir& dir, F&& holds, std::string* report,
+                 seconds timeout = seconds(20)) {
   return base::WaitUntil(
       [&] {
         *report = RunProgram({kBin + "/taskcluster", "status", "--profile-dir", profile}, dir).out;
         return holds(*report);
       },
-      seconds(20));
+      timeout);
 }
 
 // With no --hwm, fast tasks give each engine a deep queue; then a long task
@@ -43,22 +43,27 @@ TEST_F(ClusterTest, TasksQueuedBehindALongOneRunOnTheIdleEngineEachOnce) {
   Client& c = *client_;
   TaskOptions noop;
   noop.function = "noop";
-  auto fast = c.SubmitMany(std::vector<TaskOptions>(400, noop));
-  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
-  ASSERT_TRUE(c.WaitReplies(*fast, 60).ok());
 
   // The status shows each engine's HWM, learned deeper than one on no-ops.
+  // (On a loaded machine one engine may run nearly all of a round, and
+  // learns nothing of the other: more rounds give it some.)
   const std::regex learned_line(
       R"(routing: leastload, HWM auto \(engine 0: (\d+), engine 1: (\d+)\))");
   std::string report;
   std::smatch hwms;
-  const bool learned = StatusUntil(
-      profile(), dir_,
-      [&](const std::string& r) {
-        return std::regex_search(r, hwms, learned_line) && std::stoi(hwms[1]) > 1 &&
-               std::stoi(hwms[2]) > 1;
-      },
-      &report);
+  bool learned = false;
+  for (int round = 0; round < 4 && !learned; ++round) {
+    auto fast = c.SubmitMany(std::vector<TaskOptions>(400, noop));
+    ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+    ASSERT_TRUE(c.WaitReplies(*fast, 60).ok());
+    learned = StatusUntil(
+        profile(), dir_,
+        [&](const std::string& r) {
+          return std::regex_search(r, hwms, learned_line) && std::stoi(hwms[1]) > 1 &&
+                 std::stoi(hwms[2]) > 1;
+        },
+        &report, seconds(5));
+  }
   EXPECT_TRUE(learned) << report;
 
   TaskOptions long_task;

@@ -94,9 +94,8 @@ void HubServer::Impl::OnRecoverRequest(const Query& query) {
   // unanswered: before twice the window they are lost in, this hub (just
   // started) may not know them all, and says nothing rather than a part.
   const int64_t window_us = int64_t{core_.HeartbeatMs()} * 1000 * options_.heartbeat_misses;
-  // (A hub that found no record is the first of its cluster, or had no
-  // task to lose.)
-  if (!found_records_ || base::MonotonicMicros() - started_us_ >= 2 * window_us) {
+  // (A hub with no earlier life is the first of its cluster.)
+  if (!earlier_life_ || base::MonotonicMicros() - started_us_ >= 2 * window_us) {
     reply.engines.emplace();
     for (const auto& [id, engine] : core_.registry().alive()) reply.engines->push_back(id);
   }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <tuple>
 #include <zmq.hpp>
@@ -328,9 +329,14 @@ Result<std::unique_ptr<HubServer>> HubServer::Create(const HubOptions& options) 
     spdlog::info("converting the task database to this version's layout: {} records so far",
                  read);
   };
+  // A database that was there: this hub has an earlier life, whose engines
+  // may still run (Impl::earlier_life_).
+  std::error_code ignored;
+  const bool earlier_life = db != ":memory:" && std::filesystem::exists(db, ignored);
   auto store = TaskStore::Open(db, std::move(store_options));
   if (!store.ok()) return store.status();
   auto impl = std::make_unique<Impl>(options, info, std::move(*store));
+  impl->set_earlier_life(earlier_life);
   auto endpoints = impl->Start(profile);
   if (!endpoints.ok()) return endpoints.status();
   ZTASK_RETURN_IF_ERROR(protocol::UpdateConnectionFile(

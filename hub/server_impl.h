@@ -61,6 +61,7 @@ class HubServer::Impl {
                                   const std::string& any) const;
 
   int synchronous_level() const { return store_->synchronous_level(); }
+  void set_earlier_life(bool earlier) { earlier_life_ = earlier; }
 
   void Run();
   void RequestStop();
@@ -223,11 +224,11 @@ class HubServer::Impl {
   // With many engines the registration socket (their heartbeats) is read
   // at most once every kPaceEngineReadsUs, from this time on.
   int64_t engine_reads_due_us_ = 0;
-  // When this hub started, and whether it found records of an earlier
-  // life: then, until every live engine has had time to register with it
-  // again, it cannot say which engines there are.
+  // When this hub started, and whether it has an earlier life (its
+  // database was there): then, until every live engine has had time to
+  // register with it again, it cannot say which engines there are.
   const int64_t started_us_ = base::MonotonicMicros();
-  const bool found_records_ = store_ && store_->size() > 0;  // after store_
+  bool earlier_life_ = false;
   bool retain_failing_ = false;  // logged once until a deletion succeeds
 };
 

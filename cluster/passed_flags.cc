@@ -48,8 +48,8 @@ void SlotCount(CLI::Option* o) {
 std::vector<PassedFlag> MakeTable() {
   return {
       {"--slots", kEngine,
-       "tasks an engine runs at once, each holding the slots it asks (taskctl submit --slots)", "1",
-       SlotCount},
+       "tasks an engine runs at once, each holding the slots it asks (taskctl submit --slots)",
+       "1", SlotCount},
       {"--resource", kEngine,
        "a countable resource an engine has, NAME=COUNT (gpus=4: units 0-3, given to tasks "
        "that ask for them); may be repeated",
@@ -80,14 +80,12 @@ std::vector<PassedFlag> MakeTable() {
       {"--durability", kHub | kScheduler,
        "what acknowledged records and the scheduler's journal survive: a process crash "
        "(process) or a power loss too (power: synced to disk, once per turn)",
-       "process",
-       [](CLI::Option* o) {
-         o->check(CLI::IsMember({"process", "power"}));
-       }},
+       "process", [](CLI::Option* o) { o->check(CLI::IsMember({"process", "power"})); }},
       {"--heartbeat-ms", kHub,
        "engines heartbeat this often (milliseconds; stretched so that all engines send at most "
        "2,000 heartbeats a second)",
-       "1000", [](CLI::Option* o) { o->check(CLI::Range(10, 600000)); }},
+       "1000",
+       [](CLI::Option* o) { o->check(CLI::Range(10, 600000)); }},
       {"--heartbeat-misses", kHub, "an engine silent for this many periods is lost", "3",
        [](CLI::Option* o) { o->check(CLI::Range(1, 1000)); }},
       {"--record-running-after", kScheduler,
@@ -115,8 +113,8 @@ std::vector<PassedFlag> MakeTable() {
        "TaskRejected",
        "", Positive},
       {"--max-dependencies", kScheduler, "most after+follow ids of a task", "", Positive},
-      {"--max-queued-per-client", kScheduler, "most tasks of one client waiting or running at once",
-       "", Positive},
+      {"--max-queued-per-client", kScheduler,
+       "most tasks of one client waiting or running at once", "", Positive},
       {"--max-result-bytes", kEngine, "largest result of a function; a larger one fails the task",
        "", Positive},
       {"--max-output-bytes", kEngine, "bytes of stdout and of stderr kept per command", "",

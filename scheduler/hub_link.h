@@ -1,8 +1,9 @@
 // HubLink: the scheduler's monitor DEALER to the hub. It records what the
 // loop did into the monitor batches (a task submitted, its outcomes, and
-// its assignment once it has run for a while), hears the hub's acknowledgements of them
-// (monitor_link.h keeps each batch until then), asks the hub about dependencies the core does not
-// know and hands the answers to the core, sends the scheduler's counts once
+// its assignment once it has run for a while), hears the hub's
+// acknowledgements of them (monitor_link.h keeps each batch until then),
+// asks the hub about dependencies the core does not know and hands the
+// answers to the core, sends the scheduler's counts once
 // a second, and at start sends what an earlier scheduler left in the
 // journal.
 //

@@ -119,8 +119,9 @@ size_t Inbound::ForEachInBatch(const protocol::Header& batch,
   }
   size_t handled = 0;
   for (size_t i = 0; i < unpacked->size(); ++i) {
-    if (i + kPrefetchAhead < headers.size() && headers[i + kPrefetchAhead].ok())
+    if (i + kPrefetchAhead < headers.size() && headers[i + kPrefetchAhead].ok()) {
       ahead(*headers[i + kPrefetchAhead]);
+    }
     std::vector<std::string_view>& message = (*unpacked)[i];
     const Result<protocol::Header>& header = headers[i];
     if (!header.ok()) {

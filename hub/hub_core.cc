@@ -180,10 +180,9 @@ void HubCore::Flushed(const Status& status, HubActions* out) {
   flush_failing_ = !status.ok();
 }
 
-void HubCore::Submitted(const protocol::Header& request,
-                        const Result<protocol::RoutingMeta>& meta,
-                        const Result<protocol::TaskSpec>& spec,
-                        KeptRequest request_frames, HubActions* out) {
+void HubCore::Submitted(const protocol::Header& request, const Result<protocol::RoutingMeta>& meta,
+                        const Result<protocol::TaskSpec>& spec, KeptRequest request_frames,
+                        int64_t hold_since_us, HubActions* out) {
   const TaskId& id = request.id;
   if (!meta.ok() || !spec.ok()) {
     Log(LogLine::Level::kWarning,
@@ -195,7 +194,7 @@ void HubCore::Submitted(const protocol::Header& request,
   const protocol::TaskSpec no_spec{};
   const protocol::TaskSpec& taken = spec.ok() ? *spec : no_spec;
   if (!store_->Submitted(request, meta.ok() ? *meta : protocol::RoutingMeta{}, taken,
-                         std::move(request_frames))) {
+                         std::move(request_frames), hold_since_us)) {
     return;
   }
   out->noted.emplace_back(id, false);

@@ -109,9 +109,11 @@ class HubCore {
   // ---- the scheduler's monitor --------------------------------------------
   // A task whose metadata or body cannot be read is recorded all the same
   // (without them): every task accepted has a record.
+  // `hold_since_us` > 0: the record may be held back from the file (the
+  // scheduler keeps it until acknowledged; store.h).
   void Submitted(const protocol::Header& request, const Result<protocol::RoutingMeta>& meta,
                  const Result<protocol::TaskSpec>& spec, KeptRequest request_frames,
-                 HubActions* out);
+                 int64_t hold_since_us, HubActions* out);
   void Assigned(const TaskId& id, const protocol::Assignment& assignment, HubActions* out);
   // An outcome whose result cannot be read is recorded as the task's
   // BadTask error: it is never lost for its body.

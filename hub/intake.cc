@@ -3,6 +3,8 @@
 // core (hub_core.h), which changes the records; the batches'
 // acknowledgements once the store has written them. Must not: decide what a
 // message does to a record or which events it makes.
+#include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,16 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
   const auto id_at = [&](size_t i) -> const TaskId* {
     return i < parents.size() && parents[i].ok() && *parents[i] ? &(*parents[i])->id : nullptr;
   };
+  // New tasks of an acknowledged batch are held back from the file (a task
+  // that ends soon is written once, final): the scheduler keeps the batch
+  // until they are written.
+  int64_t hold_since_us = 0;
+  if (meta->seq && store_->durable()) {
+    batch_us_ = std::max(batch_us_ + 1, base::MonotonicMicros());
+    hold_since_us = batch_us_;
+  }
+  const uint64_t held_before = store_->held_ever();
+  monitor_heard_ = true;
   for (size_t i = 0; i < messages->size(); ++i) {
     if (const TaskId* ahead = id_at(i + kPrefetchAhead)) store_->Prefetch(*ahead);
     if (const TaskId* ahead = id_at(i + kPrefetchAhead / 2)) store_->PrefetchRecord(*ahead);
@@ -56,16 +68,21 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
       Drop(peer, inner.status());
       continue;
     }
-    OnMonitorMessage(peer, *inner, message, parents[i]);
+    OnMonitorMessage(peer, *inner, message, parents[i], hold_since_us);
   }
-  if (meta->seq) NoteAck(peer, *meta->seq);
+  if (meta->seq) {
+    size_t bytes = 0;
+    for (const std::string_view view : views) bytes += view.size();
+    NoteAck(
+        {std::string(peer), *meta->seq, hold_since_us, bytes, store_->held_ever() != held_before});
+  }
 }
 
 // Acknowledgements wait until the records they cover are in the database
 // (SendAcks after a flush), so the scheduler keeps every batch a crash of
 // the hub could lose.
-void HubServer::Impl::NoteAck(std::string_view peer, int64_t seq) {
-  acks_[std::string(peer)].push_back(seq);
+void HubServer::Impl::NoteAck(PendingAck ack) {
+  acks_.push_back(std::move(ack));
   // Nothing more to wait for without a database. One that cannot be
   // written (disk full) gets no acknowledgement: the scheduler keeps the
   // batches (and slows down once it holds too many) until a write
@@ -74,7 +91,16 @@ void HubServer::Impl::NoteAck(std::string_view peer, int64_t seq) {
 }
 
 void HubServer::Impl::SendAcks() {
-  for (auto& [peer, seqs] : acks_) {
+  // A batch whose records are all written: none held back, or each of them
+  // released (they go oldest first).
+  const int64_t oldest_held = store_->OldestHeldUs();
+  std::map<std::string, std::vector<int64_t>> due;
+  std::erase_if(acks_, [&](const PendingAck& ack) {
+    if (ack.holds && ack.arrived_us >= oldest_held) return false;
+    due[ack.peer].push_back(ack.seq);
+    return true;
+  });
+  for (auto& [peer, seqs] : due) {
     const std::string_view prefix[] = {peer};
     // Lost (the scheduler's queue full), it costs a resend: the scheduler
     // sends what stays unacknowledged again (MonitorLink::kResendAfterUs),
@@ -84,7 +110,17 @@ void HubServer::Impl::SendAcks() {
         protocol::EncodeMessage(signer_, NewHeader(MsgType::kMonitorAck), std::nullopt,
                                 protocol::Empty{}, protocol::MonitorAck{std::move(seqs)}));
   }
-  acks_.clear();
+}
+
+int64_t HubServer::Impl::ReleaseHeldUntil(int64_t now_us) const {
+  if (!monitor_heard_) return INT64_MAX;
+  int64_t until = now_us - kHoldNewUs;
+  size_t kept = 0;  // by the scheduler, newest first
+  for (auto ack = acks_.rbegin(); ack != acks_.rend(); ++ack) {
+    kept += ack->bytes;
+    if (kept > kMaxUnacknowledgedBytes) return std::max(until, ack->arrived_us);
+  }
+  return until;
 }
 
 // Answers the waits that have what they asked for now.
@@ -97,16 +133,18 @@ void HubServer::Impl::Noted(const TaskId& id, bool final) {
 // decoded here, decided by the core.
 void HubServer::Impl::OnMonitorMessage(std::string_view peer, const protocol::Header& header,
                                        const std::vector<std::string_view>& views,
-                                       const Result<std::optional<protocol::Header>>& parent) {
+                                       const Result<std::optional<protocol::Header>>& parent,
+                                       int64_t hold_since_us) {
   if (!parent.ok() || !*parent) return Drop(peer, "monitor message without parent");
   const TaskId id = (*parent)->id;
   actions_.Clear();
   switch (header.type) {
     case MsgType::kTaskSubmitted: {
       KeptRequest request(std::span<const std::string_view>(views).subspan(protocol::kFrameParent));
-      core_.Submitted(**parent, protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]),
+      core_.Submitted(**parent,
+                      protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]),
                       protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]),
-                      std::move(request), &actions_);
+                      std::move(request), hold_since_us, &actions_);
       break;
     }
     case MsgType::kTaskAssigned: {

@@ -37,11 +37,13 @@ std::vector<std::string> KeptRequest::frames() const {
 }
 
 bool RecordBook::Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
-                           const protocol::TaskSpec& spec, KeptRequest request_frames) {
+                           const protocol::TaskSpec& spec, KeptRequest request_frames,
+                           int64_t hold_since_us) {
   bool made;
   Entry& e = EntryOf(request.id, &made);
   if (!made && Finished(e.record)) return false;
-  Touch(e);
+  const bool hold = made && hold_since_us > 0;
+  if (!hold) Touch(e);
   protocol::TaskRecord& r = e.record;
   Tally(r, -1);
   r.label = spec.label;
@@ -62,7 +64,32 @@ bool RecordBook::Submitted(const protocol::Header& request, const protocol::Rout
     e.has_request = true;
     e.request_changed = true;
   }
+  if (hold) Hold(e, hold_since_us);
   return true;
+}
+
+void RecordBook::Hold(Entry& e, int64_t since_us) {
+  e.held = true;
+  held_.push_back({e.record.id, since_us});
+  ++held_count_;
+  ++held_ever_;
+}
+
+void RecordBook::ReleaseHeld(int64_t until_us) {
+  while (!held_.empty()) {
+    const Held& front = held_.front();
+    const std::unique_ptr<Entry>* slot = entries_.find(front.id);
+    Entry* e = slot ? slot->get() : nullptr;
+    if (e && e->held) {
+      if (front.since_us > until_us) break;
+      Touch(*e);
+    }
+    held_.pop_front();
+  }
+}
+
+int64_t RecordBook::OldestHeldUs() const {
+  return held_count_ == 0 || held_.empty() ? INT64_MAX : held_.front().since_us;
 }
 
 void RecordBook::Replace(const TaskId& old_id, const TaskId& by) {
@@ -302,6 +329,10 @@ RecordBook::Entry& RecordBook::EntryOf(const TaskId& id, bool* made) {
 }
 
 void RecordBook::Touch(Entry& e) {
+  if (e.held) {
+    e.held = false;
+    --held_count_;
+  }
   if (!e.dirty) {
     e.dirty = true;
     dirty_.push_back(&e);

@@ -14,6 +14,12 @@
 // Every change is idempotent: a final record never goes back, so the monitor
 // may deliver a batch twice (it resends what the hub did not acknowledge).
 //
+// A new record may be held back: not listed as changed until it changes
+// again (assigned, final) or is released (ReleaseHeld), so that a task that
+// ends soon after it came is written once, final, instead of twice. Only a
+// record the scheduler keeps until the hub acknowledges it may be held (the
+// hub acknowledges its batch once no record of it is held: OldestHeldUs).
+//
 // Thread safety: owned by one thread.
 #ifndef ZTASK_HUB_RECORDS_H_
 #define ZTASK_HUB_RECORDS_H_
@@ -80,6 +86,7 @@ class RecordBook {
     bool dirty = false;            // changed since the last write (in dirty())
     bool request_changed = false;  // its request kept or dropped since then
     bool guards = false;           // its dependencies are counted in awaited_
+    bool held = false;             // new, not written, not in dirty() (in held_)
   };
   // Per engine id: the tasks running (or queued) there and those that ended
   // there.
@@ -99,9 +106,11 @@ class RecordBook {
   // ---- changes from the monitor: each returns false when the record was
   // already final or the change is old (nothing changed).
   // `request_frames` is the task's frames after the signature, without the
-  // parent.
+  // parent. With `hold_since_us` > 0 (when it came, increasing from one
+  // call to the next), a new record is held back instead of changed.
   bool Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
-                 const protocol::TaskSpec& spec, KeptRequest request_frames);
+                 const protocol::TaskSpec& spec, KeptRequest request_frames,
+                 int64_t hold_since_us = 0);
   bool Assigned(const TaskId& id, const protocol::Assignment& assignment);
   bool Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
                const protocol::TaskResult& result, int64_t now_us);
@@ -173,6 +182,16 @@ class RecordBook {
   // REQUIRES: nothing changed since the last write (!HasChanges()).
   void Dropped(const std::vector<TaskId>& ids);
 
+  // ---- records held back
+  // Lists as changed every held record that came at or before `until_us`.
+  void ReleaseHeld(int64_t until_us);
+  // When the oldest record still held came, or earlier; INT64_MAX when
+  // none is held.
+  int64_t OldestHeldUs() const;
+  // Records held back now, and ever (a count that only grows).
+  size_t held() const { return held_count_; }
+  uint64_t held_ever() const { return held_ever_; }
+
   // ---- what a write needs, and what it did
   const std::vector<Entry*>& dirty() const { return dirty_; }
   const std::vector<int64_t>& deleted_rows() const { return deleted_rows_; }
@@ -215,8 +234,11 @@ class RecordBook {
   const Entry* FindEntry(const TaskId& id) const;
   // Whether the source may hold a record of `id` that memory does not.
   bool MayBeStored(const TaskId& id) const { return has_evicted_ && !(largest_stored_ < id); }
-  // Marks an entry to be written at the next write.
+  // Marks an entry to be written at the next write (a held one is held no
+  // more).
   void Touch(Entry& e);
+  // Holds back a new entry that came at `since_us`.
+  void Hold(Entry& e, int64_t since_us);
   // The request of a task that just got its final outcome is not needed.
   void DropRequest(Entry& entry);
   // Marks the failed task `old_id` as replaced by `by` (a resubmission).
@@ -236,6 +258,15 @@ class RecordBook {
   FlatIdMap<std::unique_ptr<Entry>> entries_;
   std::vector<Entry*> dirty_;          // each dirty entry once
   std::vector<int64_t> deleted_rows_;  // rows of purged records
+  // Records held back, as they came (ids, not entries: one that changed
+  // since is held no more, and may have been let go of; it is skipped).
+  struct Held {
+    TaskId id;
+    int64_t since_us;
+  };
+  std::deque<Held> held_;
+  size_t held_count_ = 0;  // entries with held set
+  uint64_t held_ever_ = 0;
   int64_t waiting_ = 0;
   std::map<int32_t, EngineTally> by_engine_;
   std::set<int32_t> tally_changed_;  // engines whose finished count to write

@@ -265,7 +265,8 @@ void HubServer::Impl::Tick() {
   actions_.Clear();
   core_.Tick(&actions_);
   Apply(actions_);
-  FlushStore();
+  FlushStore(ReleaseHeldUntil(base::MonotonicMicros()));
+  monitor_heard_ = false;
   Retain();
 }
 
@@ -285,8 +286,8 @@ void HubServer::Impl::Retain() {
   if (*dropped > 0) spdlog::debug("retention: {} finished records deleted", *dropped);
 }
 
-void HubServer::Impl::FlushStore() {
-  Status s = store_->Flush();
+void HubServer::Impl::FlushStore(int64_t release_until_us) {
+  Status s = store_->Flush(release_until_us);
   if (auto failed = store_->TakeCheckpointError()) {
     spdlog::warn("{} (its write-ahead log grows until one succeeds; trying again)", *failed);
   }

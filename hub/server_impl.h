@@ -128,29 +128,53 @@ class HubServer::Impl {
 
   void OnEngineMessage(Frames& frames);
   void Tick();
-  void FlushStore();
+  // Writes what changed, and the records held back that came at or before
+  // `release_until_us`.
+  void FlushStore(int64_t release_until_us = INT64_MAX);
   // Deletes a bounded batch of finished records past the retention bounds,
   // at most every kRetainEveryUs, after a flush (never in the intake).
   void Retain();
 
   // ---- the scheduler's monitor -------------------------------------------
 
+  // A new task's record is held back from the file for up to kHoldNewUs,
+  // while the batches the scheduler keeps for the hub come to at most
+  // kMaxUnacknowledgedBytes (below the scheduler's own bound,
+  // scheduler/hub_link.h, at which it takes no new task).
+  static constexpr int64_t kHoldNewUs = 1'000'000;
+  static constexpr size_t kMaxUnacknowledgedBytes = size_t{96} << 20;
+  struct PendingAck {
+    std::string peer;
+    int64_t seq;
+    int64_t arrived_us;  // batch_us_ when it came
+    size_t bytes;        // its frames
+    bool holds;          // it held records back
+  };
+
   void OnMonitor(Frames& frames);
 
   // Acknowledgements wait until the records they cover are in the database
   // (SendAcks after a flush), so the scheduler keeps every batch a crash of
-  // the hub could lose.
-  void NoteAck(std::string_view peer, int64_t seq);
+  // the hub could lose. A batch that held records back waits until none of
+  // them is held any more.
+  void NoteAck(PendingAck ack);
   void SendAcks();
+  // The time up to which held records are written at the next flush: those
+  // held kHoldNewUs, and the oldest others while the scheduler keeps more
+  // than kMaxUnacknowledgedBytes of batches for the hub; all of them once
+  // the monitor was quiet for a tick.
+  int64_t ReleaseHeldUntil(int64_t now_us) const;
 
   // Answers the waits that have what they asked for now.
   void Noted(const TaskId& id, bool final);
 
   // One task_submitted, task_assigned or task_outcome, alone or from a batch.
   // `parent`: the message's parent frame, decoded (DecodeParent).
+  // `hold_since_us` > 0: a new task's record may be held back (store.h).
   void OnMonitorMessage(std::string_view peer, const protocol::Header& header,
                         const std::vector<std::string_view>& views,
-                        const Result<std::optional<protocol::Header>>& parent);
+                        const Result<std::optional<protocol::Header>>& parent,
+                        int64_t hold_since_us = 0);
 
   // ---- client queries -----------------------------------------------------
 
@@ -218,7 +242,12 @@ class HubServer::Impl {
   protocol::ReplayGuard registration_guard_{protocol::ReplayWindowOf(options_.replay_window_s)},
       query_guard_{protocol::ReplayWindowOf(options_.replay_window_s)},
       monitor_guard_{protocol::ReplayWindowOf(0)};
-  std::map<std::string, std::vector<int64_t>> acks_;  // by monitor peer, to send
+  std::vector<PendingAck> acks_;  // to send
+  // When the last batch came (its records held back are stamped with it:
+  // each batch later than the one before), and whether one came since the
+  // last tick.
+  int64_t batch_us_ = 0;
+  bool monitor_heard_ = false;
   int listeners_ = 0;  // subscriptions to the event stream, by topic
   int64_t next_retain_us_ = 0;
   // With many engines the registration socket (their heartbeats) is read

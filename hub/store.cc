@@ -51,7 +51,8 @@ size_t TaskStore::Purge(const std::vector<TaskId>& ids, bool all) {
   return book_.Purge(ids, all);
 }
 
-Status TaskStore::Flush() {
+Status TaskStore::Flush(int64_t release_until_us) {
+  book_.ReleaseHeld(release_until_us);
   if (!file_) {  // nothing to write: forget what changed
     book_.Clean();
     return Status::Ok();

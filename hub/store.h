@@ -71,9 +71,13 @@ class TaskStore {
 
   // Each returns false when the record was already final: nothing changed.
   // `request` is the task's frames after the signature, without the parent.
+  // `hold_since_us` > 0: a new record is held back from the file until it
+  // changes again or a flush releases it (records.h); none without a file.
   bool Submitted(const protocol::Header& request, const protocol::RoutingMeta& meta,
-                 const protocol::TaskSpec& spec, KeptRequest request_frames) {
-    return book_.Submitted(request, meta, spec, std::move(request_frames));
+                 const protocol::TaskSpec& spec, KeptRequest request_frames,
+                 int64_t hold_since_us = 0) {
+    return book_.Submitted(request, meta, spec, std::move(request_frames),
+                           file_ ? hold_since_us : 0);
   }
   bool Assigned(const TaskId& id, const protocol::Assignment& assignment) {
     return book_.Assigned(id, assignment);
@@ -134,8 +138,14 @@ class TaskStore {
   // job (or was given by this call before).
   std::string NewJobName() { return book_.NewJobName(); }
 
-  // Writes every change since the last flush in one transaction.
-  Status Flush();
+  // Writes every change since the last flush in one transaction, with the
+  // records held back that came at or before `release_until_us` (all of
+  // them by default).
+  Status Flush(int64_t release_until_us = INT64_MAX);
+  // When the oldest record still held back came, or earlier (INT64_MAX:
+  // none).
+  int64_t OldestHeldUs() const { return book_.OldestHeldUs(); }
+  uint64_t held_ever() const { return book_.held_ever(); }
   // Whether a retention bound is on.
   bool retains() const {
     return options_.max_finished_records > 0 || options_.drop_finished_after_s > 0;

@@ -36,8 +36,10 @@ namespace ztask::scheduler {
 
 class HubLink {
  public:
-  // Past this much unacknowledged by the hub, no new task is taken.
-  static constexpr size_t kMaxUnacknowledgedBytes = size_t{64} << 20;
+  // Past this much unacknowledged by the hub, no new task is taken. The
+  // hub holds new tasks' records back (and their batches unacknowledged)
+  // while they come to less than 96 MiB (hub/server_impl.h).
+  static constexpr size_t kMaxUnacknowledgedBytes = size_t{128} << 20;
 
   // REQUIRES: everything given outlives the link.
   HubLink(zmq::socket_t& monitor, FrameBuilder& builder, const protocol::Signer& signer,

@@ -21,7 +21,8 @@ class IntakeTest : public HubCoreTest {
     spec.kind = "command";
     spec.label = label;
     const protocol::Header request{Id(n), protocol::MsgType::kTaskRequest, "client", 1};
-    core_->Submitted(request, protocol::RoutingMeta{}, spec, {"header", "meta", "content"}, &out_);
+    core_->Submitted(request, protocol::RoutingMeta{}, spec, {"header", "meta", "content"}, 0,
+                     &out_);
     return out_;
   }
   HubActions& Assigned(uint64_t n, int32_t engine, int32_t attempt = 1) {
@@ -109,7 +110,7 @@ TEST_F(IntakeTest, AResultThatCannotBeReadIsRecordedAsBadTask) {
 TEST_F(IntakeTest, ATaskWhoseBodyCannotBeReadIsRecordedAllTheSame) {
   out_.Clear();
   const protocol::Header request{Id(1), protocol::MsgType::kTaskRequest, "client", 1};
-  core_->Submitted(request, protocol::RoutingMeta{}, Status::Malformed("bad body"), {"frames"},
+  core_->Submitted(request, protocol::RoutingMeta{}, Status::Malformed("bad body"), {"frames"}, 0,
                    &out_);
   ASSERT_NE(Record(1), nullptr);
   EXPECT_EQ(Record(1)->state, TaskState::kWaiting);

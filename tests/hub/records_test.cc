@@ -97,6 +97,65 @@ TEST(Records, RepeatedAndOldMessagesChangeNothing) {
   EXPECT_EQ(book.ok(), 0);
 }
 
+TEST(Records, AHeldRecordIsWrittenOnlyOnceItChangesOrIsReleased) {
+  RecordBook book(100, nullptr);
+  ASSERT_TRUE(book.Submitted(Request(1), {}, {}, {"r1"}, 100));
+  ASSERT_TRUE(book.Submitted(Request(2), {}, {}, {"r2"}, 200));
+  ASSERT_TRUE(book.Submitted(Request(3), {}, {}, {"r3"}, 300));
+  EXPECT_TRUE(book.dirty().empty()) << "held back, not to be written";
+  EXPECT_EQ(book.held(), 3u);
+  EXPECT_EQ(book.OldestHeldUs(), 100);
+  protocol::TaskRecord scratch;
+  ASSERT_NE(book.Find(Id(2), &scratch), nullptr) << "held, and answered all the same";
+  ASSERT_NE(book.RequestOf(Id(2)), nullptr);
+  EXPECT_EQ(book.waiting(), 3);
+
+  // The first ends while held: one write, of its final record.
+  ASSERT_TRUE(book.Assigned(Id(1), {4, 1}));
+  ASSERT_TRUE(book.Outcome(Id(1), Final(true, 4), {}, 5));
+  ASSERT_EQ(book.dirty().size(), 1u);
+  EXPECT_EQ(book.dirty()[0]->record.id, Id(1));
+  EXPECT_EQ(book.dirty()[0]->record.state, TaskState::kOk);
+  EXPECT_EQ(book.held(), 2u);
+  book.Clean();
+
+  // Released by the time it came: the second, not the third.
+  book.ReleaseHeld(250);
+  ASSERT_EQ(book.dirty().size(), 1u);
+  EXPECT_EQ(book.dirty()[0]->record.id, Id(2));
+  EXPECT_EQ(book.dirty()[0]->record.state, TaskState::kWaiting);
+  EXPECT_EQ(book.held(), 1u);
+  EXPECT_EQ(book.OldestHeldUs(), 300);
+  book.Clean();
+  book.ReleaseHeld(INT64_MAX);
+  ASSERT_EQ(book.dirty().size(), 1u);
+  EXPECT_EQ(book.dirty()[0]->record.id, Id(3));
+  EXPECT_EQ(book.held(), 0u);
+  EXPECT_EQ(book.OldestHeldUs(), INT64_MAX);
+  EXPECT_EQ(book.held_ever(), 3u);
+}
+
+TEST(Records, OnlyANewRecordIsHeld) {
+  RecordBook book(100, nullptr);
+  // An outcome that came before its submission (a resent batch): the
+  // record exists, so the submission is a change to write.
+  ASSERT_TRUE(book.Outcome(Id(1), {false, false, ErrorType::kTaskFailed, 1, 1}, {}, 5));
+  book.Clean();
+  ASSERT_TRUE(book.Submitted(Request(1), {}, {}, {"r"}, 100));
+  EXPECT_EQ(book.dirty().size(), 1u);
+  EXPECT_EQ(book.held(), 0u);
+  // Held, then submitted again (the batch resent): written now.
+  ASSERT_TRUE(book.Submitted(Request(2), {}, {}, {"r"}, 200));
+  EXPECT_EQ(book.held(), 1u);
+  ASSERT_TRUE(book.Submitted(Request(2), {}, {}, {"r"}, 300));
+  EXPECT_EQ(book.held(), 0u);
+  EXPECT_EQ(book.dirty().size(), 2u);
+  // Without a time, never held.
+  ASSERT_TRUE(book.Submitted(Request(3), {}, {}, {"r"}));
+  EXPECT_EQ(book.dirty().size(), 3u);
+  EXPECT_EQ(book.held_ever(), 1u);
+}
+
 TEST(Records, CountsFollowEveryChange) {
   RecordBook book(100, nullptr);
   for (uint64_t n = 1; n <= 3; ++n) book.Submitted(Request(n), {}, {}, {});

@@ -127,6 +127,45 @@ TEST(Store, SqliteKeepsRecordsAcrossReopeningAndPurges) {
   EXPECT_EQ((*third)->size(), 2u);
 }
 
+TEST(Store, AHeldRecordReachesTheFileWhenReleasedAndEveryOneWhenClosed) {
+  ztask::testing::TempDir dir;
+  const std::string path = (dir.path() / "tasks.db").string();
+  const auto in_file = [&] {
+    auto peek = TaskStore::Open(path);  // a second connection reads what is committed
+    return peek.ok() ? (*peek)->size() : size_t{999};
+  };
+  {
+    auto store = TaskStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    for (uint64_t n = 1; n <= 3; ++n) {
+      ASSERT_TRUE((*store)->Submitted(Request(n), {}, {}, {"header", "content"}, int64_t(n) * 100));
+    }
+    EXPECT_EQ((*store)->OldestHeldUs(), 100);
+    ASSERT_TRUE((*store)->Flush(150).ok());
+    EXPECT_EQ(in_file(), 1u) << "the first alone was released";
+    EXPECT_EQ((*store)->OldestHeldUs(), 200);
+    ASSERT_TRUE((*store)->Outcome(TaskId{7, 2}, {true, true, ErrorType::kNone, 0, 1}, {}, 5));
+    ASSERT_TRUE((*store)->Flush(150).ok());
+    EXPECT_EQ(in_file(), 2u) << "the second ended: written, final";
+    EXPECT_EQ((*store)->OldestHeldUs(), 300);
+  }
+  // Closed: the third, still held, was written.
+  auto reopened = TaskStore::Open(path);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->size(), 3u);
+  EXPECT_EQ(Find(**reopened, TaskId{7, 2})->state, TaskState::kOk);
+  ASSERT_NE((*reopened)->RequestOf(TaskId{7, 3}), nullptr) << "unfinished: its request kept";
+  EXPECT_EQ((*reopened)->OldestHeldUs(), INT64_MAX);
+}
+
+TEST(Store, WithoutAFileNothingIsHeld) {
+  auto store = TaskStore::Open(":memory:");
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->Submitted(Request(1), {}, {}, {"r"}, 100));
+  EXPECT_EQ((*store)->OldestHeldUs(), INT64_MAX);
+  EXPECT_EQ((*store)->held_ever(), 0u);
+}
+
 TEST(Store, AFinalRecordNeverGoesBackWhenTheMonitorRepeatsItself) {
   auto store = TaskStore::Open(":memory:");
   ASSERT_TRUE(store.ok());

@@ -5,7 +5,7 @@
 // stays within its per-task bounds. A waiting task costs the whole process
 // its request, packed (about 450 bytes for a no-op), the core's state
 // (about 250 bytes, core_bench) and its share of what the hub has not
-// acknowledged yet (at most 64 MiB in all), and requests queued in its
+// acknowledged yet (at most 128 MiB in all), and requests queued in its
 // socket while it waits for the hub: the growth measured here varies with
 // how far the hub falls behind (1.1 to 2.3 KiB a waiting task over the
 // finished ones' 64 bytes), so the bound is 3 KiB. Under a sanitizer, where every

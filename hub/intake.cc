@@ -57,7 +57,6 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
     batch_us_ = std::max(batch_us_ + 1, base::MonotonicMicros());
     hold_since_us = batch_us_;
   }
-  const uint64_t held_before = store_->held_ever();
   monitor_heard_ = true;
   for (size_t i = 0; i < messages->size(); ++i) {
     if (const TaskId* ahead = id_at(i + kPrefetchAhead)) store_->Prefetch(*ahead);
@@ -73,8 +72,7 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
   if (meta->seq) {
     size_t bytes = 0;
     for (const std::string_view view : views) bytes += view.size();
-    NoteAck(
-        {std::string(peer), *meta->seq, hold_since_us, bytes, store_->held_ever() != held_before});
+    NoteAck({std::string(peer), *meta->seq, hold_since_us, bytes});
   }
 }
 
@@ -82,6 +80,14 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
 // (SendAcks after a flush), so the scheduler keeps every batch a crash of
 // the hub could lose.
 void HubServer::Impl::NoteAck(PendingAck ack) {
+  // Batches come in order; one sent again (the hub was slow to acknowledge
+  // it, or its disk is full) may be waiting already.
+  const bool again = !acks_.empty() && acks_.back().peer == ack.peer && ack.seq <= acks_.back().seq;
+  if (again && std::any_of(acks_.begin(), acks_.end(), [&](const PendingAck& pending) {
+        return pending.seq == ack.seq && pending.peer == ack.peer;
+      })) {
+    return;
+  }
   acks_.push_back(std::move(ack));
   // Nothing more to wait for without a database. One that cannot be
   // written (disk full) gets no acknowledgement: the scheduler keeps the
@@ -91,12 +97,12 @@ void HubServer::Impl::NoteAck(PendingAck ack) {
 }
 
 void HubServer::Impl::SendAcks() {
-  // A batch whose records are all written: none held back, or each of them
-  // released (they go oldest first).
+  // The batches that came before the oldest record still held: every
+  // record of theirs is written (held ones are released oldest first).
   const int64_t oldest_held = store_->OldestHeldUs();
   std::map<std::string, std::vector<int64_t>> due;
   std::erase_if(acks_, [&](const PendingAck& ack) {
-    if (ack.holds && ack.arrived_us >= oldest_held) return false;
+    if (ack.arrived_us >= oldest_held) return false;
     due[ack.peer].push_back(ack.seq);
     return true;
   });

@@ -72,7 +72,6 @@ void RecordBook::Hold(Entry& e, int64_t since_us) {
   e.held = true;
   held_.push_back({e.record.id, since_us});
   ++held_count_;
-  ++held_ever_;
 }
 
 void RecordBook::ReleaseHeld(int64_t until_us) {

@@ -188,9 +188,8 @@ class RecordBook {
   // When the oldest record still held came, or earlier; INT64_MAX when
   // none is held.
   int64_t OldestHeldUs() const;
-  // Records held back now, and ever (a count that only grows).
+  // Records held back now.
   size_t held() const { return held_count_; }
-  uint64_t held_ever() const { return held_ever_; }
 
   // ---- what a write needs, and what it did
   const std::vector<Entry*>& dirty() const { return dirty_; }
@@ -266,7 +265,6 @@ class RecordBook {
   };
   std::deque<Held> held_;
   size_t held_count_ = 0;  // entries with held set
-  uint64_t held_ever_ = 0;
   int64_t waiting_ = 0;
   std::map<int32_t, EngineTally> by_engine_;
   std::set<int32_t> tally_changed_;  // engines whose finished count to write

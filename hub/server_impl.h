@@ -148,15 +148,18 @@ class HubServer::Impl {
     int64_t seq;
     int64_t arrived_us;  // batch_us_ when it came
     size_t bytes;        // its frames
-    bool holds;          // it held records back
   };
 
   void OnMonitor(Frames& frames);
 
   // Acknowledgements wait until the records they cover are in the database
   // (SendAcks after a flush), so the scheduler keeps every batch a crash of
-  // the hub could lose. A batch that held records back waits until none of
-  // them is held any more.
+  // the hub could lose. They go in the order the batches came: a batch
+  // waits until no record held back came with it or before it (so that a
+  // hub killed meanwhile is sent again every batch after the oldest such
+  // record, and a task's outcome never without its submission: a finished
+  // record retention or a purge took cannot come back as waiting). A batch
+  // sent again while it waits is noted once.
   void NoteAck(PendingAck ack);
   void SendAcks();
   // The time up to which held records are written at the next flush: those

@@ -145,7 +145,6 @@ class TaskStore {
   // When the oldest record still held back came, or earlier (INT64_MAX:
   // none).
   int64_t OldestHeldUs() const { return book_.OldestHeldUs(); }
-  uint64_t held_ever() const { return book_.held_ever(); }
   // Whether a retention bound is on.
   bool retains() const {
     return options_.max_finished_records > 0 || options_.drop_finished_after_s > 0;

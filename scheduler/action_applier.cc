@@ -99,8 +99,8 @@ void ActionApplier::Dispatch(const Action& a, const PackedRequest& request) {
   protocol::DispatchInfo dispatch{a.attempt, static_cast<int32_t>(core_.live_engines())};
   if (!a.run_after.IsZero()) dispatch.run_after = a.run_after;
   hub_.RecordAssigned(a.task, a.slot, a.engine_id, a.attempt);
-  targets_.engines.Batch(engines_.UuidOf(a.slot), request.From(1 + protocol::kFrameHeader),
-                         &dispatch);
+  request.From(1 + protocol::kFrameHeader, &frames_);
+  targets_.engines.Batch(engines_.UuidOf(a.slot), frames_, &dispatch);
 }
 
 void ActionApplier::Deliver(const Action& a, const PackedRequest& request, Msg reply) {

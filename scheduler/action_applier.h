@@ -14,6 +14,7 @@
 #define ZTASK_SCHEDULER_ACTION_APPLIER_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 #include <zmq.hpp>
 
@@ -89,6 +90,7 @@ class ActionApplier {
   std::vector<Action> actions_;
   // Tasks to ask back, by engine slot, gathered while applying.
   std::vector<std::pair<EngineSlot, TaskId>> take_back_;
+  std::vector<std::string_view> frames_;  // a dispatch's, reused
 };
 
 }  // namespace ztask::scheduler

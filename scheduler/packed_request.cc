@@ -32,11 +32,9 @@ std::string_view PackedRequest::operator[](size_t i) const {
   return {&data_[head + start], Word(1 + i) - start};
 }
 
-std::vector<std::string_view> PackedRequest::From(size_t from) const {
-  std::vector<std::string_view> out;
-  out.reserve(size() - from);
-  for (size_t i = from; i < size(); ++i) out.push_back((*this)[i]);
-  return out;
+void PackedRequest::From(size_t from, std::vector<std::string_view>* out) const {
+  out->clear();
+  for (size_t i = from; i < size(); ++i) out->push_back((*this)[i]);
 }
 
 }  // namespace ztask::scheduler

@@ -29,8 +29,9 @@ class PackedRequest {
   size_t size() const { return data_ ? Word(0) : 0; }
   // The bytes of frame `i`, valid while this lives. REQUIRES: i < size().
   std::string_view operator[](size_t i) const;
-  // Frames [from, size()). REQUIRES: from <= size().
-  std::vector<std::string_view> From(size_t from) const;
+  // Frames [from, size()), into *out (cleared first: a vector kept by the
+  // caller costs no allocation a task). REQUIRES: from <= size().
+  void From(size_t from, std::vector<std::string_view>* out) const;
 
  private:
   // data_: the frame count, then per frame its end offset in the bytes,

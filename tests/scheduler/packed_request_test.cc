@@ -20,7 +20,8 @@ TEST(PackedRequest, GivesBackEveryFrameAsItCame) {
   for (size_t i = 0; i < kept.size(); ++i) {
     EXPECT_EQ(packed[i], kept[i]) << "frame " << i;
   }
-  const auto tail = packed.From(5);
+  std::vector<std::string_view> tail = {"left over"};
+  packed.From(5, &tail);
   ASSERT_EQ(tail.size(), 3u);
   EXPECT_EQ(tail[0], "x");
   EXPECT_EQ(tail[1], kept[6]);

@@ -58,9 +58,15 @@ Status RunNoOps(Client& client, const NoOpRun& run, const ClusterPids& pids,
                 TaskId* last);
 
 // Whether any process grew from `then` to `now` by more than `fraction` of
-// what it held then plus `slack_bytes`; *why names them, with the figures.
-bool Grew(const StreamSample& then, const StreamSample& now, double fraction,
-          int64_t slack_bytes, std::string* why);
+// what it held then plus `slack_bytes` (plus `scheduler_slack_bytes` for
+// the scheduler); *why names them, with the figures.
+bool Grew(const StreamSample& then, const StreamSample& now, double fraction, int64_t slack_bytes,
+          std::string* why, int64_t scheduler_slack_bytes = 0);
+
+// What a scheduler may keep of the batches the hub has not acknowledged
+// (scheduler/hub_link.h): the hub holds a new task's record back for up to
+// a second, so a stream fills this at its own pace, at any point of a run.
+inline constexpr int64_t kSchedulerKeepsForTheHub = int64_t{128} << 20;
 
 }  // namespace ztask::testing
 

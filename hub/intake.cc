@@ -51,9 +51,9 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
   };
   // New tasks of an acknowledged batch are held back from the file (a task
   // that ends soon is written once, final): the scheduler keeps the batch
-  // until they are written.
+  // until they are written. (Without a file the store holds nothing.)
   int64_t hold_since_us = 0;
-  if (meta->seq && store_->durable()) {
+  if (meta->seq) {
     batch_us_ = std::max(batch_us_ + 1, base::MonotonicMicros());
     hold_since_us = batch_us_;
   }

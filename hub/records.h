@@ -18,7 +18,8 @@
 // again (assigned, final) or is released (ReleaseHeld), so that a task that
 // ends soon after it came is written once, final, instead of twice. Only a
 // record the scheduler keeps until the hub acknowledges it may be held (the
-// hub acknowledges its batch once no record of it is held: OldestHeldUs).
+// hub acknowledges a batch once no record that came with it or before it
+// is held: OldestHeldUs).
 //
 // Thread safety: owned by one thread.
 #ifndef ZTASK_HUB_RECORDS_H_

@@ -60,6 +60,7 @@ Status TaskStore::Flush(int64_t release_until_us) {
   if (!book_.HasChanges()) return Status::Ok();
   auto added = file_->Write(book_);
   if (!added.ok()) return added.status();  // the records stay changed: the next flush retries
+  added_since_drop_ += added->size();
   book_.Committed(*added);
   return Status::Ok();
 }
@@ -74,11 +75,12 @@ Result<size_t> TaskStore::DropFinished(int64_t now_us) {
   if (age_us > 0 && age_us < static_cast<double>(now_us)) {
     bound.finished_before_us = now_us - static_cast<int64_t>(age_us);
   }
-  bound.most = options_.drop_per_turn;
+  bound.most = options_.drop_per_turn + added_since_drop_;
   std::vector<TaskId> dropped;
   ZTASK_RETURN_IF_ERROR(file_->DropFinished(
       bound, [this](const TaskId& id) { return book_.Awaited(id); }, &dropped));
   book_.Dropped(dropped);
+  added_since_drop_ = 0;
   return dropped.size();
 }
 

@@ -53,7 +53,9 @@ struct StoreOptions {
   // Either way a record that an unfinished task names as a dependency
   // stays. Needs a file.
   double drop_finished_after_s = 0;
-  // Rows one DropFinished deletes, at most. Default: 20000.
+  // Rows one DropFinished deletes, at most, beyond as many as were written
+  // since the previous one (so that retention keeps pace with a burst
+  // whose turns come far apart). Default: 20000.
   size_t drop_per_turn = 20000;
   // Called with the count of records read so far, every million, when a
   // file is converted from an earlier layout.
@@ -149,8 +151,9 @@ class TaskStore {
   bool retains() const {
     return options_.max_finished_records > 0 || options_.drop_finished_after_s > 0;
   }
-  // Deletes, in one transaction, up to drop_per_turn finished records past
-  // the retention bounds (`now_us`: the wall clock, for their age), from
+  // Deletes, in one transaction, up to drop_per_turn finished records, plus
+  // as many as the flushes since the last call added, past the retention
+  // bounds (`now_us`: the wall clock, for their age), from
   // the file and from memory; returns how many went. Does nothing (0)
   // without a bound, or while changes wait to be written (a failed flush).
   // A dropped record is unknown to every query afterwards.
@@ -174,6 +177,7 @@ class TaskStore {
   StoreOptions options_;
   std::unique_ptr<StoreFile> file_;  // null: records in memory only
   RecordBook book_;                  // reads records let go of from file_
+  size_t added_since_drop_ = 0;      // rows the flushes since DropFinished added
 };
 
 }  // namespace ztask::hub

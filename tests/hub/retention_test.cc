@@ -95,18 +95,50 @@ TEST_F(RetentionTest, CountBoundKeepsTheNewestRecordedAndEveryUnfinished) {
   EXPECT_EQ(store->ok(), 50) << "the counts keep the history";
 }
 
-TEST_F(RetentionTest, ATurnDeletesAtMostItsBatch) {
+// Rows already in the file when it opens (a bound lowered on a restart)
+// go a batch at a turn.
+TEST_F(RetentionTest, ATurnDeletesAtMostItsBatchOfWhatWasThere) {
+  {
+    auto earlier = Open({});
+    ASSERT_NE(earlier, nullptr);
+    Run(*earlier, 1, 30);
+  }
   StoreOptions options;
   options.max_finished_records = 5;
   options.drop_per_turn = 7;
   auto store = Open(options);
   ASSERT_NE(store, nullptr);
-  Run(*store, 1, 30);
   auto dropped = store->DropFinished(kSecond);
   ASSERT_TRUE(dropped.ok());
   EXPECT_EQ(*dropped, 7u);
   EXPECT_EQ(RowsInFile(), 23);
   EXPECT_EQ(DropAll(*store), 18u);
+  EXPECT_EQ(RowsInFile(), 5);
+}
+
+// Turns that come far apart in a burst still keep the file at its bound:
+// a turn deletes its batch and as many rows as were written since the
+// last one.
+TEST_F(RetentionTest, ATurnKeepsPaceWithWhatWasWrittenSinceTheLast) {
+  StoreOptions options;
+  options.max_finished_records = 5;
+  options.drop_per_turn = 7;
+  auto store = Open(options);
+  ASSERT_NE(store, nullptr);
+  Run(*store, 1, 10);
+  Run(*store, 11, 30);
+  auto dropped = store->DropFinished(kSecond);
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_EQ(*dropped, 25u) << "everything past the bound";
+  EXPECT_EQ(RowsInFile(), 5);
+  Run(*store, 31, 33);
+  dropped = store->DropFinished(kSecond);
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_EQ(*dropped, 3u);
+  Run(*store, 34, 60);
+  dropped = store->DropFinished(kSecond);
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_EQ(*dropped, 27u) << "the 27 past the bound, more than a batch";
   EXPECT_EQ(RowsInFile(), 5);
 }
 

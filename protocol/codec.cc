@@ -3,6 +3,9 @@
 // throw is caught here and becomes a Status.
 #include "protocol/codec.h"
 
+#include <array>
+#include <bit>
+#include <cassert>
 #include <cmath>
 #include <concepts>
 #include <cstring>
@@ -31,6 +34,15 @@ template <class T>
 bool Absent(const std::optional<T>& value) {
   return !value.has_value();
 }
+
+// A struct that declares kDefaultsLeftOut has the fields at their
+// defaults left out of its map, and a reader takes a missing one as its
+// default (docs/protocol.md, "Field encoding"): what every task carries on
+// every hop (its routing, spec, reply and result) shrinks to what it sets.
+template <class T>
+concept DefaultsLeftOut = requires {
+  requires T::kDefaultsLeftOut;
+};
 
 struct FieldCounter {
   bool every = false;  // absent ones too (a positional array)
@@ -131,6 +143,7 @@ class Writer {
   template <class T>
   requires std::is_class_v<T>
   void Write(const T& body) {
+    if constexpr (DefaultsLeftOut<T>) return WriteBesideDefaults(body);
     FieldCounter counter{positional_};
     T::Visit(body, counter);
     positional_ ? packer_.pack_array(counter.count) : packer_.pack_map(counter.count);
@@ -138,6 +151,55 @@ class Writer {
   }
 
  private:
+  // A DefaultsLeftOut struct: as a map, the fields that differ from a
+  // default T's; positional, its fields up to the last that differs (a
+  // stored reader gives the missing trailing ones their defaults).
+  template <class T>
+  void WriteBesideDefaults(const T& body) {
+    const uint64_t differ = DifferFromDefaults(body);
+    size_t i = 0;
+    if (positional_) {
+      const auto n = static_cast<uint32_t>(std::bit_width(differ));
+      packer_.pack_array(n);
+      auto write = [&](const char*, const auto& value) {
+        if (i++ < n) Write(value);
+      };
+      T::Visit(body, write);
+      return;
+    }
+    packer_.pack_map(static_cast<uint32_t>(std::popcount(differ)));
+    auto write = [&](const char* name, const auto& value) {
+      if (differ >> i++ & 1) {
+        WriteString(name);
+        Write(value);
+      }
+    };
+    T::Visit(body, write);
+  }
+  // Bit i set: field i (in Visit order) is present and differs from a
+  // default T's. Reads the fields of `body` through their addresses in
+  // Visit order: a default T's visit meets the same types in that order.
+  template <class T>
+  static uint64_t DifferFromDefaults(const T& body) {
+    static const T kDefaults{};
+    std::array<const void*, 64> fields;  // the readers take at most 64 fields
+    size_t n = 0;
+    auto collect = [&](const char*, const auto& value) {
+      assert(n < fields.size());
+      fields[n++] = &value;
+    };
+    T::Visit(body, collect);
+    uint64_t differ = 0;
+    size_t i = 0;
+    auto compare = [&](const char*, const auto& preset) {
+      const auto& value = *static_cast<const std::remove_cvref_t<decltype(preset)>*>(fields[i]);
+      if (!Absent(value) && !(value == preset)) differ |= uint64_t{1} << i;
+      ++i;
+    };
+    T::Visit(kDefaults, compare);
+    return differ;
+  }
+
   void WriteString(std::string_view s) {
     packer_.pack_str(static_cast<uint32_t>(s.size()));
     packer_.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
@@ -191,7 +253,8 @@ Status CheckValueObject(const msgpack::object& o) {
 template <bool kStored>
 class BasicReader {
  public:
-  explicit BasicReader(const msgpack::object_map& map) : map_(map) {}
+  // `defaults`: a missing field keeps its default (DefaultsLeftOut).
+  BasicReader(const msgpack::object_map& map, bool defaults) : map_(map), defaults_(defaults) {}
 
   const Status& status() const { return status_; }
 
@@ -202,7 +265,7 @@ class BasicReader {
     if (o == nullptr) {
       if constexpr (IsOptional<T>::value) {
         out.reset();
-      } else {
+      } else if (!defaults_) {
         status_ = Status::Malformed(std::string("missing field '") + name + "'");
       }
       return;
@@ -370,7 +433,7 @@ class BasicReader {
       }
     }
     if (o.type != msgpack::type::MAP) return WrongType("a map");
-    BasicReader reader(o.via.map);
+    BasicReader reader(o.via.map, DefaultsLeftOut<T>);
     T::Visit(out, reader);
     return reader.status();
   }
@@ -404,6 +467,7 @@ class BasicReader {
   }
 
   const msgpack::object_map& map_;
+  const bool defaults_;
   Status status_;
 };
 using Reader = BasicReader<false>;
@@ -669,8 +733,10 @@ class InPlace {
       if (found < 0 || found >= 64 || !read || (seen >> found & 1) != 0) return false;
       seen |= uint64_t{1} << found;
     }
-    // A field missing: an optional one stays empty (out is fresh), any
-    // other is the general reader's error.
+    // A field missing: an optional one stays empty (out is fresh), as does
+    // any of a DefaultsLeftOut struct; any other is the general reader's
+    // error.
+    if constexpr (DefaultsLeftOut<T>) return true;
     int index = 0;
     bool missing = false;
     auto required = [&](const char*, auto& value) {

@@ -58,6 +58,7 @@ struct WireDependencies {
   DependencyMode mode = DependencyMode::kAll;
   AcceptedOutcome outcome = AcceptedOutcome::kSuccess;
 
+  static constexpr bool kDefaultsLeftOut = true;  // codec.cc
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("ids", s.ids);
@@ -86,6 +87,7 @@ struct RoutingMeta {
   std::optional<int32_t> slots;
   std::optional<ResourceMap> resources;
 
+  static constexpr bool kDefaultsLeftOut = true;  // codec.cc
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("after", s.after);
@@ -137,6 +139,7 @@ struct TaskSpec {
   // record is marked replaced and leaves its job's failures.
   std::optional<TaskId> replaces = std::nullopt;
 
+  static constexpr bool kDefaultsLeftOut = true;  // codec.cc
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("kind", s.kind);
@@ -176,6 +179,7 @@ struct ReplyMeta {
   // clock: the scheduler packs tasks far shorter than a message (leastload).
   std::optional<int64_t> run_us = std::nullopt;
 
+  static constexpr bool kDefaultsLeftOut = true;  // codec.cc
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("ok", s.ok);
@@ -202,6 +206,7 @@ struct TaskResult {
   int64_t started_us = 0;  // 0: never started
   int64_t completed_us = 0;
 
+  static constexpr bool kDefaultsLeftOut = true;  // codec.cc
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("error_message", s.error_message);
@@ -729,6 +734,7 @@ struct OutcomeMeta {
   ErrorType error_type = ErrorType::kNone;
   std::optional<int32_t> engine_id;
   int32_t attempt = 0;
+  static constexpr bool kDefaultsLeftOut = true;  // codec.cc
   template <class S, class V>
   static void Visit(S& s, V& v) {
     v("final", s.final);

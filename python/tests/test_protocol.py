@@ -32,32 +32,28 @@ def fixed_header(msg_type, n, session):
     )
 
 
-def no_dependencies():
-    return {"ids": [], "mode": "all", "outcome": "success"}
-
-
 def routing():
-    return {
-        "after": no_dependencies(),
-        "follow": no_dependencies(),
-        "targets": [],
-        "timeout": protocol.seconds(0),
-        "time_limit": protocol.seconds(0),
-        "retries": 0,
-        "priority": 0,
-    }
+    """The routing of a task with no options: every field at its default,
+    so none is sent."""
+    return protocol.lean(
+        {
+            "after": protocol.lean({"ids": [], "mode": "all", "outcome": "success"}, protocol.DEPENDENCY_DEFAULTS),
+            "follow": {},
+            "targets": [],
+            "timeout": protocol.seconds(0),
+            "time_limit": protocol.seconds(0),
+            "retries": 0,
+            "priority": 0,
+        },
+        protocol.ROUTING_DEFAULTS,
+    )
 
 
 def spec(function, args):
-    return {
-        "kind": "function",
-        "function": function,
-        "args": args,
-        "argv": [],
-        "cwd": "",
-        "env": {},
-        "label": "",
-    }
+    return protocol.lean(
+        {"kind": "function", "function": function, "args": args, "argv": [], "cwd": "", "env": {}, "label": ""},
+        protocol.SPEC_DEFAULTS,
+    )
 
 
 def made_batch():

@@ -318,7 +318,7 @@ class _Io:
         meta = reply.meta
         future.engine_id = meta.get("engine_id")
         future._outputs = _outputs_of(reply.content)
-        value, exc = outcome_of(future._kind, bool(meta.get("ok")), meta.get("error_type"), reply.content, task_id,
+        value, exc = outcome_of(future._kind, bool(meta.get("ok", True)), meta.get("error_type"), reply.content, task_id,
                                 future.engine_id)
         _settle(future, value, exc)
 

@@ -72,7 +72,7 @@ class _Options:
             targets = [targets]
         targets = [_int(t, "targets", 0) for t in targets]
         self.label = "" if label is None else str(label)
-        self.meta = {
+        self.meta = protocol.lean({
             "after": dependency_of(after).wire(),
             "follow": dependency_of(follow).wire(),
             "targets": targets,
@@ -80,7 +80,7 @@ class _Options:
             "time_limit": _seconds(time_limit, "time_limit"),
             "retries": _int(retries, "retries", 0),
             "priority": _int(priority, "priority"),
-        }
+        }, protocol.ROUTING_DEFAULTS)
         # Absent when the defaults, as the other clients send them.
         if _int(slots, "slots", 1) != 1:
             if slots > protocol.MAX_SLOTS:
@@ -103,7 +103,7 @@ _DEFAULT_OPTIONS = None
 
 
 def _spec(kind, label, function="", args=None, argv=(), cwd="", env=None):
-    return {
+    return protocol.lean({
         "kind": kind,
         "function": function,
         "args": args,
@@ -111,7 +111,7 @@ def _spec(kind, label, function="", args=None, argv=(), cwd="", env=None):
         "cwd": cwd,
         "env": dict(env or {}),
         "label": label,
-    }
+    }, protocol.SPEC_DEFAULTS)
 
 
 _DEFAULTS = (None, None, None, None, None, 0, 0, None, 1, None)

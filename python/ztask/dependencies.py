@@ -35,7 +35,10 @@ class Dependency:
 
     def wire(self):
         outcome = "either" if self.success and self.failure else ("success" if self.success else "failure")
-        return {"ids": self.ids, "mode": "all" if self.all else "any", "outcome": outcome}
+        from . import protocol
+
+        return protocol.lean({"ids": self.ids, "mode": "all" if self.all else "any", "outcome": outcome},
+                             protocol.DEPENDENCY_DEFAULTS)
 
     def __len__(self):
         return len(self.ids)

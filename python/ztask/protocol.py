@@ -123,6 +123,20 @@ def seconds(value):
     return int(value) if value.is_integer() else value
 
 
+def lean(fields, defaults):
+    """`fields` without those equal to their entry in `defaults`: what
+    every task carries (its routing, dependencies and spec) leaves its
+    defaults out, as the C++ codec does, and readers take a missing field
+    as its default (docs/protocol.md, "Field encoding")."""
+    return {k: v for k, v in fields.items() if k not in defaults or v != defaults[k]}
+
+
+ROUTING_DEFAULTS = {"after": {}, "follow": {}, "targets": [], "timeout": 0, "time_limit": 0, "retries": 0,
+                    "priority": 0}
+DEPENDENCY_DEFAULTS = {"ids": [], "mode": "all", "outcome": "success"}
+SPEC_DEFAULTS = {"kind": "", "function": "", "args": None, "argv": [], "cwd": "", "env": {}, "label": ""}
+
+
 # ---- ids and dates ----------------------------------------------------------
 
 

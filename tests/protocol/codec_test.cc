@@ -413,11 +413,13 @@ TEST(BadInput, TrailingBytesAreMalformed) {
 }
 
 TEST(BadInput, MissingFieldIsNamed) {
-  auto frames = SampleFrames<MsgType::kTaskRequest>(kSigner);
-  frames[kFrameMeta] = EncodeBody(Sample<AbortRequest>());  // a map, other fields
-  Status s = DecodeRequest(Resigned(frames));
-  EXPECT_EQ(s.code(), Status::Code::kMalformed);
-  EXPECT_NE(s.message().find("missing field 'after'"), std::string::npos) << s.message();
+  auto frames = SampleFrames<MsgType::kAbortRequest>(kSigner);
+  frames[kFrameContent] = EncodeBody(Sample<EngineRef>());  // a map, other fields
+  auto decoded =
+      DecodeMessage<MsgType::kAbortRequest>(kSigner, Limits{}, ViewsOf(Resigned(frames)));
+  EXPECT_EQ(decoded.status().code(), Status::Code::kMalformed);
+  EXPECT_NE(decoded.status().message().find("missing field 'task_ids'"), std::string::npos)
+      << decoded.status().message();
 }
 
 TEST(BadInput, WrongTypeIsNamed) {
@@ -517,15 +519,27 @@ std::string BytesOf(std::string_view hex) {
 
 TEST(StoredRecords, TheLayoutIsFixed) {
   // NoOpRecord's row, byte for byte: it must read as it did in every later
-  // version (fields are only added at the end of a struct's Visit()).
+  // version (fields are only added at the end of a struct's Visit()). Its
+  // routing and spec stop at their last field that is not a default: the
+  // routing is an empty array (0x90), the spec nine fields (0x99).
   const std::string vector = BytesOf(
+      "dc0016c4100123456789abcdef0000000000000007a0d920626433353966343039386162"
+      "3537363561633664323238373739636137623430a26f6bc0a00001cf0006608b015f3000"
+      "cf0006608b015f312ccf0006608b015f3136c0a0a0c0c2c290a133c099a0a46e6f6f70c0"
+      "90a080a0c0a133c0");
+  EXPECT_EQ(HexOf(EncodeStored(NoOpRecord())), HexOf(vector));
+  auto back = DecodeStored<TaskRecord>(vector);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, NoOpRecord());
+  // The same row as versions that wrote every field of the routing and the
+  // spec stored it.
+  const std::string earlier = BytesOf(
       "dc0016c4100123456789abcdef0000000000000007a0d920626433353966343039386162"
       "3537363561633664323238373739636137623430a26f6bc0a00001cf0006608b015f3000"
       "cf0006608b015f312ccf0006608b015f3136c0a0a0c0c2c2999390a3616c6ca773756363"
       "6573739390a3616c6ca7737563636573739000000000c0c0a133c09da0a46e6f6f70c090"
       "a080a0c0a133c0c0c0c0c0");
-  EXPECT_EQ(HexOf(EncodeStored(NoOpRecord())), HexOf(vector));
-  auto back = DecodeStored<TaskRecord>(vector);
+  back = DecodeStored<TaskRecord>(earlier);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, NoOpRecord());
 }
@@ -818,6 +832,52 @@ TEST(ValueLimits, TheCheckAndTheDecoderAgreeOnEveryLimit) {
   EXPECT_FALSE(decoded(ext).ok());
   EXPECT_FALSE(CheckValue("\xc1").ok());
   EXPECT_FALSE(CheckValue("\x01\x01").ok()) << "one value, nothing after it";
+}
+
+// What every task carries leaves out the fields at their defaults, and
+// both readers take a missing one as its default: a task with no options
+// has an empty map for its routing.
+TEST(Codec, FieldsAtTheirDefaultsAreLeftOutAndReadBack) {
+  EXPECT_EQ(HexOf(EncodeBody(RoutingMeta{})), "80");
+  EXPECT_EQ(HexOf(EncodeBody(ReplyMeta{})), "80");
+  EXPECT_EQ(HexOf(EncodeBody(TaskResult{})), "80");
+  EXPECT_EQ(HexOf(EncodeBody(OutcomeMeta{})), "80");
+  RoutingMeta routing;
+  routing.retries = 3;
+  routing.after.mode = DependencyMode::kAny;
+  // {"after": {"mode": "any"}, "retries": 3}
+  EXPECT_EQ(HexOf(EncodeBody(routing)),
+            "82a5616674657281a46d6f6465a3616e79a7726574726965730"
+            "3");
+  ReplyMeta failed;
+  failed.ok = false;  // the default is true: written
+  EXPECT_EQ(HexOf(EncodeBody(failed)), "81a26f6bc2");
+  const auto check = [](const auto& value) {
+    using T = std::remove_cvref_t<decltype(value)>;
+    const std::string frame = EncodeBody(value);
+    auto fast = DecodeBody<T>(frame);
+    auto general = DecodeBodyGeneral<T>(frame);
+    ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+    ASSERT_TRUE(general.ok()) << general.status().ToString();
+    EXPECT_TRUE(*fast == value);
+    EXPECT_TRUE(*general == value);
+  };
+  check(RoutingMeta{});
+  check(routing);
+  check(ReplyMeta{});
+  check(failed);
+  check(TaskResult{});
+  check(TaskSpec{});
+  check(Sample<RoutingMeta>());
+  check(Sample<TaskSpec>());
+  check(Sample<TaskResult>());
+  check(Sample<ReplyMeta>());
+  // A field given at its default still reads (as other writers send it).
+  auto spelled =
+      DecodeBody<RoutingMeta>(BytesOf("81a772657472696573"
+                                      "00"));
+  ASSERT_TRUE(spelled.ok());
+  EXPECT_TRUE(*spelled == RoutingMeta{});
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The codec: the only code that turns ztask messages into frames and frames
 // into messages. A message after its routing envelope is
 //
-//   0 "ZTASK1"   1 HMAC-SHA256(frames 2..)   2 header   3 parent header
+//   0 "ZTASK2"   1 HMAC-SHA256(frames 2..)   2 header   3 parent header
 //   4 routing metadata   5 content   6.. raw buffers
 //
 // Decoding is split in steps so that a router (the scheduler) can verify the

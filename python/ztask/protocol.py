@@ -18,7 +18,7 @@ import time
 
 import msgpack
 
-SIGNATURE = b"ZTASK1"
+SIGNATURE = b"ZTASK2"
 HMAC_BYTES = 32
 
 # Message types (docs/protocol.md, "Message types"): the ones a client sends
@@ -289,7 +289,7 @@ def check_frames(signer, frames):
     if sum(len(f) for f in frames) > MAX_MESSAGE_BYTES:
         raise ProtocolError("more than %d bytes" % MAX_MESSAGE_BYTES)
     if bytes(frames[FRAME_SIGNATURE]) != SIGNATURE:
-        raise ProtocolError("frame 0 is not ZTASK1 (another protocol or version)")
+        raise ProtocolError("frame 0 is not ZTASK2 (another protocol or version)")
     if not signer.verify(frames):
         raise ProtocolError("bad signature")
 

@@ -96,7 +96,7 @@ TEST_F(ClusterTest, GarbageFromAnyPeerIsDroppedCountedAndServiceGoesOn) {
   spec.argv = {"touch", (dir_.path() / "must-not-exist").string()};
   for (auto& peer : peers) {
     SendAll(peer, {"garbage"});
-    SendAll(peer, {"ZTASK1", "not a mac", "not a header"});  // truncated
+    SendAll(peer, {"ZTASK2", "not a mac", "not a header"});  // truncated
     SendAll(peer, protocol::EncodeMessage(
                       wrong, {TaskId::Random(), MsgType::kTaskRequest, "x", base::WallMicros()},
                       std::nullopt, protocol::RoutingMeta{}, spec));
@@ -117,7 +117,7 @@ TEST_F(ClusterTest, GarbageFromAnyPeerIsDroppedCountedAndServiceGoesOn) {
     zmq::socket_t big(context, zmq::socket_type::dealer);
     big.set(zmq::sockopt::linger, 0);
     big.connect(info->scheduler.client);
-    SendAll(big, {"ZTASK1", std::string((size_t{65} << 20), 'b')});
+    SendAll(big, {"ZTASK2", std::string((size_t{65} << 20), 'b')});
   }
   for (const auto& endpoint : bound) SendRawTcp(endpoint);
   // A flood of registrations under made-up names: with a wrong key (dropped)

@@ -758,8 +758,8 @@ TEST(Signer, IsHmacSha256OfTheLengthPrefixedFrames) {
     std::string key(key_size, '\0');
     for (size_t i = 0; i < key_size; ++i) key[i] = static_cast<char>(i * 7 + 3);
     const Signer signer(key);
-    std::vector<std::string> frames = {"ZTASK1", "", "header", "", "meta",
-                                       std::string(1000, 'c'), "buffer"};
+    std::vector<std::string> frames = {"ZTASK2", "", "header", "", "meta", std::string(1000, 'c'),
+                                       "buffer"};
     std::vector<std::string_view> views(frames.begin(), frames.end());
     std::string stream;
     for (size_t i = kFrameHeader; i < frames.size(); ++i) {
@@ -784,7 +784,7 @@ TEST(Signer, IsHmacSha256OfTheLengthPrefixedFrames) {
 
 TEST(Signer, SignsTheSameFromManyThreadsAtOnce) {
   const Signer signer("shared key");
-  const std::vector<std::string> frames = {"ZTASK1", "", "h", "p", "m", "c"};
+  const std::vector<std::string> frames = {"ZTASK2", "", "h", "p", "m", "c"};
   const std::vector<std::string_view> views(frames.begin(), frames.end());
   const std::string expected = signer.Sign(views);
   std::vector<std::thread> threads;

@@ -70,9 +70,10 @@ TEST_F(MonitorLinkTest, EachBatchGoesOnceWhileTheHubAcknowledges) {
 // message frame: they go to the hub in today's layout, every message kept.
 TEST_F(MonitorLinkTest, AnEarlierVersionsBatchGoesInTodaysLayout) {
   protocol::Frames earlier;
-  for (std::string_view f : {"ZTASK1", "", "header", "\xc0", "\x81\xa3seq\x07",
-                             "\x81\xa6" "frames\x92\x04\x05", "h1", "p1", "m1", "c1", "h2", "p2",
-                             "m2", "c2", "buffer"}) {
+  for (std::string_view f : {"ZTASK2", "", "header", "\xc0", "\x81\xa3seq\x07",
+                             "\x81\xa6"
+                             "frames\x92\x04\x05",
+                             "h1", "p1", "m1", "c1", "h2", "p2", "m2", "c2", "buffer"}) {
     earlier.push_back(protocol::Frame(f));
   }
   link_.Adopt({std::move(earlier), -1});

@@ -10,8 +10,14 @@ namespace ztask::scheduler {
 namespace {
 
 TEST(PackedRequest, GivesBackEveryFrameAsItCame) {
-  std::vector<std::string> parts = {"client-7",           "ZTASK1", std::string(32, '\x01'), "",
-                                    std::string(200, 'h'), "x",     std::string(100000, 'b'), ""};
+  std::vector<std::string> parts = {"client-7",
+                                    "ZTASK2",
+                                    std::string(32, '\x01'),
+                                    "",
+                                    std::string(200, 'h'),
+                                    "x",
+                                    std::string(100000, 'b'),
+                                    ""};
   const std::vector<std::string_view> views(parts.begin(), parts.end());
   const PackedRequest packed(views);
   const std::vector<std::string> kept = parts;

@@ -394,7 +394,9 @@ class _KeptBytes:
         self.size = 0
 
     def write(self, data):
-        n = len(data) if not isinstance(data, memoryview) else data.nbytes
+        # bytes, or for a large buffer (a numpy array's) the buffer itself:
+        # a memoryview or a pickle.PickleBuffer, which has no len().
+        n = len(data) if isinstance(data, bytes) else memoryview(data).nbytes
         self.size += n
         if self._limit is not None and self.size > self._limit:
             self._parts = None

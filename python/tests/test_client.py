@@ -543,6 +543,18 @@ def test_the_unreachable_limit_must_be_a_number_of_seconds(cluster):
         ztask.Client(cluster.profile, unreachable_timeout=-1)
 
 
+def test_a_result_pickled_out_of_its_own_buffer_comes_back_whole(cluster):
+    # A numpy array (and anything whose reduction gives a PickleBuffer)
+    # reaches the pickler's sink as the buffer itself, not as bytes.
+    def big_buffer():
+        import pickle
+
+        return pickle.PickleBuffer(bytearray(b"z" * 1_000_000))
+
+    with ztask.Client(cluster.profile) as c:
+        assert c.submit(big_buffer).result(60) == bytearray(b"z" * 1_000_000)
+
+
 def test_a_result_far_over_the_limit_fails_naming_it_and_the_worker_is_kept(own_cluster, tmp_path):
     # Past what the engine keeps of its worker's answer, the result is
     # dropped as it comes: TaskFailed naming the limit, not an engine

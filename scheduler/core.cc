@@ -10,6 +10,8 @@
 namespace ztask::scheduler {
 namespace {
 
+std::string Aborted(const TaskId& id) { return "task " + id.ToHex() + " was aborted on request"; }
+
 std::vector<TaskId> Unique(std::vector<TaskId> ids) {
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
@@ -286,6 +288,12 @@ SchedulerCore::Finish SchedulerCore::TaskNotRun(EngineSlot slot, const TaskId& i
   // not it was also asked back.
   const bool taken_back = task->taking_back && !task->ahead;
   Release(*task);
+  if (task->aborting) {
+    ahead_.Forget(id);
+    Fail(*task, ErrorType::kTaskAborted, Aborted(id));
+    Pump();
+    return Finish::kAccepted;
+  }
   Return(*task, slot,
          taken_back ? "taken back from engine " + std::to_string(book_.IdOf(slot)) +
                           " before it started there: it waited behind a long task"
@@ -320,6 +328,10 @@ SchedulerCore::Finish SchedulerCore::TaskUnmet(EngineSlot slot, const TaskId& id
 void SchedulerCore::AttemptFailed(Task& task, EngineSlot slot, ErrorType error, std::string message,
                                   bool from_reply, bool retriable) {
   const int32_t engine_id = book_.IdOf(slot);
+  if (task.aborting && !from_reply) {  // its engine lost it before it ran: not again
+    Fail(task, ErrorType::kTaskAborted, Aborted(task.id), slot);
+    return;
+  }
   if (UseRetry(task.attempts, engine_id, error, retriable)) {
     ++counters_.retried;
     actions_.push_back(
@@ -347,9 +359,22 @@ AbortOutcome SchedulerCore::Abort(const std::vector<TaskId>& ids) {
   for (const TaskId& id : ids) {
     if (Task* task = tasks_.find(id)) {
       if (task->state == State::kRunning) {
+        task->aborting = true;
+        if (!task->taking_back) {
+          task->taking_back = true;
+          ++counters_.taken_back;
+          actions_.push_back({Action::Kind::kTakeBack,
+                              id,
+                              task->slot,
+                              book_.IdOf(task->slot),
+                              task->attempt,
+                              ErrorType::kNone,
+                              {},
+                              false});
+        }
         outcome.running.push_back(id);
       } else {
-        Fail(*task, ErrorType::kTaskAborted, "task " + id.ToHex() + " was aborted on request");
+        Fail(*task, ErrorType::kTaskAborted, Aborted(id));
         outcome.aborted.push_back(id);
       }
     } else if (tracker_.HasFinished(id)) {

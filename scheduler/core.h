@@ -238,7 +238,10 @@ class SchedulerCore {
   // fail with InvalidDependency.
   void AwaitUnknownUntil(int64_t deadline_us) { tracker_.AwaitUnknownUntil(deadline_us); }
 
-  // Fails every listed task still waiting with TaskAborted.
+  // Fails every listed task still waiting with TaskAborted. One sent to an
+  // engine (listed as running) is asked back (kTakeBack): if the engine had
+  // not started it (TaskNotRun), or loses it, it fails with TaskAborted;
+  // once started it runs to its end.
   AbortOutcome Abort(const std::vector<TaskId>& tasks);
 
   // Fails the tasks whose timeout passed.
@@ -282,6 +285,7 @@ class SchedulerCore {
     bool judged = false;
     bool grouped = false;  // ready, in a group of ready_
     bool taking_back = false;  // running: asked back from its engine (kTakeBack)
+    bool aborting = false;     // running: aborted, asked back to fail when given back
     int32_t priority = 0;
     int32_t attempt = 0;
     uint64_t seq = 0;

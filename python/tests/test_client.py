@@ -255,6 +255,30 @@ def test_cancel_aborts_a_task_that_has_not_started(client):
         concurrent.futures.wait([b], timeout=30)
 
 
+def test_abort_reaches_a_task_queued_on_its_engine_behind_a_long_one(own_cluster):
+    # As IPython Parallel's abort: a task sent to an engine that has not
+    # started it yet is aborted too (the scheduler asks it back), while the
+    # one running goes on.
+    cluster = own_cluster(1, "--hwm", "4")
+    with ztask.Client(cluster.profile) as c:
+        c.wait_for_engines(1, 30)
+        long = c.submit(time.sleep, 3)
+        queued = c.submit(square, 3)
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:  # both on the engine, as the hub hears it
+            held = sum(e["running"] + e["queued"] for e in c.status()["engines"].values())
+            if held == 2:
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail("the engine never held both tasks")
+        outcome = c.abort([queued])
+        assert outcome["running"] == [queued.id], "it was on the engine"
+        with pytest.raises(ztask.TaskAborted):
+            queued.result(30)
+        assert long.result(30) is None
+
+
 def test_many_threads_submit_and_wait_at_once(client):
     results = {}
 

@@ -201,6 +201,55 @@ TEST_F(Faults, AbortFailsWaitingTasksAndReportsTheRest) {
   EXPECT_EQ(DispatchesOf(3).size(), 1u);
 }
 
+// A task queued on its engine behind another (HWM 2) may not have started:
+// its abort asks it back, and the engine's "not run" fails it as aborted,
+// with its dependents; one that started runs to its end.
+TEST_F(Faults, AnAbortedTaskQueuedOnItsEngineIsAskedBackAndFailsWhenGivenBack) {
+  Make(/*hwm=*/2);
+  AddEngine(1);
+  Submit(TaskSpec(1));             // runs
+  Submit(TaskSpec(2));             // queued behind it on the engine
+  Submit(TaskSpec(3).After({2}));  // waits for task 2
+  ASSERT_EQ(DispatchesOf(2).size(), 1u);
+  auto outcome = Abort({2});
+  EXPECT_EQ(outcome.running, (std::vector<TaskId>{Id(2)}));
+  size_t asked = 0;
+  for (const auto& a : log_) asked += a.kind == Action::Kind::kTakeBack && a.task == Id(2);
+  EXPECT_EQ(asked, 1u) << "asked back from its engine";
+  EXPECT_FALSE(FinalOf(2).has_value()) << "not failed before the engine answers";
+  EXPECT_EQ(NotRun(2), SchedulerCore::Finish::kAccepted);
+  EXPECT_EQ(ErrorOf(2), ErrorType::kTaskAborted);
+  EXPECT_EQ(ErrorOf(3), ErrorType::kImpossibleDependency);
+  EXPECT_EQ(DispatchesOf(2).size(), 1u) << "never sent again";
+  Finish(1, true);
+  EXPECT_EQ(core().live_tasks(), 0u);
+}
+
+TEST_F(Faults, AnAbortedTaskThatHadStartedEndsAsItRan) {
+  Make(/*hwm=*/2);
+  AddEngine(1);
+  Submit(TaskSpec(1));
+  Submit(TaskSpec(2));
+  Abort({2});
+  Finish(1, true);
+  Finish(2, true);  // the engine had started it
+  ASSERT_TRUE(FinalOf(2).has_value());
+  EXPECT_EQ(ErrorOf(2), ErrorType::kNone);
+}
+
+TEST_F(Faults, AnAbortedTaskWhoseEngineIsLostIsNotRetried) {
+  Make(/*hwm=*/2);
+  AddEngine(1);
+  AddEngine(2);
+  Submit(TaskSpec(1).Retries(3).Targets({1}));
+  Submit(TaskSpec(2).Retries(3).Targets({1}));  // queued behind it
+  Abort({2});
+  RemoveEngine(1);
+  EXPECT_EQ(ErrorOf(2), ErrorType::kTaskAborted);
+  EXPECT_EQ(DispatchesOf(2).size(), 1u) << "never sent again";
+  EXPECT_NE(ErrorOf(1), ErrorType::kTaskAborted) << "only the aborted one";
+}
+
 TEST_F(Faults, AbortCascadesToDependents) {
   Submit(TaskSpec(1));
   Submit(TaskSpec(2).After({1}));

@@ -288,7 +288,7 @@ SchedulerCore::Finish SchedulerCore::TaskNotRun(EngineSlot slot, const TaskId& i
   // not it was also asked back.
   const bool taken_back = task->taking_back && !task->ahead;
   Release(*task);
-  if (task->aborting) {
+  if (task->aborting) {  // given back unstarted after an abort: it ends here
     ahead_.Forget(id);
     Fail(*task, ErrorType::kTaskAborted, Aborted(id));
     Pump();
@@ -309,6 +309,12 @@ SchedulerCore::Finish SchedulerCore::TaskUnmet(EngineSlot slot, const TaskId& id
   const int32_t engine_id = book_.IdOf(slot);
   if (adaptive()) Measured(slot);
   Release(task);
+  if (task.aborting) {  // not run there after an abort: nowhere else either
+    ahead_.Forget(id);
+    Fail(task, ErrorType::kTaskAborted, Aborted(id));
+    Pump();
+    return Finish::kAccepted;
+  }
   NoteUnmet(task.deps, engine_id);
   actions_.push_back(
       {Action::Kind::kUnmet, id, slot, engine_id, task.attempt, ErrorType::kNone, why, true});
@@ -328,11 +334,13 @@ SchedulerCore::Finish SchedulerCore::TaskUnmet(EngineSlot slot, const TaskId& id
 void SchedulerCore::AttemptFailed(Task& task, EngineSlot slot, ErrorType error, std::string message,
                                   bool from_reply, bool retriable) {
   const int32_t engine_id = book_.IdOf(slot);
-  if (task.aborting && !from_reply) {  // its engine lost it before it ran: not again
+  // Aborted: never run again. Lost with its engine, it fails as aborted;
+  // started and failed there, with its own error.
+  if (task.aborting && !from_reply) {
     Fail(task, ErrorType::kTaskAborted, Aborted(task.id), slot);
     return;
   }
-  if (UseRetry(task.attempts, engine_id, error, retriable)) {
+  if (!task.aborting && UseRetry(task.attempts, engine_id, error, retriable)) {
     ++counters_.retried;
     actions_.push_back(
         {Action::Kind::kRetry, task.id, slot, engine_id, task.attempt, error, message, from_reply});
@@ -360,18 +368,7 @@ AbortOutcome SchedulerCore::Abort(const std::vector<TaskId>& ids) {
     if (Task* task = tasks_.find(id)) {
       if (task->state == State::kRunning) {
         task->aborting = true;
-        if (!task->taking_back) {
-          task->taking_back = true;
-          ++counters_.taken_back;
-          actions_.push_back({Action::Kind::kTakeBack,
-                              id,
-                              task->slot,
-                              book_.IdOf(task->slot),
-                              task->attempt,
-                              ErrorType::kNone,
-                              {},
-                              false});
-        }
+        AskBack(*task);
         outcome.running.push_back(id);
       } else {
         Fail(*task, ErrorType::kTaskAborted, Aborted(id));

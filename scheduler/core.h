@@ -399,6 +399,8 @@ class SchedulerCore {
   void Measured(EngineSlot slot);
   // Asks back what waits on stuck engines while another engine is idle.
   void TakeBackStuck(int64_t now);
+  // Asks a running task back from its engine (kTakeBack), once.
+  void AskBack(Task& task);
   // How often the take-back rule looks, while tasks may be queued on
   // engines.
   static constexpr int64_t kTakeBackLookUs = 5000;

@@ -25,15 +25,22 @@ void SchedulerCore::TakeBackStuck(int64_t now) {
     // Until it answers again it is given nothing more to queue.
     gauge_.Stalled(slot);
     book_.SetDepth(slot, 0);
-    for (const TaskId& id : book_.RunningOn(slot)) {
-      Task& task = tasks_.at(id);
-      if (task.taking_back) continue;
-      task.taking_back = true;
-      ++counters_.taken_back;
-      actions_.push_back({Action::Kind::kTakeBack, id, slot, book_.IdOf(slot), task.attempt,
-                          ErrorType::kNone, {}, false});
-    }
+    for (const TaskId& id : book_.RunningOn(slot)) AskBack(tasks_.at(id));
   }
+}
+
+void SchedulerCore::AskBack(Task& task) {
+  if (task.taking_back) return;
+  task.taking_back = true;
+  ++counters_.taken_back;
+  actions_.push_back({Action::Kind::kTakeBack,
+                      task.id,
+                      task.slot,
+                      book_.IdOf(task.slot),
+                      task.attempt,
+                      ErrorType::kNone,
+                      {},
+                      false});
 }
 
 }  // namespace ztask::scheduler

@@ -250,6 +250,28 @@ TEST_F(Faults, AnAbortedTaskWhoseEngineIsLostIsNotRetried) {
   EXPECT_NE(ErrorOf(1), ErrorType::kTaskAborted) << "only the aborted one";
 }
 
+// Aborted while queued on its engine, then run there and failed: its own
+// error, final, not retried; answered unmet: aborted, not moved on.
+TEST_F(Faults, AnAbortedTaskIsNeitherRetriedNorMovedToAnotherEngine) {
+  Make(/*hwm=*/2);
+  AddEngine(1);
+  AddEngine(2);
+  Submit(TaskSpec(1).Retries(3).Targets({1}));
+  Submit(TaskSpec(2).Retries(3).Targets({1}));  // queued behind it
+  Abort({2});
+  Finish(1, true);
+  Finish(2, false);  // it had started, and failed
+  EXPECT_EQ(ErrorOf(2), ErrorType::kTaskFailed);
+  EXPECT_EQ(DispatchesOf(2).size(), 1u) << "not retried";
+  Submit(TaskSpec(4));
+  Submit(TaskSpec(5));
+  const int32_t engine = DispatchesOf(4)[0];
+  Abort({4});
+  EXPECT_EQ(Unmet(4), SchedulerCore::Finish::kAccepted);
+  EXPECT_EQ(ErrorOf(4), ErrorType::kTaskAborted);
+  EXPECT_EQ(DispatchesOf(4), (std::vector<int32_t>{engine})) << "not moved";
+}
+
 TEST_F(Faults, AbortCascadesToDependents) {
   Submit(TaskSpec(1));
   Submit(TaskSpec(2).After({1}));

@@ -165,14 +165,20 @@ Status LocalCluster::Start() {
 
   const std::string bin = options_.bin_dir.string() + "/";
   const std::string dir = profile_.string();
-  std::vector<std::string> hub = {bin + "taskhub", "--profile-dir", dir, "--ip", options_.ip};
+  // The hub, or the controller (the hub and the scheduler) in its place.
+  const bool both = controller();
+  const char* role = both ? "controller" : "hub";
+  std::vector<std::string> hub = {bin + (both ? "taskcontroller" : "taskhub"), "--profile-dir", dir,
+                                  "--ip", options_.ip};
+  if (both) hub.insert(hub.end(), {"--scheme", options_.scheme, "--hwm", options_.hwm});
   if (!options_.db.empty()) hub.insert(hub.end(), {"--db", options_.db});
   if (options_.insecure) hub.push_back("--insecure");
-  hub.insert(hub.end(), options_.hub_args.begin(), options_.hub_args.end());
+  const std::vector<std::string>& args = both ? options_.controller_args : options_.hub_args;
+  hub.insert(hub.end(), args.begin(), args.end());
   hub_argv_ = hub;
-  hub_ = std::make_unique<ChildProcess>(hub, logs() / "hub.log");
-  Status s = WaitForEndpoint(*hub_, "hub", false);
-  if (s.ok()) {
+  hub_ = std::make_unique<ChildProcess>(hub, logs() / (std::string(role) + ".log"));
+  Status s = WaitForEndpoint(*hub_, role, both);
+  if (s.ok() && !controller()) {
     std::vector<std::string> scheduler = {bin + "taskscheduler", "--profile-dir", dir, "--scheme",
                                           options_.scheme, "--hwm", options_.hwm,
                                           "--ip", options_.ip};
@@ -322,7 +328,7 @@ void Alert(const std::string& text) {
 
 bool LocalCluster::KeepServersUp(double now) {
   for (auto [process, argv, name] :
-       {std::tuple{&hub_, &hub_argv_, "hub"},
+       {std::tuple{&hub_, &hub_argv_, controller() ? "controller" : "hub"},
         {&scheduler_, &scheduler_argv_, "scheduler"},
         {&dashboard_, &dashboard_argv_, "dashboard"}}) {
     if (!*process) continue;

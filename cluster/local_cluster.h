@@ -35,6 +35,9 @@ struct ClusterOptions {
   std::string scheme = "leastload";
   std::string hwm = "auto";            // taskscheduler --hwm
   std::string db;                     // Default: <profile>/tasks.db; or :memory:.
+  // "controller": the hub and the scheduler in one process (taskcontroller),
+  // supervised as one; "separate": taskhub and taskscheduler.
+  std::string layout = "separate";
   std::string ip = "127.0.0.1";       // where every socket binds
   double launch_timeout_s = 30;       // for all engines to register
   // An engine that exits is restarted (same name, so the same id) after a
@@ -84,6 +87,7 @@ struct ClusterOptions {
   // Extra flags for the hub, the scheduler (limits) and every engine (limits).
   std::vector<std::string> hub_args;
   std::vector<std::string> scheduler_args;
+  std::vector<std::string> controller_args;  // each flag of the two above once
   std::vector<std::string> engine_args;
 };
 
@@ -180,11 +184,13 @@ class LocalCluster final : public Stoppable {
   std::unique_ptr<Launcher> launcher_;  // options_.launcher's
   std::filesystem::path profile_;
   int lock_fd_;
+  // With the controller layout hub_ is the controller, and scheduler_ null.
   std::unique_ptr<ChildProcess> hub_, scheduler_, dashboard_;
   std::vector<std::string> hub_argv_, scheduler_argv_, dashboard_argv_;
   std::string dashboard_url_;
   // Starts taskdash and waits for the URL it writes.
   Status StartDashboard();
+  bool controller() const { return options_.layout == "controller"; }
   RestartWindow server_restarts_;  // of the hub, the scheduler and the dashboard
   // The hub or the scheduler that exited past max_restarts: when it is
   // started again (steady seconds), by name.

@@ -105,6 +105,12 @@ void AddShapeFlags(CLI::App* start, ClusterOptions& options) {
                     "learned per engine")
       ->check(ztask::kHwmValue);
   start->add_option("--db", options.db, "task records: a SQLite file or :memory:");
+  start
+      ->add_option("--layout", options.layout,
+                   "controller: the hub and the scheduler in one process (taskcontroller); "
+                   "separate: each in its own (taskhub, taskscheduler)")
+      ->check(CLI::IsMember({"controller", "separate"}))
+      ->capture_default_str();
   start->add_option("--ip", options.ip, "address to bind (and to write in the connection file)");
   start->add_option("--dashboard", options.dashboard,
                     "serve the web dashboard and /metrics on [ADDR:]PORT (0: any free port; "
@@ -206,6 +212,7 @@ int RunStart(const StartFlags& f, ClusterOptions& options) {
   }
   for (auto [daemon, args] : {std::pair{ztask::cluster::kHub, &options.hub_args},
                               {ztask::cluster::kScheduler, &options.scheduler_args},
+                              {ztask::cluster::kController, &options.controller_args},
                               {ztask::cluster::kEngine, &options.engine_args}}) {
     const std::vector<std::string> words = PassedOnTo(daemon, f.passed_on);
     args->insert(args->end(), words.begin(), words.end());

@@ -18,7 +18,8 @@
 
 namespace ztask::cluster {
 
-enum Daemon : unsigned { kHub = 1, kScheduler = 2, kEngine = 4 };
+// taskcontroller is the hub and the scheduler: it takes what either takes.
+enum Daemon : unsigned { kHub = 1, kScheduler = 2, kEngine = 4, kController = kHub | kScheduler };
 
 struct PassedFlag {
   std::string name;  // "--heartbeat-ms"
@@ -49,7 +50,8 @@ CLI::Option* AddPassedFlag(CLI::App& app, std::string_view name, T& value) {
 // Every flag of the table on taskcluster's `start`, each bound to the words
 // given for it (`given[i]` for PassedFlags()[i]).
 void AddEveryPassedFlag(CLI::App& start, std::vector<std::vector<std::string>>& given);
-// The words for `daemon`'s command line from what was given.
+// The words for `daemon`'s command line from what was given (each flag
+// once, for taskcontroller too).
 std::vector<std::string> PassedOnTo(Daemon daemon,
                                     const std::vector<std::vector<std::string>>& given);
 

@@ -137,6 +137,15 @@ Result<protocol::HubEndpoints> HubServer::Impl::Start(const std::filesystem::pat
     if (!bound.ok()) return bound.status();
     *out = *bound;
   }
+  for (auto [socket, endpoint] : {std::pair{&monitor_, &options_.in_process_monitor},
+                                  {&notifier_, &options_.in_process_notifier}}) {
+    if (endpoint->empty()) continue;
+    try {
+      socket->bind(*endpoint);
+    } catch (const zmq::error_t& e) {
+      return Status::Unavailable("cannot bind " + *endpoint + ": " + e.what());
+    }
+  }
   return endpoints;
 }
 
@@ -353,5 +362,6 @@ HubServer::HubServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HubServer::~HubServer() = default;
 void HubServer::Run() { impl_->Run(); }
 void HubServer::RequestStop() { impl_->RequestStop(); }
+zmq::context_t& HubServer::context() { return impl_->context(); }
 
 }  // namespace ztask::hub

@@ -18,6 +18,10 @@
 #include "base/signals.h"
 #include "ztask/status.h"
 
+namespace zmq {
+class context_t;
+}
+
 namespace ztask::hub {
 
 struct HubOptions {
@@ -54,6 +58,9 @@ struct HubOptions {
   // also when `ip` is beyond loopback, unless `no_encryption`.
   bool curve = false;
   bool no_encryption = false;
+  // Also bind the monitor and the notifier here: inproc endpoints, for a
+  // scheduler in the same process (taskcontroller). Empty: none.
+  std::string in_process_monitor, in_process_notifier;
 };
 
 class HubServer final : public Stoppable {
@@ -64,6 +71,9 @@ class HubServer final : public Stoppable {
   ~HubServer();
   void Run();
   void RequestStop() override;
+  // Where a scheduler in the same process makes its sockets to reach the
+  // in-process endpoints. Lives as long as the server.
+  zmq::context_t& context();
 
  private:
   class Impl;

@@ -65,6 +65,7 @@ class HubServer::Impl {
 
   void Run();
   void RequestStop();
+  zmq::context_t& context() { return context_; }
 
  private:
   static constexpr size_t kBatch = 512;
@@ -231,7 +232,9 @@ class HubServer::Impl {
                 &clock_};
   HubActions actions_;  // reused: see Apply
   ResultWaits waits_;
-  zmq::context_t context_{protocol::OwnBuffersContext()};  // batches wait in its queue
+  // Batches wait in its queue. In a controller its threads are "1/ZMQbg/...",
+  // told from the scheduler's.
+  zmq::context_t context_{protocol::OwnBuffersContext(options_.in_process_monitor.empty() ? 0 : 1)};
   zmq::socket_t registration_, query_, monitor_, notifier_, events_;
   std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
   TaskId session_;

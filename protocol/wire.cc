@@ -185,10 +185,13 @@ std::string DropLog::Summary() const {
   return out.empty() ? "none" : out;
 }
 
-zmq::context_t OwnBuffersContext() {
+zmq::context_t OwnBuffersContext(int thread_name_prefix) {
   zmq::context_t context(1);
   constexpr int kZeroCopyRecv = 10;  // ZMQ_ZERO_COPY_RECV: named in zmq.h's draft part only
   (void)zmq_ctx_set(context.handle(), kZeroCopyRecv, 0);
+  if (thread_name_prefix != 0) {
+    (void)zmq_ctx_set(context.handle(), ZMQ_THREAD_NAME_PREFIX, thread_name_prefix);
+  }
   return context;
 }
 

@@ -70,8 +70,10 @@ zmq::message_t Share(zmq::message_t& m);
 // By default libzmq lets small messages share the buffer it read them into,
 // so one message kept keeps the whole buffer: a server that holds many
 // messages (the scheduler's waiting requests, the hub's queued batches)
-// would hold kilobytes for each. Create it before the sockets.
-zmq::context_t OwnBuffersContext();
+// would hold kilobytes for each. Create it before the sockets. A prefix
+// other than 0 names its threads "PREFIX/ZMQbg/..." (to tell two contexts
+// of one process apart in /proc).
+zmq::context_t OwnBuffersContext(int thread_name_prefix = 0);
 
 Result<std::string> Bind(zmq::socket_t& socket, const std::string& endpoint);
 // A process that restarts binds where it was before, so that its peers'

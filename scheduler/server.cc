@@ -62,12 +62,13 @@ class SchedulerServer::Impl {
         core_(CoreOptions{.hwm = options.hwm,
                           .send_ahead = options.send_ahead,
                           .keep_finished = options.keep_finished,
-                          .look_up_unknown = !info_.hub.monitor.empty()},
+                          .look_up_unknown =
+                              !info_.hub.monitor.empty() || !options.hub_monitor.empty()},
               std::move(scheme), &clock_),
         client_(context_, zmq::socket_type::router),
         engine_(context_, zmq::socket_type::router),
-        notifier_(context_, zmq::socket_type::sub),
-        monitor_(context_, zmq::socket_type::dealer) {}
+        notifier_(HubContext(), zmq::socket_type::sub),
+        monitor_(HubContext(), zmq::socket_type::dealer) {}
 
   // Binds the routers and connects to the hub; then, after a restart, takes
   // over what an earlier scheduler left.
@@ -94,6 +95,10 @@ class SchedulerServer::Impl {
   // earlier scheduler, with the monitor.
   Status ConnectHub();
   void OpenJournal();
+  // The hub runs in this process (taskcontroller): its two sockets are
+  // reached over inproc, in its context.
+  bool in_process_hub() const { return options_.hub_context != nullptr; }
+  zmq::context_t& HubContext() { return in_process_hub() ? *options_.hub_context : context_; }
 
   // What this turn decided leaves: first its record goes into the journal
   // (sealing the monitor batch), then the messages to engines and clients,
@@ -185,8 +190,10 @@ Status SchedulerServer::Impl::BindRouters() {
     ZTASK_RETURN_IF_ERROR(security_->Secure(*s, name));
   }
   ZTASK_RETURN_IF_ERROR(security_->Start());
-  protocol::SecureClient(notifier_, info_);
-  protocol::SecureClient(monitor_, info_);
+  if (!in_process_hub()) {
+    protocol::SecureClient(notifier_, info_);
+    protocol::SecureClient(monitor_, info_);
+  }
   auto client = protocol::BindPreferring(client_, options_.client_endpoint, info_.scheduler.client);
   if (!client.ok()) return client.status();
   auto engine = protocol::BindPreferring(engine_, options_.engine_endpoint, info_.scheduler.engine);
@@ -198,8 +205,10 @@ Status SchedulerServer::Impl::BindRouters() {
 
 Status SchedulerServer::Impl::ConnectHub() {
   notifier_.set(zmq::sockopt::subscribe, "");
-  if (!info_.hub.notifier.empty()) {
-    ZTASK_RETURN_IF_ERROR(protocol::Connect(notifier_, info_.hub.notifier));
+  const std::string& notifier = in_process_hub() ? options_.hub_notifier : info_.hub.notifier;
+  const std::string& monitor = in_process_hub() ? options_.hub_monitor : info_.hub.monitor;
+  if (!notifier.empty()) {
+    ZTASK_RETURN_IF_ERROR(protocol::Connect(notifier_, notifier));
   } else {
     spdlog::warn(
         "the connection file names no hub notifier: no engine will ever be "
@@ -210,12 +219,15 @@ Status SchedulerServer::Impl::ConnectHub() {
   // Nothing is queued for a hub that is not there: the link keeps it
   // until one acknowledges it.
   monitor_.set(zmq::sockopt::immediate, 1);
-  if (info_.hub.monitor.empty()) return Status::Ok();
-  ZTASK_RETURN_IF_ERROR(protocol::Connect(monitor_, info_.hub.monitor));
+  if (monitor.empty()) return Status::Ok();
+  ZTASK_RETURN_IF_ERROR(protocol::Connect(monitor_, monitor));
   hub_.link().set_enabled(true);
   hub_.set_record_running_after(base::DurationMicros(options_.record_running_after_s));
   next_stats_us_ = base::MonotonicMicros();
-  monitor_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, monitor_);
+  // A hub in this process never restarts without the scheduler.
+  if (!in_process_hub()) {
+    monitor_watch_ = std::make_unique<protocol::ReconnectWatch>(context_, monitor_);
+  }
   OpenJournal();
   return Status::Ok();
 }

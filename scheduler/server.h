@@ -24,6 +24,10 @@
 #include "scheduler/engine_book.h"
 #include "ztask/status.h"
 
+namespace zmq {
+class context_t;
+}
+
 namespace ztask::scheduler {
 
 struct TaskLimits {
@@ -83,6 +87,12 @@ struct SchedulerOptions {
   // ZeroMQ's high-water mark (messages) on the client and engine sockets.
   // What a peer's queue will not take waits in the scheduler (outbox.h).
   int socket_hwm = 1000000;
+  // A hub in the same process (taskcontroller): its ZeroMQ context, and the
+  // inproc endpoints its monitor and notifier bind, reached instead of the
+  // connection file's. Null: the hub is another process. REQUIRES: the
+  // context outlives the server.
+  zmq::context_t* hub_context = nullptr;
+  std::string hub_monitor, hub_notifier;
 };
 
 struct ServerCounters {

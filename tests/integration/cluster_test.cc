@@ -549,21 +549,48 @@ TEST_F(ClusterTest, PurgeForgetsFinishedRecords) {
   EXPECT_NE(result.err.find("unknown task id"), std::string::npos);
 }
 
-TEST_F(ClusterTest, ShutdownStopsTheWholeCluster) {
+// After `taskctl shutdown`: taskcluster ends too (a stop finds no cluster).
+class Shutdown : public ClusterTest {
+ protected:
+  void ExpectTheSupervisorGone() {
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_)
+                     .code == 2;
+        },
+        std::chrono::seconds(20)))
+        << "the supervisor should be gone too";
+    running_ = false;
+  }
+};
+
+TEST_F(Shutdown, StopsTheWholeCluster) {
   StartCluster(1);
   auto engines = client_->Engines();
   ASSERT_TRUE(engines.ok() && engines->size() == 1);
   const pid_t engine = static_cast<pid_t>((*engines)[0].pid);
   EXPECT_EQ(Ctl({"shutdown"}).code, 0);
   EXPECT_TRUE(WaitFor([&] { return !cluster::ProcessRunning(engine); }, std::chrono::seconds(20)));
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        return RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_).code ==
-               2;
-      },
-      std::chrono::seconds(20)))
-      << "the supervisor should be gone too";
-  running_ = false;
+  ExpectTheSupervisorGone();
+}
+
+TEST_F(Shutdown, TheControllerLayoutServesFromOneProcessAndShutsDownWhole) {
+  StartCluster(1, {"--layout", "controller"});
+  const std::vector<pid_t> controller = PidsOf("taskcontroller", profile());
+  ASSERT_EQ(controller.size(), 1u);
+  EXPECT_TRUE(PidsOf("taskhub", profile()).empty());
+  EXPECT_TRUE(PidsOf("taskscheduler", profile()).empty());
+  const std::string first = Submit({"--", "true"});
+  const std::string second = Submit({"--after", first, "--", "sh", "-c", "exit 3"});
+  int code = 0;
+  const std::vector<Value> records = Wait({first, second}, &code);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["status"], "ok");
+  EXPECT_EQ(records[1]["status"], "error");
+  EXPECT_EQ(Ctl({"shutdown"}).code, 0);
+  EXPECT_TRUE(
+      WaitFor([&] { return !cluster::ProcessRunning(controller[0]); }, std::chrono::seconds(20)));
+  ExpectTheSupervisorGone();
 }
 
 TEST(TaskclusterForeground, StopsEverythingOnInterrupt) {

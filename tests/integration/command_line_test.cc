@@ -125,6 +125,13 @@ TEST_F(CommandLine, UsageErrorsAreOneLineWithExitCodeTwo) {
       {{cluster, "start", "--keep-finished", "0", "--profile-dir", missing}, "--keep-finished"},
       {{kBin + "/taskhub", "--keep-finished", "0", "--profile-dir", missing}, "--keep-finished"},
       {{kBin + "/taskscheduler", "--bogus", "--profile-dir", missing}, "--bogus"},
+      {{cluster, "start", "--layout", "one", "--profile-dir", missing}, "--layout"},
+      {{kBin + "/taskcontroller", "--bogus", "--profile-dir", missing}, "--bogus"},
+      {{kBin + "/taskcontroller", "--hwm", "x", "--profile-dir", missing}, "--hwm"},
+      {{kBin + "/taskcontroller", "--keep-finished", "0", "--profile-dir", missing},
+       "--keep-finished"},
+      {{kBin + "/taskcontroller", "--scheme", "nope", "--profile-dir", missing}, "nope"},
+      {{kBin + "/taskcontroller", "stray", "--profile-dir", missing}, "stray"},
   };
   for (const auto& [argv, mentions] : cases) {
     SCOPED_TRACE(argv.size() > 1 ? argv[1] + " " + (argv.size() > 2 ? argv[2] : "") : argv[0]);

@@ -47,8 +47,8 @@ class Faults : public ClusterTest {
     EXPECT_TRUE(WaitForFinalRecords(*client_, ids, &records));
     return records;
   }
-  std::string Log(const std::string& name) {
-    return ReadFile(std::filesystem::path(profile()) / "logs" / (name + ".log"));
+  std::string Log(const std::string& part) {
+    return ReadFile(std::filesystem::path(profile()) / "logs" / (RoleLogName(part) + ".log"));
   }
   // A task of one second with one retry (appending each attempt's engine id
   // to `ends`, if given, when it ends), and a task after it; waits until its

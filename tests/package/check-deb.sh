@@ -34,6 +34,7 @@ grep -q "(>=" <<<"$depends" || fail "Depends has no computed versions: $depends"
 
 contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
 for f in ./usr/bin/taskcluster ./usr/bin/taskctl ./usr/bin/taskhub ./usr/bin/taskscheduler \
+    ./usr/bin/taskcontroller \
     ./usr/bin/taskengine ./usr/bin/taskdash "./usr/lib/libztask_client.so.$version" \
     "./usr/lib/libztask_engine.so.$version" ./usr/lib/libztask_client.a ./usr/lib/libztask_engine.a \
     ./usr/include/ztask/client.h ./usr/include/ztask/engine.h ./usr/include/ztask/version.h \

@@ -28,7 +28,7 @@ trap cleanup EXIT
 
 cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" || {
   cat "$tmp/install.log"; fail "cmake --install failed"; }
-for p in taskhub taskscheduler taskengine taskctl taskcluster taskdash; do
+for p in taskhub taskscheduler taskcontroller taskengine taskctl taskcluster taskdash; do
   [ -x "$prefix/bin/$p" ] || fail "no program bin/$p"
   [ -s "$prefix/share/man/man1/$p.1.gz" ] || fail "no man page for $p"
   [ -s "$prefix/share/bash-completion/completions/$p" ] || fail "no completion for $p"

@@ -80,6 +80,9 @@ class ClusterTest : public ::testing::Test {
     std::vector<std::string> argv = {kBin + "/taskcluster", "start", "--profile-dir", profile(),
                                      "--daemonize"};
     if (engines > 0) argv.insert(argv.end(), {"-n", std::to_string(engines)});
+    if (std::find(extra.begin(), extra.end(), "--layout") == extra.end()) {
+      argv.insert(argv.end(), {"--layout", TestLayout()});
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     Ran started = RunProgram(argv, dir_);
     ASSERT_EQ(started.code, 0) << started.out << started.err;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -25,9 +26,31 @@ inline std::string ReadFile(const std::filesystem::path& path) {
   return text.str();
 }
 
-// The live processes running `program` (by its path's last part) of the
-// cluster in `profile`, found through /proc.
-inline std::vector<pid_t> PidsOf(const std::string& program, const std::string& profile) {
+// The cluster layout under test: ZTASK_TEST_LAYOUT, "separate" (taskhub
+// and taskscheduler) unless it says "controller" (both in taskcontroller).
+inline std::string TestLayout() {
+  const char* layout = std::getenv("ZTASK_TEST_LAYOUT");
+  return layout != nullptr && std::string(layout) == "controller" ? "controller" : "separate";
+}
+
+// The program that plays `program`'s part in the layout under test: with
+// the controller layout, taskcontroller is the hub and the scheduler.
+inline std::string RoleProgram(const std::string& program) {
+  const bool server = program == "taskhub" || program == "taskscheduler";
+  return server && TestLayout() == "controller" ? "taskcontroller" : program;
+}
+
+// The log taskcluster writes for a server's part ("hub", "scheduler") in
+// the layout under test: logs/NAME.log.
+inline std::string RoleLogName(const std::string& part) {
+  const bool server = part == "hub" || part == "scheduler";
+  return server && TestLayout() == "controller" ? "controller" : part;
+}
+
+// The live processes running `program` (by its path's last part; the one
+// in its part, RoleProgram) of the cluster in `profile`, found through /proc.
+inline std::vector<pid_t> PidsOf(const std::string& role, const std::string& profile) {
+  const std::string program = RoleProgram(role);
   std::vector<pid_t> pids;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();

@@ -1,0 +1,106 @@
+// taskcontroller: the hub and the scheduler of a cluster in one process,
+// each on a thread of its own with its own sockets, as in taskhub and
+// taskscheduler; the scheduler's records reach the hub and the hub's
+// engine notices reach the scheduler over inproc sockets (no copy, no
+// kernel). Peers see the same endpoints in the connection file as with two
+// processes. A crash ends both, and both recover as after any kill of the
+// two (the scheduler's journal, the hub's file).
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "base/signals.h"
+#include "controller/command_line.h"
+#include "hub/server.h"
+#include "scheduler/server.h"
+
+namespace {
+
+using ztask::hub::HubServer;
+using ztask::scheduler::SchedulerServer;
+
+constexpr char kMonitor[] = "inproc://ztask-controller-monitor";
+constexpr char kNotifier[] = "inproc://ztask-controller-notifier";
+
+// A stop signal stops both.
+class Both final : public ztask::Stoppable {
+ public:
+  Both(HubServer& hub, SchedulerServer& scheduler) : hub_(hub), scheduler_(scheduler) {}
+  void RequestStop() override {
+    scheduler_.RequestStop();
+    hub_.RequestStop();
+  }
+
+ private:
+  HubServer& hub_;
+  SchedulerServer& scheduler_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // What it writes (records, journal, logs) holds commands, environments and
+  // outputs: for its user only, whoever started it.
+  ::umask(077);
+  ztask::controller::ControllerFlags flags;
+  if (auto code = ztask::controller::ParseControllerFlags({argv + 1, argv + argc}, flags)) {
+    return *code;
+  }
+  ztask::InstallStopSignals();
+  spdlog::set_level(spdlog::level::from_str(flags.hub.log_level));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskcontroller %l: %v");
+  ztask::hub::PrepareHubProcess(flags.hub.options);
+  flags.hub.options.in_process_monitor = kMonitor;
+  flags.hub.options.in_process_notifier = kNotifier;
+  auto hub = HubServer::Create(flags.hub.options);
+  if (!hub.ok()) {
+    std::fprintf(stderr, "taskcontroller: %s\n", hub.status().message().c_str());
+    return 2;
+  }
+  // The hub serves while the scheduler starts: a scheduler that restarts
+  // asks it what was in flight, and replays its journal to it.
+  std::atomic<bool> hub_ended{false};
+  std::atomic<SchedulerServer*> started{nullptr};
+  std::thread hub_thread([&] {
+    (*hub)->Run();
+    hub_ended.store(true);
+    if (SchedulerServer* scheduler = started.load()) scheduler->RequestStop();
+  });
+  ::pthread_setname_np(hub_thread.native_handle(), "hub");
+  ztask::Result<std::unique_ptr<SchedulerServer>> scheduler = [&] {
+    const ztask::ScopedStopTarget stop_hub(hub->get());
+    ztask::scheduler::SchedulerOptions options = flags.scheduler.options;
+    options.hub_context = &(*hub)->context();
+    options.hub_monitor = kMonitor;
+    options.hub_notifier = kNotifier;
+    return SchedulerServer::Create(options);
+  }();
+  if (!scheduler.ok()) {
+    std::fprintf(stderr, "taskcontroller: %s\n", scheduler.status().message().c_str());
+    (*hub)->RequestStop();
+    hub_thread.join();
+    return 2;
+  }
+  int code = 0;
+  {
+    Both both(**hub, **scheduler);
+    const ztask::ScopedStopTarget stop_both(&both);
+    started.store(scheduler->get());
+    if (hub_ended.load()) (*scheduler)->RequestStop();
+    ztask::scheduler::LogServing(flags.scheduler.options, **scheduler);
+    (*scheduler)->Run();
+    // A scheduler that ended on its own (neither a signal nor the hub's
+    // shutdown) is a failure: the supervisor starts the pair again.
+    if (!hub_ended.load() && !ztask::StopRequested()) code = 1;
+    (*hub)->RequestStop();
+    hub_thread.join();
+  }
+  // The scheduler's hub sockets live in the hub's context: closed first.
+  scheduler.value().reset();
+  hub.value().reset();
+  return code;
+}

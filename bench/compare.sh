@@ -20,7 +20,7 @@ scripts/install-deps.sh bench
 export CCACHE_BASEDIR="$PWD"
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-release -j2 --target e2e_bench core_bench taskcluster taskhub taskscheduler \
-  taskengine taskdash >/dev/null
+  taskcontroller taskengine taskdash >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 bench=build-release/bin/e2e_bench
@@ -54,9 +54,13 @@ run() {
 }
 
 # The main run three times (each with its own floor): the table shows medians.
+# Each is followed by the same no-ops and round trips with the hub and the
+# scheduler in one process (taskcontroller), for the ratio of the layouts.
 for k in 1 2 3; do
   run "ztask_$k" "$bench" --label ztask --engines "$engines" --hwm "$hwm" --tasks "$ztask_tasks" \
     --latency 2000 --chain 10000 --fan-in 100000 --dag 20000 --relay
+  run "ztask_controller_$k" "$bench" --label ztask_controller --layout controller \
+    --engines "$engines" --hwm "$hwm" --tasks "$ztask_tasks" --latency 2000 --chain 10000
 done
 run ztask_hwm1 "$bench" --label ztask_hwm1 --engines "$engines" --hwm 1 \
   --tasks $((ztask_tasks / 4)) --latency 0 --chain 0

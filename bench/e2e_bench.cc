@@ -5,6 +5,7 @@
 //                  [--fan-in N] [--dag N] [--relay] [--label TEXT]
 //                  [--send-ahead true|false] [--waiting N] [--curve]
 //                  [--durability process|power] [--shape mixed|spikes|slowdown]
+//                  [--layout separate|controller]
 // --hwm takes a number or auto (the scheduler's default; 64 here unless
 // given).
 //        e2e_bench --attach PROFILE_DIR [--tasks N] --latency N
@@ -17,6 +18,9 @@
 // bound beyond loopback has by default: every connection encrypted.
 // --durability power: the hub's commits and the scheduler's journal synced
 // to disk (group-committed), as `taskcluster start --durability power`.
+// --layout controller: the hub and the scheduler in one process
+// (taskcontroller); their CPU is told apart by thread: the hub's thread and
+// the threads of its ZeroMQ context (named "1/ZMQbg/...") are the hub's.
 //
 // Starts a hub, a scheduler and N engines (real taskengine processes, or
 // simulated ones: processes holding many engine connections) in a temporary
@@ -86,6 +90,7 @@ struct Options {
   bool curve = false;  // the hub's --curve: every connection encrypted
   std::string send_ahead = "true";  // the scheduler's --send-ahead
   std::string durability = "process";  // the hub's and the scheduler's --durability
+  std::string layout = "separate";     // or "controller": taskcontroller
 };
 
 std::string BinDir() {
@@ -110,9 +115,10 @@ int64_t ResidentBytes(pid_t pid) {
   return 0;
 }
 
-// CPU time a process has used (user and system, every thread), in µs.
-double CpuMicros(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+// CPU time a process (or a thread: "PID/task/TID") has used (user and
+// system, every thread), in µs.
+double CpuMicros(const std::string& pid) {
+  std::ifstream stat("/proc/" + pid + "/stat");
   std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
   // Fields after the command name (which may hold spaces) start at ')'.
   const size_t close = text.rfind(')');
@@ -129,6 +135,23 @@ double CpuMicros(pid_t pid) {
   }
   return (utime + stime) * 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
+double CpuMicros(pid_t pid) { return CpuMicros(std::to_string(pid)); }
+
+// A taskcontroller's CPU: its hub's threads, and the rest (the scheduler's).
+std::pair<double, double> ControllerCpuMicros(pid_t pid) {
+  double hub = 0, all = CpuMicros(pid);
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(tasks, ec)) {
+    std::ifstream comm(entry.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name == "hub" || name.rfind("1/", 0) == 0) {
+      hub += CpuMicros(std::to_string(pid) + "/task/" + entry.path().filename().string());
+    }
+  }
+  return {hub, all - hub};
+}
 
 struct CpuSample {
   double hub = 0, scheduler = 0, engines = 0, client = 0;
@@ -144,24 +167,29 @@ class Cluster {
   Status Start(const Options& o, const std::string& dir) {
     profile_ = dir + "/profile";
     const std::string bin = BinDir() + "/";
-    std::vector<std::string> hub = {bin + "taskhub", "--profile-dir", profile_, "--log-level",
-                                    "warn"};
+    controller_ = o.layout == "controller";
+    std::vector<std::string> hub = {bin + (controller_ ? "taskcontroller" : "taskhub"),
+                                    "--profile-dir", profile_, "--log-level", "warn"};
     if (!o.db.empty()) hub.insert(hub.end(), {"--db", o.db});
     if (o.curve) hub.push_back("--curve");
     hub.insert(hub.end(), {"--durability", o.durability});
+    const std::vector<std::string> routing = {"--hwm",  o.hwm,          "--scheme",
+                                              o.scheme, "--send-ahead", o.send_ahead};
+    if (controller_) hub.insert(hub.end(), routing.begin(), routing.end());
     hub_ = std::make_unique<ChildProcess>(hub, dir + "/hub.log");
     ZTASK_RETURN_IF_ERROR(
         WaitForFile([](const protocol::ConnectionInfo& i) { return !i.hub.query.empty(); }));
-    scheduler_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{bin + "taskscheduler", "--profile-dir", profile_, "--hwm",
-                                 o.hwm, "--scheme", o.scheme, "--send-ahead",
-                                 o.send_ahead, "--durability", o.durability, "--log-level",
-                                 "warn"},
-        dir + "/scheduler.log");
+    if (!controller_) {
+      std::vector<std::string> scheduler = {
+          bin + "taskscheduler", "--profile-dir", profile_, "--durability",
+          o.durability,          "--log-level",   "warn"};
+      scheduler.insert(scheduler.end(), routing.begin(), routing.end());
+      scheduler_ = std::make_unique<ChildProcess>(scheduler, dir + "/scheduler.log");
+    }
     ZTASK_RETURN_IF_ERROR(
         WaitForFile([](const protocol::ConnectionInfo& i) { return !i.scheduler.client.empty(); }));
     hub_rss_before_ = ResidentBytes(hub_->pid());
-    scheduler_rss_before_ = ResidentBytes(scheduler_->pid());
+    scheduler_rss_before_ = ResidentBytes(scheduler_pid());
     started_us_ = base::MonotonicMicros();
     if (o.simulated > 0) {
       // At most 2,000 engines a process: each holds two connections, and
@@ -193,7 +221,7 @@ class Cluster {
   // started.
   std::pair<int64_t, int64_t> GrewSinceEngines() const {
     return {ResidentBytes(hub_->pid()) - hub_rss_before_,
-            ResidentBytes(scheduler_->pid()) - scheduler_rss_before_};
+            ResidentBytes(scheduler_pid()) - scheduler_rss_before_};
   }
   ~Cluster() {
     client_.reset();
@@ -203,9 +231,16 @@ class Cluster {
   }
   Client& client() { return *client_; }
   pid_t hub_pid() const { return hub_->pid(); }
-  pid_t scheduler_pid() const { return scheduler_->pid(); }
+  // With the controller layout, the one process of both.
+  pid_t scheduler_pid() const { return controller_ ? hub_->pid() : scheduler_->pid(); }
   CpuSample Cpu() const {
-    CpuSample s{CpuMicros(hub_->pid()), CpuMicros(scheduler_->pid()), 0, CpuMicros(::getpid())};
+    CpuSample s{0, 0, 0, CpuMicros(::getpid())};
+    if (controller_) {
+      std::tie(s.hub, s.scheduler) = ControllerCpuMicros(hub_->pid());
+    } else {
+      s.hub = CpuMicros(hub_->pid());
+      s.scheduler = CpuMicros(scheduler_->pid());
+    }
     for (const auto& e : engines_) s.engines += CpuMicros(e->pid());
     return s;
   }
@@ -236,7 +271,8 @@ class Cluster {
   std::string profile_;
   int64_t hub_rss_before_ = 0, scheduler_rss_before_ = 0, started_us_ = 0;
   double register_s_ = 0;
-  std::unique_ptr<ChildProcess> hub_, scheduler_;
+  bool controller_ = false;
+  std::unique_ptr<ChildProcess> hub_, scheduler_;  // hub_ is the controller, if one
   std::vector<std::unique_ptr<ChildProcess>> engines_;
   std::unique_ptr<Client> client_;
 };
@@ -630,6 +666,7 @@ int main(int argc, char** argv) {
       else if (flag == "--label") o.label = v;
       else if (flag == "--send-ahead") o.send_ahead = v;
       else if (flag == "--durability") o.durability = v;
+      else if (flag == "--layout") o.layout = v;
       else if (flag == "--serve-simulated") serve = std::stoi(v);
       else if (flag == "--profile") serve_profile = v;
       else if (flag == "--attach") attach = v;
@@ -641,6 +678,9 @@ int main(int argc, char** argv) {
   }
   if (o.durability != "process" && o.durability != "power") {
     return Fail("--durability takes process or power, not '" + o.durability + "'");
+  }
+  if (o.layout != "separate" && o.layout != "controller") {
+    return Fail("--layout takes separate or controller, not '" + o.layout + "'");
   }
   if (o.send_ahead != "true" && o.send_ahead != "false") {
     return Fail("--send-ahead takes true or false, not '" + o.send_ahead + "'");

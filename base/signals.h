@@ -13,6 +13,8 @@
 #ifndef ZTASK_BASE_SIGNALS_H_
 #define ZTASK_BASE_SIGNALS_H_
 
+#include <atomic>
+
 namespace ztask {
 
 class Stoppable {
@@ -20,6 +22,17 @@ class Stoppable {
   virtual ~Stoppable() = default;
   // Called from the signal thread: must be thread-safe and must not block.
   virtual void RequestStop() = 0;
+};
+
+// A stop that only sets a flag: the target while a server is being made,
+// for the waits its making does (SchedulerOptions::stop).
+class StopFlag final : public Stoppable {
+ public:
+  void RequestStop() override { flag_.store(true); }
+  std::atomic<bool>* flag() { return &flag_; }
+
+ private:
+  std::atomic<bool> flag_{false};
 };
 
 // Idempotent within a process. A process that forks to carry on without

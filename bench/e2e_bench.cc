@@ -19,8 +19,9 @@
 // --durability power: the hub's commits and the scheduler's journal synced
 // to disk (group-committed), as `taskcluster start --durability power`.
 // --layout controller: the hub and the scheduler in one process
-// (taskcontroller); their CPU is told apart by thread: the hub's thread and
-// the threads of its ZeroMQ context (named "1/ZMQbg/...") are the hub's.
+// (taskcontroller); their CPU is told apart by thread: the hub's threads
+// ("hub", "hub-checkpoint") and those of its ZeroMQ context ("1/ZMQbg/...")
+// are the hub's.
 //
 // Starts a hub, a scheduler and N engines (real taskengine processes, or
 // simulated ones: processes holding many engine connections) in a temporary
@@ -146,7 +147,7 @@ std::pair<double, double> ControllerCpuMicros(pid_t pid) {
     std::ifstream comm(entry.path() / "comm");
     std::string name;
     std::getline(comm, name);
-    if (name == "hub" || name.rfind("1/", 0) == 0) {
+    if (name.rfind("hub", 0) == 0 || name.rfind("1/", 0) == 0) {
       hub += CpuMicros(std::to_string(pid) + "/task/" + entry.path().filename().string());
     }
   }

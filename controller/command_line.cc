@@ -22,18 +22,31 @@ struct Union {
       kProgram};
   std::vector<std::unique_ptr<std::string>> values;
 
-  void Take(const CLI::App& from) {
+  // Adds `from`'s flags; one already there (both take it) says both
+  // defaults when they differ.
+  void Take(const CLI::App& from, const char* part) {
     for (const CLI::Option* option : from.get_options()) {
       if (option == from.get_help_ptr()) continue;
       const std::string name = option->get_name();
-      if (app.get_option_no_throw(name) != nullptr) continue;
+      if (CLI::Option* there = app.get_option_no_throw(name)) {
+        const std::string mine = option->get_default_str(), theirs = there->get_default_str();
+        if (mine != theirs) {
+          there->default_str("");
+          there->description(there->get_description() + " (default: " + first_part + " " +
+                             theirs + ", " + part + " " + mine + ")");
+        }
+        continue;
+      }
       values.push_back(std::make_unique<std::string>());
       CLI::Option* copy = option->get_items_expected_max() == 0
                               ? app.add_flag(name, option->get_description())
                               : app.add_option(name, *values.back(), option->get_description());
+      copy->type_name(option->get_type_name());
       if (!option->get_default_str().empty()) copy->default_str(option->get_default_str());
     }
+    if (first_part.empty()) first_part = part;
   }
+  std::string first_part;
 };
 
 // CLI11 takes a vector of words last first.
@@ -50,8 +63,8 @@ std::optional<int> ParseControllerFlags(const std::vector<std::string>& words,
   hub::AddHubFlags(hub, flags.hub);
   scheduler::AddSchedulerFlags(scheduler, flags.scheduler);
   Union all;
-  all.Take(hub);
-  all.Take(scheduler);
+  all.Take(hub, "hub");
+  all.Take(scheduler, "scheduler");
   AddStandardFlags(all.app, kProgram);
   // Each word to the program(s) that declare its flag, with its value.
   std::vector<std::string> to_hub, to_scheduler;

@@ -26,7 +26,23 @@ using ztask::scheduler::SchedulerServer;
 constexpr char kMonitor[] = "inproc://ztask-controller-monitor";
 constexpr char kNotifier[] = "inproc://ztask-controller-notifier";
 
-// A stop signal stops both.
+// A stop signal while the scheduler starts: the hub, and the scheduler's
+// waits for it.
+class Starting final : public ztask::Stoppable {
+ public:
+  Starting(HubServer& hub, std::atomic<bool>& scheduler_stop)
+      : hub_(hub), scheduler_stop_(scheduler_stop) {}
+  void RequestStop() override {
+    scheduler_stop_.store(true);
+    hub_.RequestStop();
+  }
+
+ private:
+  HubServer& hub_;
+  std::atomic<bool>& scheduler_stop_;
+};
+
+// A stop signal once both serve stops both.
 class Both final : public ztask::Stoppable {
  public:
   Both(HubServer& hub, SchedulerServer& scheduler) : hub_(hub), scheduler_(scheduler) {}
@@ -53,7 +69,8 @@ int main(int argc, char** argv) {
   ztask::InstallStopSignals();
   spdlog::set_level(spdlog::level::from_str(flags.hub.log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskcontroller %l: %v");
-  ztask::hub::PrepareHubProcess(flags.hub.options);
+  // Each engine holds a connection to the hub and one to the scheduler.
+  ztask::hub::PrepareHubProcess(flags.hub.options, 2);
   flags.hub.options.in_process_monitor = kMonitor;
   flags.hub.options.in_process_notifier = kNotifier;
   auto hub = HubServer::Create(flags.hub.options);
@@ -62,27 +79,36 @@ int main(int argc, char** argv) {
     return 2;
   }
   // The hub serves while the scheduler starts: a scheduler that restarts
-  // asks it what was in flight, and replays its journal to it.
+  // asks it what was in flight, and replays its journal to it. A stop
+  // signal meanwhile, or the hub's end (a shutdown), ends those waits.
   std::atomic<bool> hub_ended{false};
+  std::atomic<bool> scheduler_stop{false};
   std::atomic<SchedulerServer*> started{nullptr};
   std::thread hub_thread([&] {
     (*hub)->Run();
     hub_ended.store(true);
+    scheduler_stop.store(true);
     if (SchedulerServer* scheduler = started.load()) scheduler->RequestStop();
   });
   ::pthread_setname_np(hub_thread.native_handle(), "hub");
   ztask::Result<std::unique_ptr<SchedulerServer>> scheduler = [&] {
-    const ztask::ScopedStopTarget stop_hub(hub->get());
+    Starting starting(**hub, scheduler_stop);
+    const ztask::ScopedStopTarget stop_both(&starting);
     ztask::scheduler::SchedulerOptions options = flags.scheduler.options;
     options.hub_context = &(*hub)->context();
     options.hub_monitor = kMonitor;
     options.hub_notifier = kNotifier;
+    options.stop = &scheduler_stop;
     return SchedulerServer::Create(options);
   }();
   if (!scheduler.ok()) {
-    std::fprintf(stderr, "taskcontroller: %s\n", scheduler.status().message().c_str());
+    // Stopped while starting (a signal, or the hub shut down): asked to,
+    // not a failure.
+    const bool asked = ztask::StopRequested() || hub_ended.load();
     (*hub)->RequestStop();
     hub_thread.join();
+    if (asked) return 0;
+    std::fprintf(stderr, "taskcontroller: %s\n", scheduler.status().message().c_str());
     return 2;
   }
   int code = 0;
@@ -90,7 +116,6 @@ int main(int argc, char** argv) {
     Both both(**hub, **scheduler);
     const ztask::ScopedStopTarget stop_both(&both);
     started.store(scheduler->get());
-    if (hub_ended.load()) (*scheduler)->RequestStop();
     ztask::scheduler::LogServing(flags.scheduler.options, **scheduler);
     (*scheduler)->Run();
     // A scheduler that ended on its own (neither a signal nor the hub's

@@ -1,6 +1,8 @@
 // The task database's checkpoints, off the hub's loop (checkpointer.h).
 #include "hub/checkpointer.h"
 
+#include <pthread.h>
+
 #include <sqlite3.h>
 
 #include <utility>
@@ -26,6 +28,7 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Start(const std::string& pat
   }
   std::unique_ptr<Checkpointer> checkpointer(new Checkpointer(db, pages));
   checkpointer->thread_ = std::thread([c = checkpointer.get()] { c->Run(); });
+  ::pthread_setname_np(checkpointer->thread_.native_handle(), "hub-checkpoint");
   return checkpointer;
 }
 

@@ -39,11 +39,12 @@ void AddHubFlags(CLI::App& app, HubFlags& flags) {
       ->capture_default_str();
 }
 
-void PrepareHubProcess(const HubOptions& options) {
+void PrepareHubProcess(const HubOptions& options, uint64_t per_engine) {
   ::signal(SIGXFSZ, SIG_IGN);
-  if (const uint64_t files = base::RaiseOpenFileLimit(); files < options.max_engines + 256) {
+  const uint64_t files = base::RaiseOpenFileLimit();
+  if (files < options.max_engines * per_engine + 256) {
     spdlog::info("about {} engines can connect: the open-file limit is {} (ulimit -n)",
-                 files > 256 ? files - 256 : 0, files);
+                 files > 256 ? (files - 256) / per_engine : 0, files);
   }
 }
 

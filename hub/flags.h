@@ -22,9 +22,10 @@ void AddHubFlags(CLI::App& app, HubFlags& flags);
 // What the process needs before a hub serves in it: SIGXFSZ ignored (a
 // write past a file size limit fails with EFBIG, which the store reports,
 // instead of killing the process) and the open-file limit raised (each
-// engine's connection holds a descriptor), said in the log when it caps
-// the engines.
-void PrepareHubProcess(const HubOptions& options);
+// engine's connection holds a descriptor; `per_engine` of them, 2 when the
+// scheduler is in the process too), said in the log when it caps the
+// engines.
+void PrepareHubProcess(const HubOptions& options, uint64_t per_engine = 1);
 
 }  // namespace ztask::hub
 

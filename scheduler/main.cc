@@ -30,12 +30,18 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskscheduler %l: %v");
   // Each engine's connection holds a descriptor here.
   ztask::base::RaiseOpenFileLimit();
-  // Reads the connection file, binds, records the endpoints in the file,
-  // and serves until a stop signal.
-  auto server = ztask::scheduler::SchedulerServer::Create(flags.options);
+  // Reads the connection file, binds, records the endpoints in the file
+  // (after a restart: once the hub said what was in flight), and serves
+  // until a stop signal, which ends a wait for the hub too.
+  ztask::StopFlag stop;
+  flags.options.stop = stop.flag();
+  auto server = [&] {
+    const ztask::ScopedStopTarget stop_while_starting(&stop);
+    return ztask::scheduler::SchedulerServer::Create(flags.options);
+  }();
   if (!server.ok()) {
     std::fprintf(stderr, "taskscheduler: %s\n", server.status().message().c_str());
-    return 2;
+    return ztask::StopRequested() ? 0 : 2;
   }
   const ztask::ScopedStopTarget stop_target(server->get());
   ztask::scheduler::LogServing(flags.options, **server);

@@ -68,7 +68,8 @@ class SchedulerServer::Impl {
         client_(context_, zmq::socket_type::router),
         engine_(context_, zmq::socket_type::router),
         notifier_(HubContext(), zmq::socket_type::sub),
-        monitor_(HubContext(), zmq::socket_type::dealer) {}
+        monitor_(HubContext(), zmq::socket_type::dealer),
+        stop_(options.stop != nullptr ? *options.stop : own_stop_) {}
 
   // Binds the routers and connects to the hub; then, after a restart, takes
   // over what an earlier scheduler left.
@@ -122,7 +123,8 @@ class SchedulerServer::Impl {
   std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
   std::string client_endpoint_, engine_endpoint_;
   base::Wakeup wake_;  // RequestStop, from the signal thread
-  std::atomic<bool> stop_{false};
+  std::atomic<bool> own_stop_{false};
+  std::atomic<bool>& stop_;  // SchedulerOptions::stop, or own_stop_
 
   ServerCounters counters_;
   FrameBuilder builder_{signer_};

@@ -14,6 +14,7 @@
 #ifndef ZTASK_SCHEDULER_SERVER_H_
 #define ZTASK_SCHEDULER_SERVER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -93,6 +94,11 @@ struct SchedulerOptions {
   // context outlives the server.
   zmq::context_t* hub_context = nullptr;
   std::string hub_monitor, hub_notifier;
+  // A stop flag of the caller's, used instead of the server's own: set
+  // while Create still waits (for the hub, at a restart), it ends the wait
+  // (within a couple of seconds) and Create fails, or Run returns at once.
+  // REQUIRES: it outlives the server.
+  std::atomic<bool>* stop = nullptr;
 };
 
 struct ServerCounters {

@@ -789,6 +789,51 @@ class PortSquatter {
   bool bound_ = false;
 };
 
+// A stop signal that comes while a server starts ends it, though it waits
+// for something that will not come.
+class StopWhileStarting : public ClusterTest {
+ protected:
+  // A profile of a cluster that ran and stopped: a restart recovers.
+  void LeaveAProfile(const std::string& layout) {
+    StartCluster(1, {"--layout", layout});
+    ASSERT_EQ(Submit({"--", "true"}).size(), 32u);
+    ASSERT_EQ(RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_).code, 0);
+    running_ = false;
+  }
+};
+
+TEST_F(StopWhileStarting, ASchedulerWaitingForItsHubEndsOnAStopSignal) {
+  LeaveAProfile("separate");
+  // Its hub is gone: the restarted scheduler asks it, again and again.
+  ChildProcess scheduler({kBin + "/taskscheduler", "--profile-dir", profile()},
+                         dir_.path() / "alone.log");
+  ASSERT_TRUE(WaitFor(
+      [&] { return scheduler.Log().find("waiting for the hub") != std::string::npos; },
+      std::chrono::seconds(30)))
+      << scheduler.Log();
+  scheduler.Kill(SIGTERM);
+  const std::optional<int> code = scheduler.Wait(std::chrono::seconds(10));
+  ASSERT_TRUE(code.has_value()) << "still waiting for the hub\n" << scheduler.Log();
+  EXPECT_EQ(*code, 0) << scheduler.Log();
+}
+
+TEST_F(StopWhileStarting, AControllerStoppedAtAnyMomentOfItsStartEnds) {
+  LeaveAProfile("controller");
+  // The signal lands before, during or after the scheduler's recovery
+  // (whose hub, in the same process, stops with the signal).
+  for (int delay_ms = 0; delay_ms < 40; delay_ms += 2) {
+    SCOPED_TRACE("signal after " + std::to_string(delay_ms) + " ms");
+    ChildProcess controller({kBin + "/taskcontroller", "--profile-dir", profile()},
+                            dir_.path() / ("controller-" + std::to_string(delay_ms) + ".log"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    controller.Kill(SIGTERM);
+    const std::optional<int> code = controller.Wait(std::chrono::seconds(10));
+    ASSERT_TRUE(code.has_value()) << "it did not end\n" << controller.Log();
+    // 128 + SIGTERM: the signal came before the program took signals.
+    EXPECT_TRUE(*code == 0 || *code == 128 + SIGTERM) << *code << "\n" << controller.Log();
+  }
+}
+
 TEST(PortTaken, ARestartedServerWhosePortIsTakenWaitsForItAndTheClusterCarriesOn) {
   // Each process started by hand, so that the test can take a port between
   // a kill and the restart.

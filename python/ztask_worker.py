@@ -342,6 +342,59 @@ def ns_run(code, filename):
     exec(compile(code + "\n", filename, "exec"), namespace)
 
 
+# ---- A dask.distributed worker in this process (Client.become_dask) ---------
+
+_dask = None  # (its event loop, the loop's thread, the Worker or Nanny) while it runs
+
+
+def ns_dask_worker(address, nanny, kwargs):
+    """Starts a dask.distributed Worker (a Nanny with `nanny`) of the
+    scheduler at `address` here, its event loop on a thread of its own, and
+    names it `distributed_worker` and `dask_worker` in the namespace. One
+    runs already: nothing."""
+    global _dask
+    if _dask is not None:
+        return
+    import asyncio
+    import threading
+    from distributed import Nanny, Worker
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="dask-worker", daemon=True)
+    thread.start()
+
+    async def start():
+        return await (Nanny if nanny else Worker)(address, **kwargs)
+
+    try:
+        worker = asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=60)
+    except BaseException:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        raise
+    _dask = (loop, thread, worker)
+    namespace["distributed_worker"] = namespace["dask_worker"] = worker
+
+
+def ns_stop_dask_worker():
+    """Stops the worker ns_dask_worker started, and forgets its names."""
+    global _dask
+    if _dask is None:
+        return
+    import asyncio
+
+    loop, thread, worker = _dask
+    _dask = None
+    for name in ("distributed_worker", "dask_worker"):
+        if namespace.get(name) is worker:
+            del namespace[name]
+    try:
+        asyncio.run_coroutine_threadsafe(worker.close(), loop).result(timeout=30)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
 def _user_traceback(exc):
     """The traceback from the task's own code on (this module's frames,
     which ran it, left out)."""

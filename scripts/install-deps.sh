@@ -18,12 +18,12 @@ packages=(
   libcivetweb-dev chromium chromium-driver python3-selenium python3-prometheus-client
   help2man dpkg-dev file
   iproute2
-  python3-ipython python3-joblib
+  python3-ipython python3-joblib python3-distributed
   python3-matplotlib
 )
 case "${1:-}" in
   fuzz) packages+=(clang libclang-rt-14-dev) ;;             # scripts/fuzz.sh
-  bench) packages+=(python3-ipyparallel python3-distributed) ;;  # bench/compare.sh
+  bench) packages+=(python3-ipyparallel) ;;  # bench/compare.sh
   ipp) packages+=(python3-ipython python3-ipykernel python3-jupyter-client python3-traitlets
                   python3-tornado python3-pytest-timeout python3-pytest-asyncio python3-psutil
                   python3-joblib python3-numpy python3-decorator python3-matplotlib) ;;  # scripts/ipp-suite.sh

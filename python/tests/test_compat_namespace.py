@@ -184,3 +184,54 @@ def test_a_new_worker_is_a_new_namespace(own_cluster):
         assert caught.value.ename == "NameError"
     finally:
         rc.close()
+
+
+def test_become_dask_makes_the_engines_the_workers_of_a_dask_cluster(rc):
+    import distributed
+
+    executor = rc.become_dask()
+    address = executor.scheduler.address
+    # Where the cluster is: on loopback here, never every interface.
+    assert address.startswith("tcp://127.0.0.1:"), address
+    try:
+        reprs = rc[:].apply_sync(repr, ipp.Reference("distributed_worker"))
+        assert len(reprs) == len(rc.ids)
+        assert all("Worker" in r for r in reprs), reprs
+        # The engines are its workers: the tasks run in their processes.
+        assert len(executor.scheduler_info()["workers"]) == len(rc.ids)
+        squares = executor.map(lambda x: x * x, range(10))
+        assert executor.submit(sum, squares).result(timeout=60) == 285
+        pids = set(executor.run(os.getpid).values())
+        assert pids == set(rc[:].apply_sync(os.getpid))
+        # Again: the same scheduler, no second worker.
+        again = rc.become_dask()
+        assert again.scheduler.address == executor.scheduler.address
+        assert len(again.scheduler_info()["workers"]) == len(rc.ids)
+        again.close()
+    finally:
+        executor.close()
+        rc.stop_dask()
+    with pytest.raises(ipp.RemoteError) as failed:
+        rc[:].apply_sync(lambda x: x, ipp.Reference("distributed_worker"))
+    assert "NameError" in str(failed.value)
+    with pytest.raises(OSError):
+        distributed.Client(address, timeout=2)
+
+
+def test_closing_the_client_stops_what_become_dask_started(cluster):
+    c = ipp.Client(profile_dir=cluster.profile)
+    c.wait_for_engines(2, timeout=30)
+    executor = c.become_dask()
+    address = executor.scheduler.address
+    executor.close()
+    c.close()
+    other = ipp.Client(profile_dir=cluster.profile)
+    try:
+        with pytest.raises(ipp.RemoteError):
+            other[:].apply_sync(lambda x: x, ipp.Reference("distributed_worker"))
+    finally:
+        other.close()
+    import distributed
+
+    with pytest.raises(OSError):
+        distributed.Client(address, timeout=2)

@@ -19,6 +19,7 @@ import ztask
 
 from .. import error
 from .asyncresult import AsyncHubResult, AsyncResult
+from .dask import DaskBridge
 from .hub import HubRecords
 from .metadata import Metadata, metadata_of, stamp
 from .processes import EngineProcesses
@@ -66,7 +67,7 @@ class _Session:
         self.digest_history = set()
 
 
-class Client(HubRecords, EngineProcesses):
+class Client(HubRecords, EngineProcesses, DaskBridge):
     """Connects to a ztask cluster: `profile_dir`, a connection file
     (`url_file`), or `profile` NAME; see profile_location."""
 
@@ -411,6 +412,11 @@ class Client(HubRecords, EngineProcesses):
         pass
 
     def close(self, linger=None):
+        if self._dask_scheduler is not None:
+            try:  # what become_dask started goes with it
+                self.stop_dask()
+            except Exception:
+                pass
         self._ztask.close()
 
     def __enter__(self):

@@ -215,7 +215,8 @@ TEST_F(ClusterTest, ACapturedRequestSentAgainDoesNotRunAgain) {
   EXPECT_FALSE(attacker.Receive(none, 200)) << "no reply to a replay";
   EXPECT_EQ(ReadFile(marks), "ran\n") << "the command ran once";
   EXPECT_TRUE(cluster::WaitFor([&] {
-    return ReadFile(dir_.path() / "profile" / "logs" / "scheduler.log").find("replayed message") !=
+    return ReadFile(dir_.path() / "profile" / "logs" / (RoleLogName("scheduler") + ".log"))
+               .find("replayed message") !=
            std::string::npos;
   }, std::chrono::seconds(20)));
 }
@@ -258,7 +259,7 @@ TEST_F(ClusterTest, CurveEncryptsAndLetsInOnlyTheClustersKeys) {
   protocol::Frames none;
   EXPECT_FALSE(plain.Receive(none, 1000));
   EXPECT_FALSE(impostor.Receive(none, 1000));
-  const auto log = std::filesystem::path(profile()) / "logs" / "scheduler.log";
+  const auto log = std::filesystem::path(profile()) / "logs" / (RoleLogName("scheduler") + ".log");
   EXPECT_TRUE(cluster::WaitFor([&] {
     const std::string text = ReadFile(log);
     return text.find("does not use CURVE") != std::string::npos &&

@@ -235,3 +235,10 @@ def test_closing_the_client_stops_what_become_dask_started(cluster):
 
     with pytest.raises(OSError):
         distributed.Client(address, timeout=2)
+
+
+def test_a_dask_scheduler_beyond_loopback_is_warned_of():
+    from ztask.compat.client.dask import _loopback
+
+    assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("localhost")
+    assert not _loopback("192.0.2.7") and not _loopback("0.0.0.0") and not _loopback("example.org")

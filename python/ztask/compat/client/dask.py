@@ -3,7 +3,9 @@ cluster whose scheduler runs in this client (its event loop on a thread of
 its own), as IPython Parallel's runs in its hub."""
 
 import asyncio
+import ipaddress
 import threading
+import warnings
 
 import ztask_worker
 
@@ -51,6 +53,13 @@ class _Scheduler:
             self._stop_loop()
 
 
+def _loopback(host):
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 class DaskBridge:
     """Client methods that make the engines a dask.distributed cluster."""
 
@@ -69,7 +78,12 @@ class DaskBridge:
         import distributed
 
         if self._dask_scheduler is None:
-            self._dask_scheduler = _Scheduler(self._dask_host(), port, scheduler_args)
+            host = (scheduler_args or {}).get("host") or self._dask_host()
+            if not _loopback(host):
+                warnings.warn("the Dask scheduler listens on %s: Dask's connections are neither signed nor "
+                              "encrypted, so whoever reaches that address can run code in the engines" % host,
+                              RuntimeWarning, stacklevel=2)
+            self._dask_scheduler = _Scheduler(host, port, scheduler_args)
         worker_args.setdefault("nthreads", worker_args.pop("ncores", 1))
         view = self.direct_view(targets)
         futures = view._each(ztask_worker.ns_dask_worker, self._dask_scheduler.address, bool(nanny),

@@ -26,6 +26,17 @@ using ztask::scheduler::SchedulerServer;
 constexpr char kMonitor[] = "inproc://ztask-controller-monitor";
 constexpr char kNotifier[] = "inproc://ztask-controller-notifier";
 
+// ThreadSanitizer does not see how libzmq's inproc pipes order a message's
+// bytes between the thread that wrote them and the one that reads them
+// (libzmq is not built with it): under it the scheduler reaches the hub by
+// the endpoints the hub publishes, as taskscheduler does, and the inproc
+// link is left to the other builds' tests.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kInProcessLink = false;
+#else
+constexpr bool kInProcessLink = true;
+#endif
+
 // A stop signal while the scheduler starts: the hub, and the scheduler's
 // waits for it.
 class Starting final : public ztask::Stoppable {
@@ -71,8 +82,10 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskcontroller %l: %v");
   // Each engine holds a connection to the hub and one to the scheduler.
   ztask::hub::PrepareHubProcess(flags.hub.options, 2);
-  flags.hub.options.in_process_monitor = kMonitor;
-  flags.hub.options.in_process_notifier = kNotifier;
+  if (kInProcessLink) {
+    flags.hub.options.in_process_monitor = kMonitor;
+    flags.hub.options.in_process_notifier = kNotifier;
+  }
   auto hub = HubServer::Create(flags.hub.options);
   if (!hub.ok()) {
     std::fprintf(stderr, "taskcontroller: %s\n", hub.status().message().c_str());
@@ -95,9 +108,11 @@ int main(int argc, char** argv) {
     Starting starting(**hub, scheduler_stop);
     const ztask::ScopedStopTarget stop_both(&starting);
     ztask::scheduler::SchedulerOptions options = flags.scheduler.options;
-    options.hub_context = &(*hub)->context();
-    options.hub_monitor = kMonitor;
-    options.hub_notifier = kNotifier;
+    if (kInProcessLink) {
+      options.hub_context = &(*hub)->context();
+      options.hub_monitor = kMonitor;
+      options.hub_notifier = kNotifier;
+    }
     options.stop = &scheduler_stop;
     return SchedulerServer::Create(options);
   }();

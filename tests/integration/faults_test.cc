@@ -804,11 +804,16 @@ class StopWhileStarting : public ClusterTest {
 
 TEST_F(StopWhileStarting, ASchedulerWaitingForItsHubEndsOnAStopSignal) {
   LeaveAProfile("separate");
-  // Its hub is gone: the restarted scheduler asks it, again and again.
+  // Its hub is gone: the restarted scheduler waits for it (to take what
+  // its journal holds, or to say what was in flight), and asks again.
   ChildProcess scheduler({kBin + "/taskscheduler", "--profile-dir", profile()},
                          dir_.path() / "alone.log");
   ASSERT_TRUE(WaitFor(
-      [&] { return scheduler.Log().find("waiting for the hub") != std::string::npos; },
+      [&] {
+        const std::string log = scheduler.Log();
+        return log.find("waiting for the hub") != std::string::npos ||
+               log.find("left in its journal") != std::string::npos;
+      },
       std::chrono::seconds(30)))
       << scheduler.Log();
   scheduler.Kill(SIGTERM);

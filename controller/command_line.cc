@@ -99,10 +99,8 @@ std::optional<int> ParseControllerFlags(const std::vector<std::string>& words,
   // Refused before the hub starts, as taskscheduler refuses it.
   const std::vector<std::string> schemes = scheduler::SchemeNames();
   if (std::find(schemes.begin(), schemes.end(), flags.scheduler.options.scheme) == schemes.end()) {
-    std::string names;
-    for (const auto& n : schemes) names += (names.empty() ? "" : ", ") + n;
     std::fprintf(stderr, "%s: unknown scheme '%s'; valid schemes: %s\n", kProgram,
-                 flags.scheduler.options.scheme.c_str(), names.c_str());
+                 flags.scheduler.options.scheme.c_str(), scheduler::SchemeList().c_str());
     return 2;
   }
   return std::nullopt;

@@ -9,13 +9,6 @@
 namespace ztask::scheduler {
 namespace {
 
-std::string SchemeList() {
-  std::string schemes;
-  for (const auto& n : SchemeNames()) {
-    schemes += (schemes.empty() ? "" : ", ") + n;
-  }
-  return schemes;
-}
 
 // Where the scheduler's sockets are, and how it routes.
 void AddRoutingFlags(CLI::App& app, SchedulerFlags& flags) {
@@ -69,6 +62,14 @@ void AddLimitFlags(CLI::App& app, SchedulerOptions& options) {
 }
 
 }  // namespace
+
+std::string SchemeList() {
+  std::string schemes;
+  for (const auto& n : SchemeNames()) {
+    schemes += (schemes.empty() ? "" : ", ") + n;
+  }
+  return schemes;
+}
 
 void AddSchedulerFlags(CLI::App& app, SchedulerFlags& flags) {
   AddRoutingFlags(app, flags);

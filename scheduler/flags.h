@@ -18,6 +18,8 @@ struct SchedulerFlags {
   std::string hwm = "auto";
 };
 
+// The schemes' names, comma-separated, for help and errors.
+std::string SchemeList();
 // Declares every flag of taskscheduler on `app`, bound to `flags`.
 void AddSchedulerFlags(CLI::App& app, SchedulerFlags& flags);
 // After a parse: --hwm and --ip into the options.

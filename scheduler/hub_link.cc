@@ -30,7 +30,10 @@ void HubLink::RecordAssigned(const TaskId& id, EngineSlot slot, int32_t engine_i
                   [&](const Dispatched& d) { return !core_.RunsAs(d.id, d.slot, d.attempt); });
     compact_at_ = std::max(kCompactAssignedFrom, 2 * assigned_.size());
   }
-  assigned_.push_back({id, base::MonotonicMicros() + assigned_after_us_, slot, engine_id, attempt});
+  const int64_t serial = next_serial_++;
+  assigned_.push_back(
+      {id, base::MonotonicMicros() + assigned_after_us_, slot, engine_id, attempt, serial});
+  if (link_.noting()) link_.dispatches().Add(id, engine_id, attempt, serial);
 }
 
 void HubLink::RecordLongAssignments(int64_t now_us) {
@@ -138,10 +141,24 @@ void HubLink::SendStats(const protocol::SchedulerStats& stats) {
 
 void HubLink::ReplayJournal(Journal& journal, double timeout_s, const std::atomic<bool>& stop) {
   std::vector<Journal::Found> found = journal.TakeFound();
-  if (found.empty()) return;
-  for (Journal::Found& batch : found) link_.Adopt(std::move(batch));
+  size_t batches = 0;
+  for (Journal::Found& record : found) {
+    if (DispatchLog::IsRecord(record.batch)) {
+      if (!DispatchLog::Read(record.batch, found_dispatches_)) {
+        spdlog::error("the journal holds notes of dispatches that do not hold together");
+      }
+    } else {
+      ++batches;
+    }
+    link_.Adopt(std::move(record));
+  }
+  if (!found_dispatches_.empty()) {
+    spdlog::info("the journal notes {} tasks dispatched by an earlier scheduler",
+                 found_dispatches_.size());
+  }
+  if (batches == 0) return;
   spdlog::info("sending the hub {} monitor batches an earlier scheduler left in its journal",
-               found.size());
+               batches);
   const int64_t deadline = base::MonotonicMicros() + base::DurationMicros(timeout_s);
   protocol::Frames frames;
   while (link_.unacknowledged() > 0 && base::MonotonicMicros() < deadline && !stop.load()) {

@@ -70,12 +70,19 @@ class HubLink {
   void set_record_running_after(int64_t us) { assigned_after_us_ = us; }
 
   // Task `id` was dispatched to `slot` (engine `engine_id`) as `attempt`:
-  // recorded by RecordLongAssignments if it still runs there then.
+  // noted in the journal before it leaves (dispatch_log.h), and recorded by
+  // RecordLongAssignments if it still runs there then.
   void RecordAssigned(const TaskId& id, EngineSlot slot, int32_t engine_id, int32_t attempt);
   // Records a task_assigned for each task dispatched that long ago
   // (set_record_running_after) or more that still runs as dispatched. Call
   // once a turn.
   void RecordLongAssignments(int64_t now_us);
+  // The journal's notes of the dispatches RecordLongAssignments has looked
+  // at are covered by the batches sealed so far (dispatch_log.h). Call at
+  // the end of a turn, after sealing.
+  void CoverDispatches() {
+    link_.CoverDispatches(assigned_.empty() ? next_serial_ - 1 : assigned_.front().serial - 1);
+  }
   // When RecordLongAssignments has one to look at next; nullopt: none.
   std::optional<int64_t> NextAssignmentUs() const {
     if (assigned_.empty()) return std::nullopt;
@@ -106,6 +113,9 @@ class HubLink {
   // asked what was in flight, so that its answer is whole), up to
   // `timeout_s` or until `stop`.
   void ReplayJournal(Journal& journal, double timeout_s, const std::atomic<bool>& stop);
+  // The dispatches an earlier scheduler noted in the journal (given once,
+  // after ReplayJournal).
+  DispatchNotes TakeFoundDispatches() { return std::move(found_dispatches_); }
 
  private:
   // Monitor messages go to the hub in batches, one signature each: a batch
@@ -143,13 +153,16 @@ class HubLink {
     EngineSlot slot;
     int32_t engine_id;
     int32_t attempt;
+    int64_t serial;
   };
   std::deque<Dispatched> assigned_;
+  int64_t next_serial_ = 1;
   // Past this many, those that no longer run are let go (a long delay
   // would otherwise keep one a dispatch).
   static constexpr size_t kCompactAssignedFrom = size_t{1} << 16;
   size_t compact_at_ = kCompactAssignedFrom;
   const std::string session_ = TaskId::Random().ToHex();
+  DispatchNotes found_dispatches_;
 };
 
 }  // namespace ztask::scheduler

@@ -199,8 +199,7 @@ void Journal::Remove(int64_t segment) {
 void Journal::Record(const protocol::Frames& batch) {
   size_t body = 4;
   for (const auto& f : batch) body += 4 + f.size();
-  buffer_.clear();
-  buffer_.reserve(4 + body);
+  buffer_.reserve(buffer_.size() + 4 + body);
   AppendU32(buffer_, body);
   AppendU32(buffer_, batch.size());
   for (const auto& f : batch) {
@@ -209,11 +208,12 @@ void Journal::Record(const protocol::Frames& batch) {
   }
 }
 
-Result<int64_t> Journal::Append(const protocol::Frames& batch) {
+Result<int64_t> Journal::Append(std::span<const protocol::Frames* const> records) {
   if (begin_anew_ || segments_[newest_].bytes >= segment_bytes_) {
     ZTASK_RETURN_IF_ERROR(Begin(newest_ + 1));
   }
-  Record(batch);
+  buffer_.clear();
+  for (const protocol::Frames* record : records) Record(*record);
   const std::filesystem::path file = PathOf(newest_);
   Status written = WriteAll(fd_, buffer_, file);
   if (written.ok() && sync_ && ::fdatasync(fd_) != 0) {
@@ -231,7 +231,7 @@ Result<int64_t> Journal::Append(const protocol::Frames& batch) {
   }
   Segment& segment = segments_[newest_];
   segment.bytes += size;
-  ++segment.batches;
+  segment.batches += records.size();
   bytes_ += size;
   return newest_;
 }

@@ -19,6 +19,11 @@
 // still live at each rewrite.) `PATH` itself, the journal of earlier
 // versions, is read as the oldest segment and deleted once acknowledged.
 //
+// Beside the batches it holds each turn's notes of the dispatches the hub
+// has no record of yet (dispatch_log.h), written with the turn's batch in
+// one write; the journal tells them apart only by their frames, and
+// releases each record, batch or notes, on its own.
+//
 // Writes go to the kernel, not to the disk (no fsync): they survive the
 // process, not the machine; opened with `sync`, each append (one per turn
 // of the scheduler's loop: a group commit) is synced to the disk before it
@@ -39,6 +44,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "protocol/wire.h"
@@ -69,7 +75,13 @@ class Journal {
   // The batches an earlier scheduler left unacknowledged, oldest first.
   std::vector<Found> TakeFound() { return std::move(found_); }
   // Appends a batch; returns the segment that holds it, to release it by.
-  Result<int64_t> Append(const protocol::Frames& batch);
+  Result<int64_t> Append(const protocol::Frames& batch) {
+    const protocol::Frames* records[] = {&batch};
+    return Append(records);
+  }
+  // Appends records in one write; returns the segment that holds them all,
+  // to release each by.
+  Result<int64_t> Append(std::span<const protocol::Frames* const> records);
   // A batch of `segment` (from Append or TakeFound) is acknowledged: a
   // segment left with none is deleted, the newest emptied. Less than 0:
   // nothing (a batch the journal does not hold).
@@ -92,7 +104,7 @@ class Journal {
   // segment `next`.
   Status Begin(int64_t next);
   void Remove(int64_t segment);
-  // Encodes a batch into buffer_.
+  // Encodes a batch at the end of buffer_.
   void Record(const protocol::Frames& batch);
 
   std::filesystem::path path_;

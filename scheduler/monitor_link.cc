@@ -8,6 +8,10 @@ namespace ztask::scheduler {
 
 void MonitorLink::Adopt(Journal::Found found) {
   protocol::Frames& batch = found.batch;
+  if (DispatchLog::IsRecord(batch)) {
+    dispatches_.Adopt(found.segment);
+    return;
+  }
   if (batch.size() < protocol::kMinFrames) {
     if (journal_) journal_->Release(found.segment);
     return;
@@ -39,7 +43,15 @@ void MonitorLink::Keep(int64_t seq, protocol::Frames batch, int64_t segment) {
 }
 
 int64_t MonitorLink::WriteAhead(const protocol::Frames& batch) {
-  auto segment = journal_->Append(batch);
+  Result<int64_t> segment = -1;
+  if (dispatches_.waiting()) {
+    const protocol::Frames notes = dispatches_.Record();
+    const protocol::Frames* records[] = {&notes, &batch};
+    segment = journal_->Append(records);
+    dispatches_.Written(segment.ok() ? *segment : -1);
+  } else {
+    segment = journal_->Append(batch);
+  }
   if (segment.ok()) return *segment;
   if (!journal_failing_) {
     spdlog::error(
@@ -81,6 +93,23 @@ void MonitorLink::Seal() {
     }
   }
   Keep(seq, std::move(batch), segment);
+}
+
+void MonitorLink::WriteDispatches() {
+  if (!journal_ || !dispatches_.waiting()) return;
+  const protocol::Frames notes = dispatches_.Record();
+  auto segment = journal_->Append(notes);
+  if (!segment.ok() && !journal_failing_) {
+    spdlog::error("{}: a crash now may run a task dispatched now again under the same attempt",
+                  segment.status().message());
+  }
+  dispatches_.Written(segment.ok() ? *segment : -1);
+}
+
+void MonitorLink::CoverDispatches(int64_t serial) {
+  if (!journal_ || dispatches_.kept() == 0) return;
+  dispatches_.Cover(serial, next_seq_ - 1);
+  dispatches_.AcknowledgedThrough(AcknowledgedThrough(), *journal_);
 }
 
 void MonitorLink::Flush(int64_t now_us, bool now) {
@@ -137,6 +166,7 @@ void MonitorLink::Acknowledged(const std::vector<int64_t>& seqs, int64_t now_us)
     if (journal_) journal_->Release(it->second.segment);
     unacked_.erase(it);  // its place in to_send_, if any, is skipped
   }
+  if (journal_) dispatches_.AcknowledgedThrough(AcknowledgedThrough(), *journal_);
 }
 
 void MonitorLink::Reconnected() { SendAllAgain(); }

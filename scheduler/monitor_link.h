@@ -26,6 +26,7 @@
 #include <zmq.hpp>
 
 #include "protocol/wire.h"
+#include "scheduler/dispatch_log.h"
 #include "scheduler/frame_builder.h"
 #include "scheduler/journal.h"
 
@@ -52,9 +53,21 @@ class MonitorLink {
   // Every batch is written to `journal` before it is queued (journal.h).
   // REQUIRES: the journal outlives the link.
   void set_journal(Journal* journal) { journal_ = journal; }
+  // Whether dispatches are noted in the journal (it is there).
+  bool noting() const { return journal_ != nullptr; }
+  // The notes of dispatches the hub has no record of yet (dispatch_log.h):
+  // they go into the journal with the next batch sealed, or alone.
+  DispatchLog& dispatches() { return dispatches_; }
   // Takes over a batch an earlier scheduler left in the journal: it gets a
-  // number of ours and goes first.
+  // number of ours and goes first. Notes it left are kept as ours.
   void Adopt(Journal::Found found);
+  // Writes the notes waiting, which no batch took this turn. Call before
+  // the dispatches they note leave.
+  void WriteDispatches();
+  // Notes of dispatches up to `serial` only are covered by the batches
+  // sealed so far, and released once those are acknowledged.
+  // REQUIRES: what the hub is to hear of those dispatches is sealed.
+  void CoverDispatches(int64_t serial);
   // Seals what the builder has batched (if anything) and queues it.
   void Seal();
   // Sends what has not been sent (once kHoldUs has passed since the last
@@ -94,6 +107,10 @@ class MonitorLink {
   bool JournalAgain();
   // Every batch sent and unacknowledged goes again.
   void SendAllAgain();
+  // The latest number up to which every batch is acknowledged.
+  int64_t AcknowledgedThrough() const {
+    return unacked_.empty() ? next_seq_ - 1 : unacked_.begin()->first - 1;
+  }
 
   zmq::socket_t& socket_;
   FrameBuilder& builder_;
@@ -111,6 +128,7 @@ class MonitorLink {
   // Batches (by number) whose append failed, oldest first: each is
   // appended again before the next batch.
   std::deque<int64_t> unjournaled_;
+  DispatchLog dispatches_;
 };
 
 }  // namespace ztask::scheduler

@@ -21,7 +21,7 @@ void RestartRecovery::Recover(const RecoverySource& source, const std::atomic<bo
   if (!state.ok()) return;  // stopped while asking
   if (!found) return;
   RestoreOutcomes(*state);
-  for (const protocol::RecoveredTask* t : DependencyOrder(*state)) Restore(*t);
+  for (const protocol::RecoveredTask* t : DependencyOrder(*state)) Restore(*t, source.dispatched);
   // Any engine registered may hold a task dispatched after the hub's latest
   // record of it (hub_link.h records a dispatch only once it has run a
   // while): no engine takes a task until each has said what it holds, or
@@ -41,9 +41,9 @@ void RestartRecovery::Recover(const RecoverySource& source, const std::atomic<bo
   counters_.recovered = state->tasks.size();
   deadline_us_ = grace_end;
   spdlog::info(
-      "restored {} unfinished tasks; {} engines have {} s to come back and say what "
-      "they hold",
-      state->tasks.size(), recovered_slots_.size(), source.grace_s);
+      "restored {} unfinished tasks ({} dispatched after the hub's latest record of them); {} "
+      "engines have {} s to come back and say what they hold",
+      state->tasks.size(), noted_.size(), recovered_slots_.size(), source.grace_s);
   ReleaseIfAllBack();
   actions_.ApplyAll(ActionApplier::kNoReply);
 }
@@ -77,7 +77,7 @@ EngineSlot RestartRecovery::RecoveredSlot(std::optional<int32_t> engine_id) {
   return it->second;
 }
 
-void RestartRecovery::Restore(const protocol::RecoveredTask& t) {
+void RestartRecovery::Restore(const protocol::RecoveredTask& t, const DispatchNotes& dispatched) {
   // The request as the client sent it, signed again (the scheduler holds
   // the cluster's key): header, no parent, metadata, content, buffers.
   if (t.request.size() < 3) return;
@@ -97,9 +97,22 @@ void RestartRecovery::Restore(const protocol::RecoveredTask& t) {
   protocol::SignFrames(signer_, frames, 1);
   if (!requests_.Keep(t.id, protocol::Views(frames))) return;
   Submission submission = ToSubmission(t.id, *meta);
-  submission.attempts = t.attempts;
-  if (t.state == TaskState::kRunning) submission.running_on = RecoveredSlot(t.engine_id);
-  if (!core_.Submit(submission)) requests_.Forget(t.id, *requests_.Find(t.id));
+  // Dispatched again (or first) after the hub's latest record of it: it
+  // runs, or ran, that attempt there, as far as anyone can know.
+  const auto note = dispatched.find(t.id);
+  const bool later = note != dispatched.end() && note->second.attempt > t.attempts;
+  if (later) {
+    submission.attempts = note->second.attempt;
+    submission.running_on = RecoveredSlot(note->second.engine_id);
+  } else {
+    submission.attempts = t.attempts;
+    if (t.state == TaskState::kRunning) submission.running_on = RecoveredSlot(t.engine_id);
+  }
+  if (!core_.Submit(submission)) {
+    requests_.Forget(t.id, *requests_.Find(t.id));
+  } else if (later) {
+    noted_.push_back({t.id, submission.running_on, note->second.engine_id, note->second.attempt});
+  }
 }
 
 std::optional<EngineSlot> RestartRecovery::Link(int32_t engine_id) {

@@ -1,7 +1,8 @@
 // RestartRecovery: a scheduler started again takes over what an earlier
 // one of its cluster left unfinished (docs/reliability.md). At start it
 // restores the tasks the hub recorded as in flight (recovery.h fetches
-// them), on engine slots that take no new task until their engines are
+// them), a task dispatched after the hub's latest record of it as the
+// journal noted it (dispatch_log.h), on engine slots that take no new task until their engines are
 // back and say what they hold; replies that come before their engine is
 // linked are kept for it; engines not back within the grace period are
 // lost, with their tasks' attempts.
@@ -25,6 +26,7 @@
 #include "protocol/connection_file.h"
 #include "scheduler/action_applier.h"
 #include "scheduler/core.h"
+#include "scheduler/dispatch_log.h"
 #include "scheduler/inbound.h"
 #include "scheduler/kept_requests.h"
 #include "scheduler/recovery.h"
@@ -40,6 +42,8 @@ struct RecoverySource {
   double grace_s;    // SchedulerOptions::recover_grace_s
   // An earlier scheduler of this profile ran (its journal was there).
   bool restarted;
+  // The dispatches it noted in its journal.
+  const DispatchNotes& dispatched;
 };
 
 class RestartRecovery {
@@ -52,6 +56,18 @@ class RestartRecovery {
   // Restores the tasks an earlier scheduler of this cluster left unfinished,
   // as the hub recorded them; asks until the hub answers or `stop`.
   void Recover(const RecoverySource& source, const std::atomic<bool>& stop);
+
+  // A task restored as running on `slot` (engine `engine_id`) as `attempt`
+  // from a note of the journal, of which the hub has no record yet.
+  struct Noted {
+    TaskId id;
+    EngineSlot slot;
+    int32_t engine_id;
+    int32_t attempt;
+  };
+  // Those restored by Recover, given once: each is to be noted and
+  // recorded again, as a dispatch of this scheduler's.
+  std::vector<Noted> TakeNoted() { return std::move(noted_); }
 
   // Whether engines that may hold restored tasks have not come back yet.
   bool waiting() const { return !recovered_slots_.empty() || hold_; }
@@ -104,7 +120,7 @@ class RestartRecovery {
   EngineSlot RecoveredSlot(std::optional<int32_t> engine_id);
   // Gives the engines of the tasks restored slots, and finished outcomes.
   void RestoreOutcomes(const RecoveredState& state);
-  void Restore(const protocol::RecoveredTask& t);
+  void Restore(const protocol::RecoveredTask& t, const DispatchNotes& dispatched);
   // Engines back (and those that came) take tasks once every engine waited
   // for is back.
   void ReleaseIfAllBack();
@@ -127,6 +143,7 @@ class RestartRecovery {
   bool hold_ = false;
   bool hold_to_grace_end_ = false;  // the hub could not name the engines
   std::vector<EngineSlot> back_;
+  std::vector<Noted> noted_;
 };
 
 }  // namespace ztask::scheduler

@@ -170,9 +170,19 @@ Status SchedulerServer::Impl::Start() {
   ZTASK_RETURN_IF_ERROR(BindRouters());
   ZTASK_RETURN_IF_ERROR(ConnectHub());
   if (!info_.hub.query.empty()) {
-    const RecoverySource source{context_, info_, options_.recover_timeout_s,
-                                options_.recover_grace_s, journal_ && journal_->existed()};
+    const DispatchNotes dispatched = hub_.TakeFoundDispatches();
+    const RecoverySource source{context_,
+                                info_,
+                                options_.recover_timeout_s,
+                                options_.recover_grace_s,
+                                journal_ && journal_->existed(),
+                                dispatched};
     recovery_.Recover(source, stop_);
+    // Noted again as this scheduler's, before the notes of the earlier one
+    // are released.
+    for (const RestartRecovery::Noted& n : recovery_.TakeNoted()) {
+      hub_.RecordAssigned(n.id, n.slot, n.engine_id, n.attempt);
+    }
   }
   return Status::Ok();
 }
@@ -293,10 +303,13 @@ void SchedulerServer::Impl::Run() {
 }
 
 void SchedulerServer::Impl::EndTurn() {
+  const int64_t now = base::MonotonicMicros();
   std::vector<std::string> gone;
   do {  // losing an engine may fail or move tasks: their messages go too
-    hub_.RecordLongAssignments(base::MonotonicMicros());
+    hub_.RecordLongAssignments(now);
+    // What this turn decided is in the journal before it leaves.
     hub_.link().Seal();
+    hub_.link().WriteDispatches();
     for (const std::string& client : clients_out_.Flush()) {
       // Not connected (gone, or not back yet after a restart): the client
       // finds the outcome in the hub's record.
@@ -308,6 +321,7 @@ void SchedulerServer::Impl::EndTurn() {
     for (const std::string& uuid : gone) engine_port_.Unreachable(uuid);
   } while (!gone.empty());
   hub_.link().Flush(base::MonotonicMicros());
+  hub_.CoverDispatches();
   if (core_.lookups_pending() > 0) hub_.SendLookups(core_.TakeLookups(), base::MonotonicMicros());
   if (next_stats_us_ != 0 && base::MonotonicMicros() >= next_stats_us_) SendStats(base::MonotonicMicros());
   core_.EndTurn();

@@ -41,6 +41,31 @@ class Faults : public ClusterTest {
                  "echo $ZTASK_TASK_ID >> " + runs + "; sleep " + std::to_string(seconds)};
     return o;
   }
+  // The process of engine `id`, or 0.
+  pid_t EnginePid(int32_t id) {
+    auto engines = client_->Engines();
+    EXPECT_TRUE(engines.ok()) << engines.status().ToString();
+    if (!engines.ok()) return 0;
+    for (const EngineStatus& e : *engines) {
+      if (e.id == id) return static_cast<pid_t>(e.pid);
+    }
+    return 0;
+  }
+  // Submits `o`, whose command first writes its engine's id to `where`,
+  // and waits until it has: the task, that engine's id and its process.
+  struct Started {
+    TaskId id;
+    int32_t engine = -1;
+    pid_t pid = 0;
+  };
+  void SubmitUntilStarted(const TaskOptions& o, const std::string& where, Started* out) {
+    auto id = client_->Submit(o);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    ASSERT_TRUE(WaitFor([&] { return !ReadFile(where).empty(); }));
+    const int32_t engine = std::stoi(ReadFile(where));
+    *out = {*id, engine, EnginePid(engine)};
+    ASSERT_GT(out->pid, 0);
+  }
   // Every record final, one per id.
   std::vector<TaskInfo> FinalRecords(const std::vector<TaskId>& ids) {
     std::vector<TaskInfo> records;
@@ -202,24 +227,15 @@ TEST_F(Faults, AfterASchedulerRestartATaskGoesToNoEngineBeforeItsOwnSaysWhatItHo
   o.command = {
       "/bin/sh", "-c",
       "echo $ZTASK_TASK_ID >> " + runs + "; echo $ZTASK_ENGINE_ID > " + where + "; sleep 3"};
-  auto id = client_->Submit(o);
-  ASSERT_TRUE(id.ok()) << id.status().ToString();
-  ASSERT_TRUE(WaitFor([&] { return !ReadFile(where).empty(); }));
-  const int32_t holder = std::stoi(ReadFile(where));
-  pid_t holder_pid = 0;
-  auto engines = client_->Engines();
-  ASSERT_TRUE(engines.ok());
-  for (const EngineStatus& e : *engines) {
-    if (e.id == holder) holder_pid = static_cast<pid_t>(e.pid);
-  }
-  ASSERT_GT(holder_pid, 0);
+  Started started;
+  ASSERT_NO_FATAL_FAILURE(SubmitUntilStarted(o, where, &started));
 
-  // The holder stops (well within the heartbeat window), the scheduler dies.
-  ASSERT_EQ(::kill(holder_pid, SIGSTOP), 0);
+  // Its engine stops (well within the heartbeat window), the scheduler dies.
+  ASSERT_EQ(::kill(started.pid, SIGSTOP), 0);
   struct Resume {
     pid_t pid;
     ~Resume() { ::kill(pid, SIGCONT); }
-  } resume{holder_pid};
+  } resume{started.pid};
   const pid_t scheduler = PidOf("taskscheduler", profile());
   ASSERT_GT(scheduler, 0);
   ASSERT_EQ(::kill(scheduler, SIGKILL), 0);
@@ -228,18 +244,50 @@ TEST_F(Faults, AfterASchedulerRestartATaskGoesToNoEngineBeforeItsOwnSaysWhatItHo
   ASSERT_TRUE(WaitFor(
       [&] {
         return Log("scheduler").find("is back, holding 0 tasks") != std::string::npos ||
-               LineCounts(runs)[id->ToHex()] > 1;
+               LineCounts(runs)[started.id.ToHex()] > 1;
       },
       std::chrono::seconds(20)))
       << Log("scheduler");
-  ::kill(holder_pid, SIGCONT);
+  ::kill(started.pid, SIGCONT);
 
-  ASSERT_TRUE(client_->WaitReplies({*id}, 60).ok()) << Log("scheduler");
-  const std::vector<TaskInfo> records = FinalRecords({*id});
+  ASSERT_TRUE(client_->WaitReplies({started.id}, 60).ok()) << Log("scheduler");
+  const std::vector<TaskInfo> records = FinalRecords({started.id});
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].status, TaskState::kOk) << records[0].error_message;
-  EXPECT_EQ(records[0].engine_id, holder);
-  EXPECT_EQ(LineCounts(runs)[id->ToHex()], 1) << "run once\n" << Log("scheduler");
+  EXPECT_EQ(records[0].engine_id, started.engine);
+  EXPECT_EQ(LineCounts(runs)[started.id.ToHex()], 1) << "run once\n" << Log("scheduler");
+}
+
+// A task dispatched and not yet recorded in the hub as running (that comes
+// only after --record-running-after), whose engine dies with the
+// scheduler: the new scheduler finds in its journal where the task went,
+// and counts that attempt lost with its engine. The task runs again as its
+// second attempt, never twice as its first.
+TEST_F(Faults, ATaskWhoseEngineDiesWithTheSchedulerBeforeItWasRecordedCountsThatAttempt) {
+  StartCluster(2, {"--record-running-after", "600", "--recover-grace", "6"});
+  const std::string runs = (dir_.path() / "runs.txt").string();
+  const std::string where = (dir_.path() / "where").string();
+  TaskOptions o;
+  o.command = {"/bin/sh", "-c",
+               "echo $ZTASK_TASK_ID >> " + runs + "; [ -e " + where +
+                   " ] || echo $ZTASK_ENGINE_ID > " + where + "; sleep 2"};
+  o.retries = 1;
+  Started started;
+  ASSERT_NO_FATAL_FAILURE(SubmitUntilStarted(o, where, &started));
+  const pid_t scheduler = PidOf("taskscheduler", profile());
+  ASSERT_GT(scheduler, 0);
+  ASSERT_EQ(::kill(scheduler, SIGKILL), 0);
+  ASSERT_EQ(::kill(started.pid, SIGKILL), 0);
+
+  ASSERT_TRUE(client_->WaitReplies({started.id}, 60).ok()) << Log("scheduler");
+  const std::vector<TaskInfo> records = FinalRecords({started.id});
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].status, TaskState::kOk) << records[0].error_message;
+  EXPECT_EQ(LineCounts(runs)[started.id.ToHex()], 2) << Log("scheduler");
+  EXPECT_EQ(records[0].attempts, 2) << "each run a recorded attempt\n" << Log("scheduler");
+  EXPECT_NE(Log("scheduler").find("(1 dispatched after the hub's latest record of them)"),
+            std::string::npos)
+      << Log("scheduler");
 }
 
 // The head node's crash: hub and scheduler die together and come back. The
@@ -383,12 +431,7 @@ TEST_F(Faults, AHungEngineIsLostWithinTheHeartbeatWindowAndItsLateReplyIsIgnored
   SlowPair pair;
   ASSERT_NO_FATAL_FAILURE(SubmitSlowPair({}, "", &pair));
   const int32_t hung_id = pair.first_engine;
-  auto engines = client_->Engines();
-  ASSERT_TRUE(engines.ok());
-  pid_t hung = -1;
-  for (const auto& e : *engines) {
-    if (e.id == hung_id) hung = static_cast<pid_t>(e.pid);
-  }
+  const pid_t hung = EnginePid(hung_id);
   ASSERT_GT(hung, 0);
   ASSERT_EQ(::kill(hung, SIGSTOP), 0);
   const auto stopped_at = std::chrono::steady_clock::now();

@@ -219,5 +219,102 @@ TEST_F(MonitorLinkTest, ABatchAnEarlierSchedulerLeftLeavesTheJournalOnceAcknowle
   EXPECT_EQ((*journal)->bytes(), 0u);
 }
 
+// Dispatch notes (dispatch_log.h) go into the journal with the batch of
+// their turn, in one record of their own, and stay until every dispatch in
+// them is covered by batches the hub acknowledged.
+TEST_F(MonitorLinkTest, DispatchNotesGoWithTheBatchAndStayUntilCoveredAndAcknowledged) {
+  testing::TempDir dir;
+  auto journal = Journal::Open(dir.path() / "journal");
+  ASSERT_TRUE(journal.ok());
+  link_.set_journal(journal->get());
+  ASSERT_TRUE(link_.noting());
+  const TaskId a = TaskId::Random();
+  link_.dispatches().Add(a, 7, 1, /*serial=*/1);
+  Batch();  // batch 1, with the note before it
+  EXPECT_FALSE(link_.dispatches().waiting());
+  EXPECT_EQ(link_.dispatches().kept(), 1u);
+  link_.Flush(now_, /*now=*/true);
+  link_.Acknowledged({1}, now_);
+  EXPECT_GT((*journal)->bytes(), 0u) << "the note is not covered yet";
+  link_.CoverDispatches(0);  // dispatch 1 not looked at yet
+  EXPECT_EQ(link_.dispatches().kept(), 1u);
+  link_.CoverDispatches(1);  // covered by batch 1, acknowledged already
+  EXPECT_EQ(link_.dispatches().kept(), 0u);
+  EXPECT_EQ((*journal)->bytes(), 0u);
+}
+
+TEST_F(MonitorLinkTest, DispatchNotesAreReadByTheNextSchedulerAndLeaveOnceItsOwnAreWritten) {
+  testing::TempDir dir;
+  const TaskId a = TaskId::Random();
+  const TaskId b = TaskId::Random();
+  {
+    auto journal = Journal::Open(dir.path() / "journal");
+    ASSERT_TRUE(journal.ok());
+    link_.set_journal(journal->get());
+    link_.dispatches().Add(a, 3, 1, 1);
+    link_.dispatches().Add(b, 4, 1, 2);
+    link_.WriteDispatches();             // no batch this turn: alone
+    link_.dispatches().Add(a, 5, 2, 3);  // a retry, elsewhere
+    Batch();
+    EXPECT_EQ(link_.dispatches().kept(), 2u);
+    link_.Flush(now_, /*now=*/true);
+    link_.Acknowledged({1}, now_);
+    link_.CoverDispatches(2);  // the first record only
+    EXPECT_EQ(link_.dispatches().kept(), 1u);
+    link_.set_journal(nullptr);  // then this scheduler is gone
+  }
+  // The next scheduler.
+  MonitorLink next(link_socket_, builder_);
+  next.set_enabled(true);
+  auto journal = Journal::Open(dir.path() / "journal");
+  ASSERT_TRUE(journal.ok());
+  next.set_journal(journal->get());
+  DispatchNotes notes;
+  size_t batches = 0;
+  for (Journal::Found& found : (*journal)->TakeFound()) {
+    if (DispatchLog::IsRecord(found.batch)) {
+      EXPECT_TRUE(DispatchLog::Read(found.batch, notes));
+    } else {
+      ++batches;
+    }
+    next.Adopt(std::move(found));
+  }
+  EXPECT_EQ(batches, 1u);
+  ASSERT_EQ(notes.count(a), 1u);
+  EXPECT_EQ(notes.at(a).engine_id, 5) << "the latest attempt";
+  EXPECT_EQ(notes.at(a).attempt, 2);
+  // The earlier scheduler's notes stay until this one has written its own
+  // (its first turn), and the batches sealed by then are acknowledged.
+  EXPECT_EQ(next.dispatches().kept(), 2u);
+  next.CoverDispatches(0);
+  next.Flush(now_, /*now=*/true);
+  EXPECT_GT((*journal)->bytes(), 0u);
+  next.Acknowledged({1}, now_);
+  EXPECT_EQ(next.dispatches().kept(), 0u);
+  EXPECT_EQ((*journal)->bytes(), 0u);
+  EXPECT_EQ((*journal)->segments(), 1u) << "the earlier scheduler's file is gone";
+}
+
+TEST(DispatchLogTest, TheLatestAttemptOfATaskWinsAndARecordCutShortIsRefused) {
+  DispatchLog log;
+  const TaskId a = TaskId::Random();
+  log.Add(a, 2, 3, 1);
+  log.Add(a, 1, 2, 2);  // an earlier attempt noted later: not the latest
+  protocol::Frames record = log.Record();
+  ASSERT_TRUE(DispatchLog::IsRecord(record));
+  DispatchNotes notes;
+  ASSERT_TRUE(DispatchLog::Read(record, notes));
+  EXPECT_EQ(notes.at(a).engine_id, 2);
+  EXPECT_EQ(notes.at(a).attempt, 3);
+  const std::string cut = record[1].to_string().substr(0, DispatchLog::kNoteBytes + 5);
+  record[1] = protocol::Frame(cut);
+  DispatchNotes none;
+  EXPECT_FALSE(DispatchLog::Read(record, none));
+  EXPECT_TRUE(none.empty());
+  // A monitor batch is no record of notes.
+  protocol::Frames batch(protocol::kBatchFrames);
+  EXPECT_FALSE(DispatchLog::IsRecord(batch));
+}
+
 }  // namespace
 }  // namespace ztask::scheduler

@@ -22,15 +22,29 @@ using protocol::MsgType;
 constexpr int32_t kPageTasks = 2000;
 constexpr int64_t kAskAgainMs = 2000;
 
+// One recover_request and its reply, waited for up to `timeout_ms`.
+auto AskPage(zmq::socket_t& hub, const protocol::Signer& signer, const std::string& session,
+             const protocol::RecoverRequest& request, int64_t timeout_ms,
+             const std::atomic<bool>& stop) {
+  const protocol::Header header{TaskId::Random(), MsgType::kRecoverRequest, session,
+                                base::WallMicros()};
+  protocol::AskOptions options;
+  options.timeout = std::chrono::milliseconds(timeout_ms);
+  options.stop = &stop;
+  options.on_unreadable = [](const Status& why) {
+    spdlog::warn("a recovery page from the hub cannot be read: {}", why.message());
+  };
+  return protocol::Ask<MsgType::kRecoverReply>(hub, signer, header, request, options);
+}
+
 }  // namespace
 
 Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::ConnectionInfo& info,
                                      const protocol::Signer& signer, int64_t timeout_ms,
                                      const std::atomic<bool>& stop) {
-  zmq::socket_t hub(context, zmq::socket_type::dealer);
-  hub.set(zmq::sockopt::linger, 0);
-  protocol::SecureClient(hub, info);
-  ZTASK_RETURN_IF_ERROR(protocol::Connect(hub, info.hub.query));
+  auto connected = ConnectQuery(context, info);
+  if (!connected.ok()) return connected.status();
+  zmq::socket_t& hub = *connected;
   const std::string session = TaskId::Random().ToHex();
   RecoveredState state;
   // The unfinished tasks, page by page, with the outcomes they depend on.
@@ -38,15 +52,7 @@ Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::Co
   int64_t deadline = base::MonotonicMillis() + timeout_ms;
   size_t pages = 0;
   while (!stop.load()) {
-    const protocol::Header header{TaskId::Random(), MsgType::kRecoverRequest, session,
-                                  base::WallMicros()};
-    protocol::AskOptions options;
-    options.timeout = std::chrono::milliseconds(kAskAgainMs);
-    options.stop = &stop;
-    options.on_unreadable = [](const Status& why) {
-      spdlog::warn("a recovery page from the hub cannot be read: {}", why.message());
-    };
-    auto reply = protocol::Ask<MsgType::kRecoverReply>(hub, signer, header, request, options);
+    auto reply = AskPage(hub, signer, session, request, kAskAgainMs, stop);
     if (stop.load()) break;
     if (!reply.ok() && reply.status().code() != Status::Code::kTimedOut) {
       // Not even sent: no connection to ask on yet. Not a busy loop.
@@ -83,6 +89,24 @@ Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::Co
     }
   }
   return Status::Unavailable("stopped while recovering");
+}
+
+Result<zmq::socket_t> ConnectQuery(zmq::context_t& context, const protocol::ConnectionInfo& info) {
+  zmq::socket_t hub(context, zmq::socket_type::dealer);
+  hub.set(zmq::sockopt::linger, 0);
+  protocol::SecureClient(hub, info);
+  ZTASK_RETURN_IF_ERROR(protocol::Connect(hub, info.hub.query));
+  return hub;
+}
+
+std::optional<std::vector<int32_t>> FetchEngines(zmq::socket_t& hub, const protocol::Signer& signer,
+                                                 int64_t timeout_ms,
+                                                 const std::atomic<bool>& stop) {
+  // A page after the last id there can be: no task, only the engines.
+  const protocol::RecoverRequest request{TaskId{~uint64_t{0}, ~uint64_t{0}}, 1, std::nullopt};
+  auto reply = AskPage(hub, signer, TaskId::Random().ToHex(), request, timeout_ms, stop);
+  if (!reply.ok()) return std::nullopt;
+  return std::move(reply->content.engines);
 }
 
 std::vector<const protocol::RecoveredTask*> DependencyOrder(const RecoveredState& state) {

@@ -35,6 +35,15 @@ Result<RecoveredState> FetchRecovery(zmq::context_t& context, const protocol::Co
                                      const protocol::Signer& signer, int64_t timeout_ms,
                                      const std::atomic<bool>& stop);
 
+// A DEALER to the hub's query socket (info.hub.query), connected.
+Result<zmq::socket_t> ConnectQuery(zmq::context_t& context, const protocol::ConnectionInfo& info);
+
+// The engines the hub has registered, asked once on `hub` (from
+// ConnectQuery; no task is read), waiting up to `timeout_ms`; nullopt when
+// it did not answer or cannot tell yet.
+std::optional<std::vector<int32_t>> FetchEngines(zmq::socket_t& hub, const protocol::Signer& signer,
+                                                 int64_t timeout_ms, const std::atomic<bool>& stop);
+
 // The tasks in an order where each comes after the tasks it depends on
 // (those that are among them), so that submitting them in turn never meets
 // an id not seen yet.

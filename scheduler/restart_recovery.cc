@@ -31,10 +31,16 @@ void RestartRecovery::Recover(const RecoverySource& source, const std::atomic<bo
   if (state->engines) {
     for (int32_t engine_id : *state->engines) RecoveredSlot(engine_id);
   } else {
+    // Asked again once a second: once it can, tasks wait only for the
+    // engines it names that are not back yet.
     hold_to_grace_end_ = true;
+    if (auto query = ConnectQuery(source.context, source.info); query.ok()) {
+      query_.emplace(std::move(*query));
+      next_ask_us_ = base::MonotonicMicros() + kAskEnginesEveryUs;
+    }
     spdlog::warn(
         "the hub cannot tell yet which engines there are: no task goes to an engine "
-        "for {} s, until each may have come back",
+        "until it can, or for {} s",
         source.grace_s);
   }
   hold_ = true;
@@ -44,6 +50,33 @@ void RestartRecovery::Recover(const RecoverySource& source, const std::atomic<bo
       "restored {} unfinished tasks ({} dispatched after the hub's latest record of them); {} "
       "engines have {} s to come back and say what they hold",
       state->tasks.size(), noted_.size(), recovered_slots_.size(), source.grace_s);
+  ReleaseIfAllBack();
+  actions_.ApplyAll(ActionApplier::kNoReply);
+}
+
+void RestartRecovery::AskEnginesIfDue(int64_t now_us, const std::atomic<bool>& stop) {
+  if (!hold_to_grace_end_ || !query_ || now_us < next_ask_us_) return;
+  auto engines = FetchEngines(*query_, signer_, kAskEnginesWaitMs, stop);
+  next_ask_us_ = base::MonotonicMicros() + kAskEnginesEveryUs;
+  if (!engines) return;
+  query_.reset();
+  hold_to_grace_end_ = false;
+  // Engines that had restored tasks and are not named have not registered
+  // again within two heartbeat windows: lost, with their tasks, as when
+  // the hub says an engine is gone.
+  const std::unordered_set<int32_t> named(engines->begin(), engines->end());
+  std::vector<int32_t> unnamed;
+  for (const auto& [engine_id, slot] : recovered_slots_) {
+    if (!named.count(engine_id)) unnamed.push_back(engine_id);
+  }
+  for (int32_t engine_id : unnamed) Unregistered(engine_id);
+  // Those linked already have their slots; the others are waited for
+  // until the grace period ends, as when the hub named them at once.
+  for (int32_t engine_id : *engines) {
+    if (core_.SlotOf(engine_id) == kNoSlot) RecoveredSlot(engine_id);
+  }
+  spdlog::info("the hub names {} engines; tasks wait for the {} not back yet", engines->size(),
+               recovering_slots_.size());
   ReleaseIfAllBack();
   actions_.ApplyAll(ActionApplier::kNoReply);
 }
@@ -205,6 +238,7 @@ void RestartRecovery::EndGraceIfDue(int64_t now_us) {
   // Engines linked and still silent take tasks once they say what they
   // hold (EngineBack), like the others now.
   hold_to_grace_end_ = false;
+  query_.reset();
   if (hold_) Release();
   if (!early_replies_.empty()) {
     counters_.unknown_engines += early_replies_.size();

@@ -110,10 +110,17 @@ class RestartRecovery {
   // Past the grace period, engines that held restored tasks and did not
   // come back are lost.
   void EndGraceIfDue(int64_t now_us);
+  // While the hub could not name the engines at the restart (it started
+  // too recently): asks it again, once a second, blocking up to
+  // kAskEnginesWaitMs; once it names them, tasks wait only for those not
+  // back yet. Call once a turn.
+  void AskEnginesIfDue(int64_t now_us, const std::atomic<bool>& stop);
 
  private:
   // Replies from engines not linked yet, kept while a restart recovers.
   static constexpr size_t kMaxEarlyReplies = 100000;
+  static constexpr int64_t kAskEnginesEveryUs = 1'000'000;
+  static constexpr int64_t kAskEnginesWaitMs = 200;
 
   // The slot of an engine id the restored state names: one that holds its
   // tasks and takes none until the engine is back.
@@ -144,6 +151,9 @@ class RestartRecovery {
   bool hold_to_grace_end_ = false;  // the hub could not name the engines
   std::vector<EngineSlot> back_;
   std::vector<Noted> noted_;
+  // The hub's query socket while it is to be asked which engines there are.
+  std::optional<zmq::socket_t> query_;
+  int64_t next_ask_us_ = 0;
 };
 
 }  // namespace ztask::scheduler

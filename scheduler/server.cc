@@ -292,7 +292,10 @@ void SchedulerServer::Impl::Run() {
     }
     if (monitor_watch_ && monitor_watch_->Reconnected()) hub_.link().Reconnected();
     core_.Tick();
-    if (recovery_.waiting()) recovery_.EndGraceIfDue(base::MonotonicMicros());
+    if (recovery_.waiting()) {
+      recovery_.AskEnginesIfDue(base::MonotonicMicros(), stop_);
+      recovery_.EndGraceIfDue(base::MonotonicMicros());
+    }
     inbound_.drops().Report(base::MonotonicMicros());
     actions_.ApplyAll(ActionApplier::kNoReply);
     EndTurn();

@@ -66,6 +66,16 @@ class Faults : public ClusterTest {
     *out = {*id, engine, EnginePid(engine)};
     ASSERT_GT(out->pid, 0);
   }
+  // The head node's crash: the hub and the scheduler killed together (one
+  // process in the controller layout).
+  void KillHubAndScheduler() {
+    const pid_t hub = PidOf("taskhub", profile());
+    const pid_t scheduler = PidOf("taskscheduler", profile());
+    ASSERT_GT(hub, 0);
+    ASSERT_GT(scheduler, 0);
+    ASSERT_EQ(::kill(hub, SIGKILL), 0);
+    ASSERT_EQ(::kill(scheduler, SIGKILL), 0);
+  }
   // Every record final, one per id.
   std::vector<TaskInfo> FinalRecords(const std::vector<TaskId>& ids) {
     std::vector<TaskInfo> records;
@@ -292,8 +302,8 @@ TEST_F(Faults, ATaskWhoseEngineDiesWithTheSchedulerBeforeItWasRecordedCountsThat
 
 // The head node's crash: hub and scheduler die together and come back. The
 // new hub cannot yet name every engine, so the new scheduler gives no task
-// to any engine before the grace period ends: the task running, which the
-// hub never recorded as running, runs once.
+// to any engine before it can and they are back, or the grace period ends:
+// the task running, which the hub never recorded as running, runs once.
 TEST_F(Faults, HubAndSchedulerKilledTogetherRunNoTaskTwice) {
   StartCluster(2, {"--record-running-after", "600", "--recover-grace", "6"});
   const std::string runs = (dir_.path() / "runs.txt").string();
@@ -304,12 +314,7 @@ TEST_F(Faults, HubAndSchedulerKilledTogetherRunNoTaskTwice) {
     ids.push_back(*id);
   }
   ASSERT_TRUE(WaitFor([&] { return LineCounts(runs).size() == 2; }));
-  const pid_t hub = PidOf("taskhub", profile());
-  const pid_t scheduler = PidOf("taskscheduler", profile());
-  ASSERT_GT(hub, 0);
-  ASSERT_GT(scheduler, 0);
-  ASSERT_EQ(::kill(hub, SIGKILL), 0);
-  ASSERT_EQ(::kill(scheduler, SIGKILL), 0);
+  ASSERT_NO_FATAL_FAILURE(KillHubAndScheduler());
   ASSERT_TRUE(client_->WaitReplies(ids, 90).ok()) << Log("scheduler");
   const std::vector<TaskInfo> records = FinalRecords(ids);
   ASSERT_EQ(records.size(), ids.size());
@@ -318,6 +323,32 @@ TEST_F(Faults, HubAndSchedulerKilledTogetherRunNoTaskTwice) {
     EXPECT_EQ(r.status, TaskState::kOk) << r.error_message;
     EXPECT_EQ(counts.at(r.id.ToHex()), 1) << "run once\n" << Log("scheduler");
   }
+}
+
+// The head node's crash with a long grace period: the new hub cannot name
+// the engines at once, and the new scheduler asks it again each second;
+// once it can (after two heartbeat windows), new tasks wait only for
+// the engines not back yet, not for the whole grace period.
+TEST_F(Faults, AfterTheHubRestartsTooNewTasksWaitOnlyUntilItCanNameTheEngines) {
+  StartCluster(2, {"--recover-grace", "60"});
+  const std::string runs = (dir_.path() / "runs.txt").string();
+  auto running = client_->Submit(Noted(runs, 3));
+  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  ASSERT_TRUE(WaitFor([&] { return LineCounts(runs).size() == 1; }));
+  ASSERT_NO_FATAL_FAILURE(KillHubAndScheduler());
+  const auto start = std::chrono::steady_clock::now();
+  TaskOptions quick;
+  quick.command = {"true"};
+  auto id = client_->Submit(quick);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_TRUE(client_->WaitReplies({*id, *running}, 55).ok()) << Log("scheduler");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30)) << Log("scheduler");
+  EXPECT_NE(Log("scheduler").find("the hub names 2 engines"), std::string::npos)
+      << Log("scheduler");
+  const std::vector<TaskInfo> records = FinalRecords({*running, *id});
+  ASSERT_EQ(records.size(), 2u);
+  for (const TaskInfo& r : records) EXPECT_EQ(r.status, TaskState::kOk) << r.error_message;
+  EXPECT_EQ(LineCounts(runs)[running->ToHex()], 1) << "run once\n" << Log("scheduler");
 }
 
 // An engine the hub lists dies while the restarted scheduler waits for the

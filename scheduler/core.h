@@ -197,6 +197,7 @@ class SchedulerCore {
   size_t lookups_pending() const { return tracker_.lookups_pending(); }
   // The slot of a live engine id, or kNoSlot.
   EngineSlot SlotOf(int32_t engine_id) const { return book_.SlotOf(engine_id); }
+  int32_t EngineIdOf(EngineSlot slot) const { return book_.IdOf(slot); }
   // Whether the task finished here (and is still remembered).
   bool HasFinished(const TaskId& id) const { return tracker_.HasFinished(id); }
   // Starts loading what a task's arrival looks up (a hint).

@@ -38,7 +38,28 @@ protocol::Frames DispatchLog::Record() const {
 
 void DispatchLog::Written(int64_t segment) {
   pending_.clear();
-  if (segment >= 0) written_.push_back({segment, pending_last_serial_});
+  const bool handing_over = hand_over_ == HandOverState::kWithNextWrite;
+  if (handing_over) hand_over_ = HandOverState::kDone;
+  if (segment < 0) return;  // and the adopted records stay, if handing over
+  written_.push_back({segment, pending_last_serial_});
+  if (handing_over) ReleaseAdopted();
+}
+
+void DispatchLog::HandOver() {
+  if (hand_over_ != HandOverState::kNotYet) return;
+  if (!pending_.empty()) {
+    hand_over_ = HandOverState::kWithNextWrite;
+    return;
+  }
+  hand_over_ = HandOverState::kDone;
+  ReleaseAdopted();
+}
+
+void DispatchLog::ReleaseAdopted() {
+  // Covered at the next Cover, released once what is sealed by then is
+  // acknowledged.
+  for (int64_t segment : adopted_) written_.push_front({segment, 0});
+  adopted_.clear();
 }
 
 void DispatchLog::Cover(int64_t serial, int64_t seq) {

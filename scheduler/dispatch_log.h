@@ -29,6 +29,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "protocol/wire.h"
 #include "scheduler/journal.h"
@@ -58,9 +59,14 @@ class DispatchLog {
   // That record is now in `segment` of the journal; less than 0: it could
   // not be written, and its notes are let go.
   void Written(int64_t segment);
-  // A record an earlier scheduler wrote, in `segment`: covered at the
-  // first Cover, once this scheduler's own notes are written.
-  void Adopt(int64_t segment) { written_.push_back({segment, 0}); }
+  // A record an earlier scheduler wrote, in `segment`: kept until
+  // HandOver, then released as this scheduler's own.
+  void Adopt(int64_t segment) { adopted_.push_back(segment); }
+  // The tasks the adopted records note are restored, and those restored as
+  // running noted again (waiting, or none): the adopted records are
+  // released as this scheduler's own once those notes are written. Should
+  // that write fail, they are kept for good (a next scheduler reads them).
+  void HandOver();
 
   // Every dispatch up to `serial` is covered by what the batches up to
   // `seq` hold: so are the records holding only those.
@@ -69,7 +75,7 @@ class DispatchLog {
   // are released from `journal`.
   void AcknowledgedThrough(int64_t seq, Journal& journal);
   // Records written and not released.
-  size_t kept() const { return written_.size() + covered_.size(); }
+  size_t kept() const { return adopted_.size() + written_.size() + covered_.size(); }
 
   // Whether `record` is a record of notes.
   static bool IsRecord(const protocol::Frames& record);
@@ -78,6 +84,8 @@ class DispatchLog {
   static bool Read(const protocol::Frames& record, DispatchNotes& into);
 
  private:
+  void ReleaseAdopted();
+
   struct Kept {
     int64_t segment;
     int64_t last_serial;  // of the dispatches noted in it
@@ -90,6 +98,10 @@ class DispatchLog {
   int64_t pending_last_serial_ = 0;
   std::deque<Kept> written_;     // oldest first
   std::deque<Covered> covered_;  // in order of seq
+  std::vector<int64_t> adopted_;  // segments of an earlier scheduler's records
+  // kDone: the adopted records handed over, or kept for good.
+  enum class HandOverState : uint8_t { kNotYet, kWithNextWrite, kDone };
+  HandOverState hand_over_ = HandOverState::kNotYet;
 };
 
 }  // namespace ztask::scheduler

@@ -168,7 +168,13 @@ void RestartRecovery::EngineBack(EngineSlot slot, const std::vector<TaskId>& hel
     if (!holds.count(id)) core_.AttemptLost(slot, id);
   }
   for (const TaskId& id : held) {
-    if (core_.Knows(id)) core_.Adopt(slot, id, core_.AttemptOf(id) + 1);
+    if (!core_.Knows(id)) continue;
+    const int32_t attempt = core_.AttemptOf(id) + 1;
+    // Noted and recorded as any dispatch: known only from this engine, it
+    // would run again under this attempt were the scheduler and the engine
+    // to die now.
+    if (core_.Adopt(slot, id, attempt))
+      noted_.push_back({id, slot, core_.EngineIdOf(slot), attempt});
   }
   recovering_slots_.erase(slot);
   AcceptWhenAllBack(slot);

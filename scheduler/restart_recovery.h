@@ -58,16 +58,22 @@ class RestartRecovery {
   void Recover(const RecoverySource& source, const std::atomic<bool>& stop);
 
   // A task restored as running on `slot` (engine `engine_id`) as `attempt`
-  // from a note of the journal, of which the hub has no record yet.
+  // from a note of the journal, or taken as running there when its engine
+  // said it holds it; the hub has no record of that attempt yet.
   struct Noted {
     TaskId id;
     EngineSlot slot;
     int32_t engine_id;
     int32_t attempt;
   };
-  // Those restored by Recover, given once: each is to be noted and
-  // recorded again, as a dispatch of this scheduler's.
-  std::vector<Noted> TakeNoted() { return std::move(noted_); }
+  // Those restored by Recover or taken by EngineBack since the last call,
+  // given once: each is to be noted and recorded, as a dispatch of this
+  // scheduler's.
+  std::vector<Noted> TakeNoted() {
+    std::vector<Noted> noted;
+    noted.swap(noted_);
+    return noted;
+  }
 
   // Whether engines that may hold restored tasks have not come back yet.
   bool waiting() const { return !recovered_slots_.empty() || hold_; }

@@ -105,6 +105,13 @@ class SchedulerServer::Impl {
   // (sealing the monitor batch), then the messages to engines and clients,
   // then the batch to the hub.
   void EndTurn();
+  // Tasks a restart restored or took as running on an engine, of which the
+  // hub has no record: noted and recorded as this scheduler's dispatches.
+  void NoteTaken() {
+    for (const RestartRecovery::Noted& n : recovery_.TakeNoted()) {
+      hub_.RecordAssigned(n.id, n.slot, n.engine_id, n.attempt);
+    }
+  }
   // Tells the hub the scheduler's counts (scheme, queue depth, clients),
   // once a second, for dashboards and metrics.
   void SendStats(int64_t now_us);
@@ -178,11 +185,10 @@ Status SchedulerServer::Impl::Start() {
                                 journal_ && journal_->existed(),
                                 dispatched};
     recovery_.Recover(source, stop_);
-    // Noted again as this scheduler's, before the notes of the earlier one
-    // are released.
-    for (const RestartRecovery::Noted& n : recovery_.TakeNoted()) {
-      hub_.RecordAssigned(n.id, n.slot, n.engine_id, n.attempt);
-    }
+    // Noted again as this scheduler's; the notes of the earlier one are
+    // released once these are written. Stopped while recovering, they stay.
+    NoteTaken();
+    if (!stop_.load()) hub_.link().dispatches().HandOver();
   }
   return Status::Ok();
 }
@@ -296,6 +302,7 @@ void SchedulerServer::Impl::Run() {
       recovery_.AskEnginesIfDue(base::MonotonicMicros(), stop_);
       recovery_.EndGraceIfDue(base::MonotonicMicros());
     }
+    NoteTaken();
     inbound_.drops().Report(base::MonotonicMicros());
     actions_.ApplyAll(ActionApplier::kNoReply);
     EndTurn();

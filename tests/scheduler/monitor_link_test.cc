@@ -283,13 +283,20 @@ TEST_F(MonitorLinkTest, DispatchNotesAreReadByTheNextSchedulerAndLeaveOnceItsOwn
   ASSERT_EQ(notes.count(a), 1u);
   EXPECT_EQ(notes.at(a).engine_id, 5) << "the latest attempt";
   EXPECT_EQ(notes.at(a).attempt, 2);
-  // The earlier scheduler's notes stay until this one has written its own
-  // (its first turn), and the batches sealed by then are acknowledged.
+  // The earlier scheduler's notes stay while the tasks are restored...
   EXPECT_EQ(next.dispatches().kept(), 2u);
   next.CoverDispatches(0);
   next.Flush(now_, /*now=*/true);
-  EXPECT_GT((*journal)->bytes(), 0u);
   next.Acknowledged({1}, now_);
+  EXPECT_EQ(next.dispatches().kept(), 2u) << "restoring has not ended";
+  // ... and until this one has written its own notes of those it restored
+  // as running, and the batches sealed by then are acknowledged.
+  next.dispatches().Add(a, 5, 2, 1);
+  next.dispatches().HandOver();
+  next.CoverDispatches(0);
+  EXPECT_EQ(next.dispatches().kept(), 2u) << "its own not written yet";
+  next.WriteDispatches();
+  next.CoverDispatches(1);
   EXPECT_EQ(next.dispatches().kept(), 0u);
   EXPECT_EQ((*journal)->bytes(), 0u);
   EXPECT_EQ((*journal)->segments(), 1u) << "the earlier scheduler's file is gone";
@@ -314,6 +321,34 @@ TEST(DispatchLogTest, TheLatestAttemptOfATaskWinsAndARecordCutShortIsRefused) {
   // A monitor batch is no record of notes.
   protocol::Frames batch(protocol::kBatchFrames);
   EXPECT_FALSE(DispatchLog::IsRecord(batch));
+}
+
+// Notes this scheduler could not write leave the earlier scheduler's in
+// the journal for good: they still say where those tasks went.
+TEST(DispatchLogTest, AnEarlierSchedulersNotesStayWhenTheirReplacementCannotBeWritten) {
+  testing::TempDir dir;
+  auto journal = Journal::Open(dir.path() / "journal");
+  ASSERT_TRUE(journal.ok());
+  DispatchLog log;
+  log.Adopt(3);
+  log.Add(TaskId::Random(), 1, 1, 1);
+  log.HandOver();
+  log.Written(-1);  // the append failed
+  log.Add(TaskId::Random(), 1, 1, 2);
+  log.Written(4);
+  log.Cover(2, 1);
+  log.AcknowledgedThrough(1, **journal);
+  EXPECT_EQ(log.kept(), 1u) << "the adopted record, kept for good";
+  // With nothing of its own to write, they go at once.
+  DispatchLog other;
+  other.Adopt(3);
+  other.Cover(0, 1);
+  other.AcknowledgedThrough(1, **journal);
+  EXPECT_EQ(other.kept(), 1u) << "not handed over yet";
+  other.HandOver();
+  other.Cover(0, 1);
+  other.AcknowledgedThrough(1, **journal);
+  EXPECT_EQ(other.kept(), 0u);
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 namespace ztask::scheduler {
 namespace {
 
-
 // Where the scheduler's sockets are, and how it routes.
 void AddRoutingFlags(CLI::App& app, SchedulerFlags& flags) {
   SchedulerOptions& options = flags.options;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <span>
 
 namespace ztask::scheduler {
 
@@ -42,16 +43,23 @@ void MonitorLink::Keep(int64_t seq, protocol::Frames batch, int64_t segment) {
   to_send_.push_back(seq);
 }
 
-int64_t MonitorLink::WriteAhead(const protocol::Frames& batch) {
-  Result<int64_t> segment = -1;
-  if (dispatches_.waiting()) {
-    const protocol::Frames notes = dispatches_.Record();
-    const protocol::Frames* records[] = {&notes, &batch};
-    segment = journal_->Append(records);
-    dispatches_.Written(segment.ok() ? *segment : -1);
-  } else {
-    segment = journal_->Append(batch);
+Result<int64_t> MonitorLink::AppendWithNotes(const protocol::Frames* batch) {
+  const bool noting = dispatches_.waiting();
+  protocol::Frames notes;
+  const protocol::Frames* records[2];
+  size_t count = 0;
+  if (noting) {
+    notes = dispatches_.Record();
+    records[count++] = &notes;
   }
+  if (batch) records[count++] = batch;
+  auto segment = journal_->Append(std::span(records, count));
+  if (noting) dispatches_.Written(segment.ok() ? *segment : -1);
+  return segment;
+}
+
+int64_t MonitorLink::WriteAhead(const protocol::Frames& batch) {
+  auto segment = AppendWithNotes(&batch);
   if (segment.ok()) return *segment;
   if (!journal_failing_) {
     spdlog::error(
@@ -97,13 +105,11 @@ void MonitorLink::Seal() {
 
 void MonitorLink::WriteDispatches() {
   if (!journal_ || !dispatches_.waiting()) return;
-  const protocol::Frames notes = dispatches_.Record();
-  auto segment = journal_->Append(notes);
+  auto segment = AppendWithNotes(nullptr);
   if (!segment.ok() && !journal_failing_) {
     spdlog::error("{}: a crash now may run a task dispatched now again under the same attempt",
                   segment.status().message());
   }
-  dispatches_.Written(segment.ok() ? *segment : -1);
 }
 
 void MonitorLink::CoverDispatches(int64_t serial) {

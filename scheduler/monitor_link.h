@@ -99,6 +99,9 @@ class MonitorLink {
   };
 
   void Keep(int64_t seq, protocol::Frames batch, int64_t segment);
+  // Appends, in one write, the dispatch notes waiting (if any) and `batch`
+  // (if given): the segment that holds them. REQUIRES: journal_.
+  Result<int64_t> AppendWithNotes(const protocol::Frames* batch);
   // Appends to the journal: the segment that holds it, or -1 (logged).
   // REQUIRES: journal_.
   int64_t WriteAhead(const protocol::Frames& batch);

@@ -2,10 +2,10 @@
 // one of its cluster left unfinished (docs/reliability.md). At start it
 // restores the tasks the hub recorded as in flight (recovery.h fetches
 // them), a task dispatched after the hub's latest record of it as the
-// journal noted it (dispatch_log.h), on engine slots that take no new task until their engines are
-// back and say what they hold; replies that come before their engine is
-// linked are kept for it; engines not back within the grace period are
-// lost, with their tasks' attempts.
+// journal noted it (dispatch_log.h), on engine slots that take no new task
+// until their engines are back and say what they hold; replies that come
+// before their engine is linked are kept for it; engines not back within
+// the grace period are lost, with their tasks' attempts.
 //
 // It must not read any socket: the engine port (engine_port.h) hears the
 // engines and asks it here what was restored for them.

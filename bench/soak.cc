@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
     else if (flag == "--chunk") run.chunk = std::stoul(value);
     else return Fail("unknown flag " + flag);
   }
+  run.profile = profile;
   if (profile.empty() || db.empty() || csv_path.empty() || engines == 0) {
     return Fail("usage: soak --profile DIR --engines N --db PATH --csv PATH [--tasks N] "
                 "[--sample-every N] [--chunk N]");

@@ -34,6 +34,7 @@ TEST_F(ClusterTest, ThreeMillionNoOpsLeaveEveryProcessFlatAfterTheFirstMillion) 
   NoOpRun run;
   run.tasks = kTasks;
   run.sample_every = kSampleEvery;
+  run.profile = profile();
   std::vector<StreamSample> curve;
   TaskId oldest, newest;
   const Status ran = RunNoOps(*client_, run, pids, [&](const StreamSample& s) {

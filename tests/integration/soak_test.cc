@@ -28,6 +28,7 @@ TEST_F(ClusterTest, AMillionNoOpsUnderACountBoundKeepTheDatabaseAndEveryProcessF
   NoOpRun run;
   run.tasks = 1000000;
   run.sample_every = 100000;
+  run.profile = profile();
   std::vector<StreamSample> samples;
   std::vector<int64_t> db_bytes;
   std::printf("%8s %8s %8s %8s %8s %8s %8s %8s\n", "tasks", "tasks/s", "hub", "sched", "engine",

@@ -1,6 +1,7 @@
 // The no-op stream (noop_stream.h).
 #include "tests/support/noop_stream.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,22 @@ StreamSample Look(const ClusterPids& pids, size_t tasks) {
   return s;
 }
 
+// A chunk's replies that did not come: with the space left where the
+// cluster writes, since a full disk stops the hub's records and so, past
+// what the scheduler keeps for it, new tasks.
+Status Stalled(const Status& waited, const std::string& profile) {
+  std::string why = waited.message();
+  struct statvfs fs {};
+  if (!profile.empty() && ::statvfs(profile.c_str(), &fs) == 0) {
+    const double free_mib = static_cast<double>(fs.f_bavail) * fs.f_frsize / (1 << 20);
+    char line[160];
+    std::snprintf(line, sizeof line, " (%.0f MiB free on the disk of %s)", free_mib,
+                  profile.c_str());
+    why += line;
+  }
+  return Status(waited.code(), why);
+}
+
 }  // namespace
 
 Status RunNoOps(Client& client, const NoOpRun& run, const ClusterPids& pids,
@@ -64,13 +81,17 @@ Status RunNoOps(Client& client, const NoOpRun& run, const ClusterPids& pids,
     if (sent == 0) *first = ids->front();
     // One chunk in flight while the one before is answered.
     if (!previous.empty()) {
-      ZTASK_RETURN_IF_ERROR(client.WaitReplies(previous, run.reply_timeout_s));
+      if (Status s = client.WaitReplies(previous, run.reply_timeout_s); !s.ok()) {
+        return Stalled(s, run.profile);
+      }
       if (sent % run.sample_every == 0) sample(sent);
     }
     previous = std::move(*ids);
   }
   if (!previous.empty()) {
-    ZTASK_RETURN_IF_ERROR(client.WaitReplies(previous, run.reply_timeout_s));
+    if (Status s = client.WaitReplies(previous, run.reply_timeout_s); !s.ok()) {
+      return Stalled(s, run.profile);
+    }
     *last = previous.back();
   }
   sample(run.tasks);

@@ -46,7 +46,10 @@ struct NoOpRun {
   size_t tasks = 1000000;
   size_t chunk = 50000;         // submitted at once
   size_t sample_every = 250000;  // a multiple of chunk
-  double reply_timeout_s = 300;  // for one chunk's replies
+  // For one chunk's replies: below the tests' CTest limits, so that a
+  // stream that stops says so (and how much disk the profile has left).
+  double reply_timeout_s = 120;
+  std::string profile;  // the cluster's profile directory, named on a failure
 };
 
 // Runs `run.tasks` no-ops through `client`, calling `sampled` each

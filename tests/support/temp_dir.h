@@ -5,18 +5,27 @@
 
 #include <stdlib.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 namespace ztask::testing {
 
 class TempDir {
  public:
+  // Throws (the test fails saying so) when the directory cannot be made:
+  // a full disk, say.
   TempDir() {
     std::string pattern = (std::filesystem::temp_directory_path() / "ztask-test-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("cannot make a temporary directory " + pattern + ": " +
+                               std::strerror(errno));
+    }
+    path_ = pattern;
   }
   ~TempDir() {
     // ZTASK_TEST_KEEP=1 keeps it (with the cluster's logs) to look into a failure.

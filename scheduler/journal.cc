@@ -2,9 +2,12 @@
 
 #include <endian.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -13,16 +16,27 @@
 namespace ztask::scheduler {
 namespace {
 
-Status WriteAll(int fd, const std::string& bytes, const std::filesystem::path& path) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+// Writes every byte `parts` point to, in order, in as few calls as the
+// kernel takes; `parts` is consumed.
+Status WriteAll(int fd, std::vector<iovec>& parts, const std::filesystem::path& path) {
+  size_t first = 0;
+  while (first < parts.size()) {
+    const int count = static_cast<int>(std::min<size_t>(parts.size() - first, IOV_MAX));
+    ssize_t n = ::writev(fd, parts.data() + first, count);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       return Status::IoError("cannot write the journal " + path.string() + ": " +
                              std::strerror(errno));
     }
-    done += static_cast<size_t>(n);
+    // Past what was written: whole parts, then into the one cut short.
+    while (first < parts.size() && static_cast<size_t>(n) >= parts[first].iov_len) {
+      n -= static_cast<ssize_t>(parts[first].iov_len);
+      ++first;
+    }
+    if (n > 0) {
+      parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + n;
+      parts[first].iov_len -= static_cast<size_t>(n);
+    }
   }
   return Status::Ok();
 }
@@ -197,15 +211,22 @@ void Journal::Remove(int64_t segment) {
 }
 
 void Journal::Record(const protocol::Frames& batch) {
+  // The lengths go into buffer_ (reserved for all of them by Append, so
+  // that the parts pointing into it stay valid), the frames are pointed to.
   size_t body = 4;
   for (const auto& f : batch) body += 4 + f.size();
-  buffer_.reserve(buffer_.size() + 4 + body);
+  auto lengths = [&](size_t at) { parts_.push_back({buffer_.data() + at, buffer_.size() - at}); };
+  size_t at = buffer_.size();
   AppendU32(buffer_, body);
   AppendU32(buffer_, batch.size());
   for (const auto& f : batch) {
     AppendU32(buffer_, f.size());
-    buffer_.append(static_cast<const char*>(f.data()), f.size());
+    lengths(at);
+    if (f.size() > 0) parts_.push_back({const_cast<void*>(f.data()), f.size()});
+    at = buffer_.size();
   }
+  if (batch.empty()) lengths(at);
+  bytes_written_ += 4 + body;
 }
 
 Result<int64_t> Journal::Append(std::span<const protocol::Frames* const> records) {
@@ -213,16 +234,19 @@ Result<int64_t> Journal::Append(std::span<const protocol::Frames* const> records
     ZTASK_RETURN_IF_ERROR(Begin(newest_ + 1));
   }
   buffer_.clear();
+  parts_.clear();
+  bytes_written_ = 0;
+  size_t lengths = 0;
+  for (const protocol::Frames* record : records) lengths += 8 + 4 * record->size();
+  buffer_.reserve(lengths);
   for (const protocol::Frames* record : records) Record(*record);
   const std::filesystem::path file = PathOf(newest_);
-  Status written = WriteAll(fd_, buffer_, file);
+  Status written = WriteAll(fd_, parts_, file);
   if (written.ok() && sync_ && ::fdatasync(fd_) != 0) {
     written =
         Status::IoError("cannot sync the journal " + file.string() + ": " + std::strerror(errno));
   }
-  // A burst of large batches leaves a large buffer: not kept for ever.
-  const size_t size = buffer_.size();
-  if (buffer_.capacity() > (size_t{16} << 20)) std::string().swap(buffer_);
+  const size_t size = bytes_written_;
   if (!written.ok()) {
     // What it wrote of the record would end the segment: later records
     // go to the next one.

@@ -32,13 +32,15 @@
 //
 // Record: the 4-byte length of the rest, the 4-byte number of frames, then
 // each frame as its 4-byte length and its bytes (lengths little-endian; the
-// frames are copied once, into a buffer reused by every append). A record
+// frames are written from where they are, with the lengths between them). A record
 // cut short by a crash ends its segment; after a failed append the next one
 // begins a new segment.
 //
 // Thread safety: owned by the scheduler's loop thread.
 #ifndef ZTASK_SCHEDULER_JOURNAL_H_
 #define ZTASK_SCHEDULER_JOURNAL_H_
+
+#include <sys/uio.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -104,7 +106,8 @@ class Journal {
   // segment `next`.
   Status Begin(int64_t next);
   void Remove(int64_t segment);
-  // Encodes a batch at the end of buffer_.
+  // Adds a batch to the parts of the next write: its lengths at the end of
+  // buffer_, its frames where they are.
   void Record(const protocol::Frames& batch);
 
   std::filesystem::path path_;
@@ -116,7 +119,9 @@ class Journal {
   bool existed_ = false;
   bool sync_ = false;
   std::map<int64_t, Segment> segments_;
-  std::string buffer_;
+  std::string buffer_;        // the lengths of the records of an append
+  std::vector<iovec> parts_;  // what an append writes, in order
+  size_t bytes_written_ = 0;  // by the append, when whole
   std::vector<Found> found_;
 };
 

@@ -210,7 +210,7 @@ void Journal::Remove(int64_t segment) {
   ::unlink(PathOf(segment).c_str());
 }
 
-void Journal::Record(const protocol::Frames& batch) {
+size_t Journal::Record(const protocol::Frames& batch) {
   // The lengths go into buffer_ (reserved for all of them by Append, so
   // that the parts pointing into it stay valid), the frames are pointed to.
   size_t body = 4;
@@ -226,7 +226,7 @@ void Journal::Record(const protocol::Frames& batch) {
     at = buffer_.size();
   }
   if (batch.empty()) lengths(at);
-  bytes_written_ += 4 + body;
+  return 4 + body;
 }
 
 Result<int64_t> Journal::Append(std::span<const protocol::Frames* const> records) {
@@ -235,18 +235,17 @@ Result<int64_t> Journal::Append(std::span<const protocol::Frames* const> records
   }
   buffer_.clear();
   parts_.clear();
-  bytes_written_ = 0;
   size_t lengths = 0;
   for (const protocol::Frames* record : records) lengths += 8 + 4 * record->size();
   buffer_.reserve(lengths);
-  for (const protocol::Frames* record : records) Record(*record);
+  size_t size = 0;
+  for (const protocol::Frames* record : records) size += Record(*record);
   const std::filesystem::path file = PathOf(newest_);
   Status written = WriteAll(fd_, parts_, file);
   if (written.ok() && sync_ && ::fdatasync(fd_) != 0) {
     written =
         Status::IoError("cannot sync the journal " + file.string() + ": " + std::strerror(errno));
   }
-  const size_t size = bytes_written_;
   if (!written.ok()) {
     // What it wrote of the record would end the segment: later records
     // go to the next one.

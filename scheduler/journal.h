@@ -107,8 +107,8 @@ class Journal {
   Status Begin(int64_t next);
   void Remove(int64_t segment);
   // Adds a batch to the parts of the next write: its lengths at the end of
-  // buffer_, its frames where they are.
-  void Record(const protocol::Frames& batch);
+  // buffer_, its frames where they are. Returns the bytes it adds.
+  size_t Record(const protocol::Frames& batch);
 
   std::filesystem::path path_;
   const size_t segment_bytes_;
@@ -121,7 +121,6 @@ class Journal {
   std::map<int64_t, Segment> segments_;
   std::string buffer_;        // the lengths of the records of an append
   std::vector<iovec> parts_;  // what an append writes, in order
-  size_t bytes_written_ = 0;  // by the append, when whole
   std::vector<Found> found_;
 };
 

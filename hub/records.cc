@@ -11,12 +11,6 @@
 #include "protocol/codec.h"
 
 namespace ztask::hub {
-namespace {
-
-bool Finished(const protocol::TaskRecord& r) { return IsFinal(r.state); }
-
-}  // namespace
-
 KeptRequest::KeptRequest(std::span<const std::string_view> frames)
     : stored_(protocol::EncodeFrameList(frames)) {}
 
@@ -41,7 +35,7 @@ bool RecordBook::Submitted(const protocol::Header& request, const protocol::Rout
                            int64_t hold_since_us) {
   bool made;
   Entry& e = EntryOf(request.id, &made);
-  if (!made && Finished(e.record)) return false;
+  if (!made && e.record.finished()) return false;
   const bool hold = made && hold_since_us > 0;
   if (!hold) Touch(e);
   protocol::TaskRecord& r = e.record;
@@ -126,7 +120,7 @@ void RecordBook::DropRequest(Entry& e) {
 bool RecordBook::Assigned(const TaskId& id, const protocol::Assignment& assignment) {
   bool made;
   Entry& e = EntryOf(id, &made);
-  if (!made && (Finished(e.record) || assignment.attempt <= e.record.attempts)) return false;
+  if (!made && (e.record.finished() || assignment.attempt <= e.record.attempts)) return false;
   Touch(e);
   protocol::TaskRecord& r = e.record;
   Tally(r, -1);
@@ -142,9 +136,10 @@ bool RecordBook::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
   bool made;
   Entry& e = EntryOf(id, &made);
   const protocol::TaskRecord& known = e.record;
-  if (!made && (Finished(known) ||
-                (!meta.final && (meta.attempt < known.attempts ||
-                                 (meta.attempt == known.attempts && known.state == TaskState::kWaiting))))) {
+  if (!made &&
+      (known.finished() ||
+       (!meta.final && (meta.attempt < known.attempts ||
+                        (meta.attempt == known.attempts && known.state == TaskState::kWaiting))))) {
     return false;  // final already, or a retry of an attempt already counted
   }
   Touch(e);
@@ -180,12 +175,12 @@ void RecordBook::Tally(const protocol::TaskRecord& r, int delta) {
     waiting_ += delta;
   } else if (r.engine_id) {
     if (r.state == TaskState::kRunning) by_engine_[*r.engine_id].running += delta;
-    if (Finished(r)) {
+    if (r.finished()) {
       by_engine_[*r.engine_id].finished += delta;
       tally_changed_.insert(*r.engine_id);
     }
   }
-  if (Finished(r)) {
+  if (r.finished()) {
     (r.state == TaskState::kOk ? ok_ : failed_) += delta;
     outcomes_changed_ = true;
   }
@@ -207,16 +202,17 @@ void RecordBook::Tally(const protocol::TaskRecord& r, int delta) {
     if (r.submitted_us > 0 && (j.first_submit_us == 0 || r.submitted_us < j.first_submit_us)) {
       j.first_submit_us = r.submitted_us;
     }
-    if (Finished(r) && r.completed_us) j.last_finish_us = std::max(j.last_finish_us, *r.completed_us);
+    if (r.finished() && r.completed_us)
+      j.last_finish_us = std::max(j.last_finish_us, *r.completed_us);
   }
-  if (Finished(r)) jobs_changed_.insert(*r.job);
+  if (r.finished()) jobs_changed_.insert(*r.job);
 }
 
 size_t RecordBook::Purge(const std::vector<TaskId>& ids, bool all) {
   std::vector<TaskId> doomed;
   if (all) {
     entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
-      if (Finished(e->record)) doomed.push_back(id);
+      if (e->record.finished()) doomed.push_back(id);
     });
   } else {
     for (const TaskId& id : ids) {
@@ -224,7 +220,7 @@ size_t RecordBook::Purge(const std::vector<TaskId>& ids, bool all) {
       Entry& e = EntryOf(id, &made);  // brings back one let go of
       if (made) {
         entries_.erase(id);
-      } else if (Finished(e.record)) {
+      } else if (e.record.finished()) {
         doomed.push_back(id);
       }
     }
@@ -269,14 +265,14 @@ void RecordBook::Dropped(const std::vector<TaskId>& ids) {
   for (const TaskId& id : ids) {
     const Entry* e = FindEntry(id);
     // finished_order_ may still list it: Evict passes over what is gone.
-    if (e && Finished(e->record)) entries_.erase(id);
+    if (e && e->record.finished()) entries_.erase(id);
   }
 }
 
 void RecordBook::ForgetFinished() {
   std::vector<TaskId> gone;
   entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
-    if (Finished(e->record)) gone.push_back(id);
+    if (e->record.finished()) gone.push_back(id);
   });
   for (const TaskId& id : gone) entries_.erase(id);
   for (auto& [engine, tally] : by_engine_) tally.finished = 0;
@@ -305,7 +301,7 @@ void RecordBook::Evict() {
     finished_order_.pop_front();
     const Entry* e = FindEntry(id);
     // Purged already, or not written (a failed write left it dirty).
-    if (!e || e->row == 0 || e->dirty || !Finished(e->record)) continue;
+    if (!e || e->row == 0 || e->dirty || !e->record.finished()) continue;
     entries_.erase(id);
     has_evicted_ = true;
   }
@@ -322,7 +318,7 @@ RecordBook::Entry& RecordBook::EntryOf(const TaskId& id, bool* made) {
   // that what comes for it is checked against it, never written twice.
   if (MayBeStored(id) && source_->ReadStored(id, &e.record, &e.row)) {
     *made = false;
-    if (Finished(e.record)) finished_order_.push_back(id);
+    if (e.record.finished()) finished_order_.push_back(id);
   }
   return e;
 }

@@ -27,12 +27,6 @@ using sqlite::SqlError;
 using sqlite::Statement;
 using sqlite::Text;
 
-namespace {
-
-bool Finished(const protocol::TaskRecord& r) { return IsFinal(r.state); }
-
-}  // namespace
-
 Result<std::unique_ptr<StoreFile>> StoreFile::Open(const std::string& path, bool power,
                                                    std::function<void(size_t)> progress) {
   // Records hold every task's command, environment and output: 0600,
@@ -280,7 +274,7 @@ Status StoreFile::WriteRecords(const RecordBook& book, RecordBook::NewRows* adde
   for (RecordBook::Entry* dirty : book.dirty()) {
     const RecordBook::Entry& e = *dirty;
     blob = protocol::EncodeStored(e.record);
-    const bool done = Finished(e.record);
+    const bool done = e.record.finished();
     bool ran;
     if (e.row == 0) {
       const Key key(e.record.id);  // bound before stepping, while it is on the stack

@@ -474,6 +474,8 @@ struct TaskRecord {
     v("replaced_by", s.replaced_by);
   }
   friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
+
+  bool finished() const { return IsFinal(state); }
 };
 
 struct ResultReply {

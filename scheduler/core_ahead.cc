@@ -6,14 +6,6 @@
 #include "scheduler/core.h"
 
 namespace ztask::scheduler {
-namespace {
-
-bool Contains(const std::vector<int32_t>& v, int32_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
-
-}  // namespace
-
 bool SchedulerCore::MayGoAhead(const Task& task, const Task& dep, bool is_follow,
                                bool* no_room) const {
   *no_room = false;

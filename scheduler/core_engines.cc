@@ -7,14 +7,6 @@
 #include "scheduler/core.h"
 
 namespace ztask::scheduler {
-namespace {
-
-bool Contains(const std::vector<int32_t>& v, int32_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
-
-}  // namespace
-
 void SchedulerCore::Place(Task& task, EngineSlot slot) {
   const bool was_idle = book_.LoadOf(slot) == 0;
   // An idle engine's pack weighs nothing yet: brought up to date as it

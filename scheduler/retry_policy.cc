@@ -10,8 +10,7 @@ int32_t RetriesLeft(int32_t retries, int32_t attempts, bool running) {
 }
 
 bool FailedOn(const Attempts& attempts, int32_t engine_id) {
-  return std::find(attempts.failed_on.begin(), attempts.failed_on.end(), engine_id) !=
-         attempts.failed_on.end();
+  return Contains(attempts.failed_on, engine_id);
 }
 
 bool UseRetry(Attempts& attempts, int32_t engine_id, ErrorType error, bool retriable) {

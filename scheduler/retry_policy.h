@@ -21,6 +21,7 @@
 #ifndef ZTASK_SCHEDULER_RETRY_POLICY_H_
 #define ZTASK_SCHEDULER_RETRY_POLICY_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -49,6 +50,10 @@ bool UseRetry(Attempts& attempts, int32_t engine_id, ErrorType error, bool retri
 // Whether the task has failed on every engine of its non-empty `targets`.
 bool FailedOnEveryTarget(const Attempts& attempts, const std::vector<int32_t>& targets);
 bool FailedOn(const Attempts& attempts, int32_t engine_id);
+// Whether engine `id` is in `ids` (a task's targets, its unmet engines).
+inline bool Contains(const std::vector<int32_t>& ids, int32_t id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
 
 class SendAhead {
  public:

@@ -141,6 +141,11 @@ Status Client::Impl::SendRequests(std::vector<std::vector<std::string>>& request
   std::vector<std::string> message;
   if (end - first == 1) {
     message = std::move(requests[first]);
+    // Dated as it leaves, not as it was made: a batch of the same call may
+    // have gone before it dated later, and the scheduler refuses a message
+    // dated no later than the last of this session.
+    message[protocol::kFrameHeader] = protocol::EncodeHeader(
+        {ids[first], protocol::MsgType::kTaskRequest, session_, base::WallMicros()});
     std::vector<std::string_view> views(message.begin(), message.end());
     message[protocol::kFrameHmac] = signer_.Sign(views);
   } else {

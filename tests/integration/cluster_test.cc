@@ -11,6 +11,7 @@
 #include <set>
 
 #include "protocol/connection_file.h"
+#include "protocol/frame_layout.h"
 #include "tests/support/cluster_fixture.h"
 
 namespace ztask::testing {
@@ -153,6 +154,32 @@ TEST_F(ClusterTest, SubmitManySendsItsTasksInOrderOrNoneWhenOneIsWrong) {
   auto everything = client_->FetchAll();
   ASSERT_TRUE(everything.ok());
   EXPECT_EQ(everything->size(), ids.size());
+}
+
+// A call's tasks are made first and sent in parts; a part of one task goes
+// alone, as its own message, and must be dated as it leaves: dated when it
+// was made, it comes after a batch dated later, and the scheduler refuses
+// it as a replay (the task then never runs and its reply never comes).
+TEST_F(ClusterTest, ATaskSentAloneAfterABatchOfTheSameCallIsNotRefused) {
+  StartCluster(2, {"--hwm", "64"});
+  // One more than a batch holds: a full batch, then the last task alone.
+  std::vector<TaskOptions> tasks(protocol::kMaxBatchTasks + 1);
+  for (auto& t : tasks) t.function = "noop";
+  auto ids = client_->SubmitMany(tasks);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  ASSERT_TRUE(client_->WaitReplies(*ids, 30).ok());
+  // Room for three at a time: once tasks are in flight, each reply makes
+  // room for one more, and many parts of one task go alone.
+  client_->set_max_in_flight(3);
+  std::vector<TaskOptions> more(200);
+  for (auto& t : more) t.function = "noop";
+  auto more_ids = client_->SubmitMany(more);
+  ASSERT_TRUE(more_ids.ok()) << more_ids.status().ToString();
+  ASSERT_TRUE(client_->WaitReplies(*more_ids, 30).ok());
+  ASSERT_TRUE(client_->Wait(*more_ids, 30).ok());  // the hub's records final too
+  auto records = client_->Fetch(*more_ids);
+  ASSERT_TRUE(records.ok());
+  for (const auto& r : *records) EXPECT_TRUE(r.ok()) << r.ToJson().dump();
 }
 
 TEST_F(ClusterTest, DependenciesOnOutcomesLetGoOfAreReadFromTheHub) {

@@ -25,6 +25,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/clock.h"
 #include "base/flat_id_map.h"
 #include "base/recent_id_map.h"
 #include "client/kept_requests.h"
@@ -91,6 +92,12 @@ class Client::Impl {
 
  private:
   // submission.cc
+  // Task `id`'s request header, dated now: a request is dated as it leaves
+  // (the scheduler refuses a date no later than the last of this session),
+  // so one sent later than it was made, or sent again, gets a new one.
+  protocol::Header RequestHeader(const TaskId& id) const {
+    return {id, protocol::MsgType::kTaskRequest, session_, base::WallMicros()};
+  }
   Result<std::vector<std::string>> EncodeRequest(const TaskOptions& o, const TaskId& id);
   Status SendRequests(std::vector<std::vector<std::string>>& requests,
                       const std::vector<TaskId>& ids, size_t first, size_t end);

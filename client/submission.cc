@@ -118,10 +118,8 @@ Result<std::vector<std::string>> Client::Impl::EncodeRequest(const TaskOptions& 
                                                              const TaskId& id) {
   auto spec = SpecOf(o);
   if (!spec.ok()) return spec.status();
-  const protocol::Header header{id, protocol::MsgType::kTaskRequest, session_,
-                                base::WallMicros()};
   std::vector<std::string> frames{std::string(protocol::kProtocolSignature), std::string()};
-  for (auto& f : protocol::EncodeInner(header, std::nullopt, RoutingOf(o), *spec)) {
+  for (auto& f : protocol::EncodeInner(RequestHeader(id), std::nullopt, RoutingOf(o), *spec)) {
     frames.push_back(std::move(f));
   }
   return frames;
@@ -141,11 +139,9 @@ Status Client::Impl::SendRequests(std::vector<std::vector<std::string>>& request
   std::vector<std::string> message;
   if (end - first == 1) {
     message = std::move(requests[first]);
-    // Dated as it leaves, not as it was made: a batch of the same call may
-    // have gone before it dated later, and the scheduler refuses a message
-    // dated no later than the last of this session.
-    message[protocol::kFrameHeader] = protocol::EncodeHeader(
-        {ids[first], protocol::MsgType::kTaskRequest, session_, base::WallMicros()});
+    // Dated as it leaves: a batch of the same call, made later, may have
+    // gone before it.
+    message[protocol::kFrameHeader] = protocol::EncodeHeader(RequestHeader(ids[first]));
     std::vector<std::string_view> views(message.begin(), message.end());
     message[protocol::kFrameHmac] = signer_.Sign(views);
   } else {
@@ -229,11 +225,8 @@ void Client::Impl::SendAgain(std::vector<TaskId> never_recorded) {
   for (const TaskId& id : never_recorded) {
     const std::vector<std::string_view> kept = unanswered_.Request(id);
     if (kept.empty()) continue;
-    auto header = protocol::DecodeHeader(kept[0]);
-    if (!header.ok()) continue;
-    header->date_us = base::WallMicros();  // the scheduler refuses older dates
     std::vector<std::string> frames{std::string(protocol::kProtocolSignature), std::string(),
-                                    protocol::EncodeHeader(*header)};
+                                    protocol::EncodeHeader(RequestHeader(id))};
     frames.insert(frames.end(), kept.begin() + 1, kept.end());
     std::vector<std::string_view> views(frames.begin(), frames.end());
     frames[protocol::kFrameHmac] = signer_.Sign(views);

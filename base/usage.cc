@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ztask/version.h"
@@ -79,7 +81,56 @@ std::string Function(const std::string& program) {
   return name;
 }
 
+// The option of `app` or of a subcommand below it named `name` ("--retries").
+const CLI::Option* FindOption(const CLI::App& app, const std::string& name) {
+  if (const CLI::Option* option = app.get_option_no_throw(name)) return option;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (const CLI::Option* option = FindOption(*sub, name)) return option;
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+std::string UsageMessage(const CLI::App& app, const CLI::ParseError& e) {
+  const std::string what = e.what();
+  static constexpr std::string_view kConvert = "Could not convert: ";
+  const size_t equals = what.find(" = ");
+  if (what.rfind(kConvert, 0) != 0 || equals == std::string::npos) return what;
+  const std::string name = what.substr(kConvert.size(), equals - kConvert.size());
+  const std::string value = what.substr(equals + 3);
+  const CLI::Option* option = FindOption(app, name);
+  const std::string type = option != nullptr ? option->get_type_name() : std::string();
+  std::string wanted = "a valid value";
+  if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) {
+    wanted = "a whole number";
+  } else if (type.rfind("FLOAT", 0) == 0) {
+    wanted = "a number";
+  } else if (!type.empty()) {
+    wanted = "a valid value (" + type + ")";
+  }
+  return name + ": '" + value + "' is not " + wanted;
+}
+
+CLI::Validator WholeNumberIn(int64_t least, int64_t most) {
+  return CLI::Validator(
+      [least, most](std::string& input) -> std::string {
+        int64_t value = 0;
+        if (CLI::detail::lexical_cast(input, value) && value >= least && value <= most) {
+          return std::string();
+        }
+        return "'" + input + "' is not a whole number from " + std::to_string(least) + " to " +
+               std::to_string(most);
+      },
+      "INT in [" + std::to_string(least) + " - " + std::to_string(most) + "]");
+}
+
+std::filesystem::path NamedProfileDir(const std::string& name) {
+  const char* home = std::getenv("HOME");
+  const std::filesystem::path base =
+      (home && *home) ? std::filesystem::path(home) : std::filesystem::current_path();
+  return base / ".ztask" / ("profile_" + name);
+}
 
 std::string VersionLine(const std::string& program) {
   return program + " " + LibraryVersion() + " (protocol " + ProtocolVersion() + ")";

@@ -8,7 +8,9 @@
 #define ZTASK_BASE_USAGE_H_
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 namespace ztask {
@@ -28,6 +30,47 @@ inline CLI::Validator NumberAbove(double least, bool inclusive) {
 }
 inline const CLI::Validator kPositiveNumber = NumberAbove(0, false);
 inline const CLI::Validator kNonNegativeNumber = NumberAbove(0, true);
+
+// A whole number from `least` to `most`, with a message that says so ("'abc'
+// is not a whole number from 1 to 100000") where CLI11's Range says "Value
+// abc not in range".
+CLI::Validator WholeNumberIn(int64_t least, int64_t most);
+
+// The profile directory a name stands for, as IPython's --profile NAME
+// names ~/.ipython/profile_NAME: ~/.ztask/profile_NAME (./.ztask without
+// $HOME). "default" is where every program looks when given none.
+std::filesystem::path NamedProfileDir(const std::string& name);
+
+// Adds the two ways to say where a cluster's profile is: --profile-dir DIR,
+// and --profile NAME (NamedProfileDir), one or the other, both into *dir.
+// Given neither, *dir stays empty: $ZTASK_PROFILE_DIR, else the default
+// profile (protocol::DefaultProfileDir).
+template <class Dir>
+CLI::Option* AddProfileFlags(CLI::App& app, Dir* dir, const std::string& what) {
+  CLI::Option* by_dir = app.add_option("--profile-dir", *dir,
+                                       what +
+                                           " (default: $ZTASK_PROFILE_DIR, else "
+                                           "~/.ztask/profile_default)");
+  app.add_option_function<std::string>(
+         "--profile",
+         [dir](const std::string& name) { *dir = Dir(NamedProfileDir(name).string()); },
+         "the profile named NAME: ~/.ztask/profile_NAME, as IPython's --profile")
+      ->type_name("NAME")
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            if (name.empty() || name == "." || name == ".." ||
+                name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                       "0123456789._-") != std::string::npos) {
+              return "'" + name +
+                     "' is not a profile name (letters, digits, '.', '_', '-'); give a "
+                     "directory with --profile-dir";
+            }
+            return std::string();
+          },
+          ""))
+      ->excludes(by_dir);
+  return by_dir;
+}
 
 // --hwm: "auto" (the default: learned per engine) or a whole number of
 // tasks an engine may hold, 0 for no limit.
@@ -53,9 +96,14 @@ void AddStandardFlags(CLI::App& app, const std::string& program);
 // A bash completion script for `app` and its subcommands, for `program`.
 std::string BashCompletion(const CLI::App& app, const std::string& program);
 
+// What was wrong, in a line: CLI11's own words, but where it could not
+// convert a value ("Could not convert: --retries = abc"), what was wanted
+// ("--retries: 'abc' is not a whole number").
+std::string UsageMessage(const CLI::App& app, const CLI::ParseError& e);
+
 inline int UsageExit(CLI::App& app, const CLI::ParseError& e, const char* program) {
   if (e.get_exit_code() == 0) return app.exit(e);
-  std::fprintf(stderr, "%s: %s (see %s --help)\n", program, e.what(), program);
+  std::fprintf(stderr, "%s: %s (see %s --help)\n", program, UsageMessage(app, e).c_str(), program);
   return 2;
 }
 

@@ -327,8 +327,7 @@ int Run(int argc, char** argv) {
   // hand what they do not know to the app.
   app.fallthrough();
   std::string profile;
-  app.add_option("--profile-dir", profile, "the cluster's profile directory")
-      ->envname("ZTASK_PROFILE_DIR");
+  AddProfileFlags(app, &profile, "the cluster's profile directory");
 
   // Everything after the first `--` is the command, verbatim: split it off
   // before the parser, which would otherwise read its dashes as options.
@@ -362,7 +361,7 @@ int Run(int argc, char** argv) {
     app.parse(parsed_argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // help, version, completion
-    return Error(std::string(e.what()) + " (see taskctl --help)");
+    return Error(UsageMessage(app, e) + " (see taskctl --help)");
   }
   for (const Subcommand& sub : subcommands) {
     if (!sub.app->parsed()) continue;

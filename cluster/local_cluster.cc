@@ -37,6 +37,29 @@ fs::path SelfDir() {
 
 fs::path PidFile(const fs::path& profile) { return profile / "cluster.pid"; }
 
+// The last line of a log that is not empty: what a program that refused its
+// command line said (its usage error, exit code 2).
+std::string LastLine(const fs::path& log) {
+  std::ifstream in(log);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+// Why `what` exited while starting: with code 2 (its command line refused),
+// what it said; otherwise where its log is.
+Status ExitedWhileStarting(const std::string& what, int code, const fs::path& log) {
+  if (code == 2) {
+    if (std::string said = LastLine(log); !said.empty()) {
+      return Status::InvalidArgument("the " + what + " refused its flags: " + said);
+    }
+  }
+  return Status::Unavailable("the " + what + " exited with code " + std::to_string(code) +
+                             " while starting; see " + log.string());
+}
+
 int ReadPid(const fs::path& profile) {
   std::ifstream in(PidFile(profile));
   int pid = 0;
@@ -135,10 +158,7 @@ Status LocalCluster::WaitForEndpoint(ChildProcess& process, const char* what, bo
       break;
     }
   }
-  if (auto code = process.Poll()) {
-    return Status::Unavailable(std::string("the ") + what + " exited with code " +
-                               std::to_string(*code) + " while starting; see " + log.string());
-  }
+  if (auto code = process.Poll()) return ExitedWhileStarting(what, *code, log);
   if (!ready) {
     return Status::TimedOut(std::string("the ") + what +
                             " has neither started nor logged anything for 20 s; see " +
@@ -241,8 +261,7 @@ Status LocalCluster::StartDashboard() {
       },
       std::chrono::seconds(20));
   if (auto code = dashboard_->Poll()) {
-    return Status::Unavailable("the dashboard exited with code " + std::to_string(*code) +
-                               " while starting; see " + (logs() / "dashboard.log").string());
+    return ExitedWhileStarting("dashboard", *code, logs() / "dashboard.log");
   }
   if (!up) {
     return Status::TimedOut("the dashboard did not start within 20 s; see " +

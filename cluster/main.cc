@@ -98,7 +98,7 @@ struct StartFlags {
 // How many engines, how tasks are routed, where records and ports are.
 void AddShapeFlags(CLI::App* start, ClusterOptions& options) {
   start->add_option("-n,--engines", options.engines, "number of engines (default: cores)")
-      ->check(CLI::Range(1, 100000));
+      ->check(ztask::WholeNumberIn(1, 100000));
   start->add_option("--scheme", options.scheme, "leastload, lru, twobin, weighted, random");
   start->add_option("--hwm", options.hwm,
                     "most tasks outstanding per engine; 0: no limit; auto (the default): "
@@ -329,9 +329,7 @@ int Run(int argc, char** argv) {
   // Global options are read before or after the subcommand (see taskctl).
   app.fallthrough();
   ClusterOptions options;
-  app.add_option("--profile-dir", options.profile_dir,
-                 "profile directory (default: $ZTASK_PROFILE_DIR or ~/.ztask/profile_default)")
-      ->envname("ZTASK_PROFILE_DIR");
+  ztask::AddProfileFlags(app, &options.profile_dir, "profile directory");
   const Subcommand subcommands[] = {AddStart(app, options), AddStop(app, options),
                                     AddScale(app, options), AddEnginesStart(app, options),
                                     AddStatus(app, options)};
@@ -340,7 +338,7 @@ int Run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // help, version, completion
-    return Fail(std::string(e.what()) + " (see taskcluster --help)");
+    return Fail(ztask::UsageMessage(app, e) + " (see taskcluster --help)");
   }
   for (const Subcommand& sub : subcommands) {
     if (sub.app->parsed()) return sub.run();

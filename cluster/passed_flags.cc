@@ -48,8 +48,8 @@ void SlotCount(CLI::Option* o) {
 std::vector<PassedFlag> MakeTable() {
   return {
       {"--slots", kEngine,
-       "tasks an engine runs at once, each holding the slots it asks (taskctl submit --slots)",
-       "1", SlotCount},
+       "tasks an engine runs at once, each holding the slots it asks (taskctl submit --slots)", "1",
+       SlotCount},
       {"--resource", kEngine,
        "a countable resource an engine has, NAME=COUNT (gpus=4: units 0-3, given to tasks "
        "that ask for them); may be repeated",
@@ -66,13 +66,13 @@ std::vector<PassedFlag> MakeTable() {
        "finished tasks the hub keeps in memory and whose outcomes the scheduler remembers; "
        "older ones are read from the hub's database when asked for",
        "hub 100000, scheduler 1000000",
-       [](CLI::Option* o) { o->check(CLI::Range(size_t{1}, size_t{1} << 40)); }},
+       [](CLI::Option* o) { o->check(WholeNumberIn(1, int64_t{1} << 40)); }},
       {"--max-finished-records", kHub,
        "finished task records the hub's database keeps, at most: the oldest recorded go "
        "first, never one a waiting task depends on (a dropped one is unknown to queries "
        "and to new dependents); 0 keeps every one. A finished no-op's record takes about "
        "750 bytes of the file",
-       "0", [](CLI::Option* o) { o->check(CLI::Range(size_t{0}, size_t{1} << 40)); }},
+       "0", [](CLI::Option* o) { o->check(WholeNumberIn(0, int64_t{1} << 40)); }},
       {"--drop-finished-after", kHub,
        "seconds a finished task's record stays in the hub's database once it ended (never "
        "one a waiting task depends on); 0 keeps them",
@@ -80,14 +80,16 @@ std::vector<PassedFlag> MakeTable() {
       {"--durability", kHub | kScheduler,
        "what acknowledged records and the scheduler's journal survive: a process crash "
        "(process) or a power loss too (power: synced to disk, once per turn)",
-       "process", [](CLI::Option* o) { o->check(CLI::IsMember({"process", "power"})); }},
+       "process",
+       [](CLI::Option* o) {
+         o->check(CLI::IsMember({"process", "power"}));
+       }},
       {"--heartbeat-ms", kHub,
        "engines heartbeat this often (milliseconds; stretched so that all engines send at most "
        "2,000 heartbeats a second)",
-       "1000",
-       [](CLI::Option* o) { o->check(CLI::Range(10, 600000)); }},
+       "1000", [](CLI::Option* o) { o->check(WholeNumberIn(10, 600000)); }},
       {"--heartbeat-misses", kHub, "an engine silent for this many periods is lost", "3",
-       [](CLI::Option* o) { o->check(CLI::Range(1, 1000)); }},
+       [](CLI::Option* o) { o->check(WholeNumberIn(1, 1000)); }},
       {"--record-running-after", kScheduler,
        "seconds a task runs before the hub records it as running (one that ends sooner costs "
        "the hub two records, not three)",
@@ -103,7 +105,7 @@ std::vector<PassedFlag> MakeTable() {
       {"--socket-hwm", kScheduler,
        "ZeroMQ high-water mark of the scheduler's client and engine sockets (messages; what a "
        "peer will not take waits in the scheduler)",
-       "1000000", [](CLI::Option* o) { o->check(CLI::Range(1, 100000000)); }},
+       "1000000", [](CLI::Option* o) { o->check(WholeNumberIn(1, 100000000)); }},
       {"--replay-window", kHub | kScheduler,
        "seconds a message's date may differ from this host's clock (replay protection); 0: "
        "no check",
@@ -113,8 +115,8 @@ std::vector<PassedFlag> MakeTable() {
        "TaskRejected",
        "", Positive},
       {"--max-dependencies", kScheduler, "most after+follow ids of a task", "", Positive},
-      {"--max-queued-per-client", kScheduler,
-       "most tasks of one client waiting or running at once", "", Positive},
+      {"--max-queued-per-client", kScheduler, "most tasks of one client waiting or running at once",
+       "", Positive},
       {"--max-result-bytes", kEngine, "largest result of a function; a larger one fails the task",
        "", Positive},
       {"--max-output-bytes", kEngine, "bytes of stdout and of stderr kept per command", "",

@@ -19,15 +19,13 @@ int main(int argc, char** argv) {
   ztask::dashboard::DashOptions options;
   std::string profile, log_level = "warn";
   CLI::App app{"taskdash: web dashboard and /metrics of a ztask cluster"};
-  app.add_option("--profile-dir", profile,
-                 "the cluster's profile directory (default ~/.ztask/profile_default)")
-      ->envname("ZTASK_PROFILE_DIR");
+  ztask::AddProfileFlags(app, &profile, "the cluster's profile directory");
   app.add_option("--ip", options.ip,
                  "address to serve on (every request needs the token, on loopback too)")
       ->capture_default_str();
   app.add_option("--port", options.port, "port to serve on (0: any free one)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 65535));
+      ->check(ztask::WholeNumberIn(0, 65535));
   app.add_option("--token", options.token,
                  "token every request must carry (default: a random one, in the printed URL)");
   app.add_option("--token-file", options.token_file, "read the token from this file's first line")
@@ -37,7 +35,7 @@ int main(int argc, char** argv) {
                "send one; other accounts of this host can then read the cluster's counts)");
   app.add_option("--interval-ms", options.interval_ms, "how often to ask the hub and update pages")
       ->capture_default_str()
-      ->check(CLI::Range(50, 60000));
+      ->check(ztask::WholeNumberIn(50, 60000));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   ztask::AddStandardFlags(app, "taskdash");
   try {

@@ -17,9 +17,7 @@ namespace engine {
 
 void AddEngineFlags(CLI::App& app, CommandLineOptions* options) {
   EngineOptions& o = options->engine;
-  app.add_option("--profile-dir", o.profile_dir,
-                 "profile directory holding the connection file (default "
-                 "~/.ztask/profile_default)");
+  AddProfileFlags(app, &o.profile_dir, "profile directory holding the connection file");
   app.add_option("--name", o.name, "engine name (default HOST-PID, or HOST-mpi-RANK)");
   app.add_option("--name-prefix", o.name_prefix,
                  "under mpiexec or srun: the name is this prefix and the rank");

@@ -5,15 +5,14 @@
 #include <csignal>
 
 #include "base/open_files.h"
+#include "base/usage.h"
 #include "cluster/passed_flags.h"
 
 namespace ztask::hub {
 
 void AddHubFlags(CLI::App& app, HubFlags& flags) {
   HubOptions& options = flags.options;
-  app.add_option(
-      "--profile-dir", options.profile_dir,
-      "profile directory holding the connection file (default ~/.ztask/profile_default)");
+  AddProfileFlags(app, &options.profile_dir, "profile directory holding the connection file");
   app.add_option("--db", options.db,
                  "task records: a SQLite file, or :memory: (default PROFILE/tasks.db)");
   app.add_option("--ip", options.ip, "address to bind every socket to")->capture_default_str();

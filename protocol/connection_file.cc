@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "base/usage.h"
+
 namespace ztask::protocol {
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -195,9 +197,7 @@ class FileLock {
 
 fs::path DefaultProfileDir() {
   if (const char* dir = std::getenv("ZTASK_PROFILE_DIR"); dir && *dir) return fs::path(dir);
-  const char* home = std::getenv("HOME");
-  fs::path base = (home && *home) ? fs::path(home) : fs::current_path();
-  return base / ".ztask" / "profile_default";
+  return ztask::NamedProfileDir("default");
 }
 
 fs::path ConnectionFilePath(const fs::path& profile_dir) {

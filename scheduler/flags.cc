@@ -25,9 +25,7 @@ void AddRoutingFlags(CLI::App& app, SchedulerFlags& flags) {
   // is asked.
   AddPassedFlag(app, "--keep-finished", options.keep_finished)->capture_default_str();
   AddPassedFlag(app, "--send-ahead", options.send_ahead)->capture_default_str();
-  app.add_option(
-      "--profile-dir", options.profile_dir,
-      "profile directory holding the connection file (default ~/.ztask/profile_default)");
+  AddProfileFlags(app, &options.profile_dir, "profile directory holding the connection file");
   app.add_option("--client-endpoint", options.client_endpoint, "where clients connect")
       ->capture_default_str();
   app.add_option("--engine-endpoint", options.engine_endpoint, "where engines connect")

@@ -343,6 +343,25 @@ def test_no_cluster_is_a_cluster_error_that_says_what_to_do(tmp_path):
         ztask.Client(tmp_path)
 
 
+def test_a_profile_name_is_its_directory_under_home(cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    named = tmp_path / ".ztask" / "profile_sweep"
+    with pytest.raises(ztask.ClusterError, match=str(named)):
+        ztask.Client(profile="sweep")
+    named.parent.mkdir()
+    named.symlink_to(cluster.profile)
+    c = ztask.Client(profile="sweep")
+    try:
+        assert c.call("noop").result(30) is None
+    finally:
+        c.close()
+    for bad in ("a/b", "..", ""):
+        with pytest.raises(ValueError, match="not a profile name"):
+            ztask.Client(profile=bad)
+    with pytest.raises(ValueError, match="not both"):
+        ztask.Client(cluster.profile, profile="sweep")
+
+
 def test_a_connection_file_others_may_read_is_refused(cluster, tmp_path):
     copy = tmp_path / "ztask-cluster.json"
     with open(os.path.join(cluster.profile, "ztask-cluster.json")) as f:

@@ -120,11 +120,17 @@ _DEFAULTS = (None, None, None, None, None, 0, 0, None, 1, None)
 class Client:
     """A connection to the cluster of `profile_dir` (default: the
     ZTASK_PROFILE_DIR environment variable, else ~/.ztask/profile_default,
-    or a connection file's path). Raises ClusterError when there is none."""
+    or a connection file's path), or of `profile` NAME
+    (~/.ztask/profile_NAME). Raises ClusterError when there is none."""
 
-    def __init__(self, profile_dir=None, *, max_in_flight=1_000_000, unreachable_timeout=UNREACHABLE_TIMEOUT_S):
+    def __init__(self, profile_dir=None, *, profile=None, max_in_flight=1_000_000,
+                 unreachable_timeout=UNREACHABLE_TIMEOUT_S):
         if unreachable_timeout is not None:
             _seconds(unreachable_timeout, "unreachable_timeout")
+        if profile is not None:
+            if profile_dir is not None:
+                raise ValueError("give profile_dir or profile, not both")
+            profile_dir = connection.named_profile_dir(profile)
         self._info = connection.read(profile_dir)
         self._signer = protocol.Signer(self._info.key)
         self._session = protocol.random_id().hex()

@@ -11,10 +11,19 @@ from .errors import ClusterError
 FILE_NAME = "ztask-cluster.json"
 
 
+def named_profile_dir(name):
+    """The profile directory NAME stands for: ~/.ztask/profile_NAME, as the
+    programs' --profile NAME (and IPython's) names one."""
+    if not isinstance(name, str) or not name or name in (".", "..") or not all(
+        c.isascii() and (c.isalnum() or c in "._-") for c in name
+    ):
+        raise ValueError("%r is not a profile name (letters, digits, '.', '_', '-'); "
+                         "give a directory as profile_dir" % (name,))
+    return os.path.join(os.path.expanduser("~"), ".ztask", "profile_" + name)
+
+
 def default_profile_dir():
-    return os.environ.get("ZTASK_PROFILE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".ztask", "profile_default"
-    )
+    return os.environ.get("ZTASK_PROFILE_DIR") or named_profile_dir("default")
 
 
 class ConnectionInfo:

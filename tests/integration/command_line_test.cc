@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "protocol/connection_file.h"
 #include "tests/support/cluster_fixture.h"
 
 namespace ztask::testing {
@@ -91,6 +92,43 @@ TEST_F(CommandLine, TaskclusterStartAndStopTakeTheProfileAfterTheSubcommandOrFro
   running_ = true;
 }
 
+// IPython's --profile NAME: the profile directory ~/.ztask/profile_NAME, for
+// taskcluster and taskctl alike, before or after the subcommand.
+TEST_F(CommandLine, AProfileNameStandsForItsDirectoryUnderHome) {
+  const std::filesystem::path home = dir_.path() / "home";
+  std::filesystem::create_directories(home);
+  const char* was = std::getenv("HOME");
+  const std::string saved = was != nullptr ? was : "";
+  ::setenv("HOME", home.c_str(), 1);
+  const std::filesystem::path named = home / ".ztask" / "profile_sweep";
+  struct Restore {
+    std::filesystem::path named;
+    std::string saved;
+    TempDir* dir;
+    ~Restore() {
+      RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", named.string()}, *dir);
+      ::setenv("HOME", saved.c_str(), 1);
+    }
+  } restore{named, saved, &dir_};
+  const std::string ctl = kBin + "/taskctl", cluster = kBin + "/taskcluster";
+  Ran started =
+      RunProgram({cluster, "start", "--profile", "sweep", "-n", "1", "--daemonize"}, dir_);
+  ASSERT_EQ(started.code, 0) << started.err;
+  EXPECT_TRUE(std::filesystem::exists(protocol::ConnectionFilePath(named)));
+  Ran submit = RunProgram({ctl, "--profile", "sweep", "submit", "--", "true"}, dir_);
+  ASSERT_EQ(submit.code, 0) << submit.err;
+  Ran wait = RunProgram(
+      {ctl, "wait", submit.out.substr(0, 32), "--timeout", "30", "--profile", "sweep"}, dir_);
+  EXPECT_EQ(wait.code, 0) << wait.err;
+  Ran other = RunProgram({ctl, "status", "--profile", "other"}, dir_);
+  EXPECT_NE(other.code, 0);
+  EXPECT_NE(other.err.find((home / ".ztask" / "profile_other").string()), std::string::npos)
+      << other.err;
+  Ran stopped = RunProgram({cluster, "stop", "--profile", "sweep"}, dir_);
+  EXPECT_EQ(stopped.code, 0) << stopped.err;
+  EXPECT_NE(RunProgram({cluster, "status", "--profile", "sweep"}, dir_).code, 0);
+}
+
 // A usage error: exit code 2, nothing on stdout, one line on stderr naming
 // the program, and never a trace or an abort.
 void ExpectUsageError(const Ran& ran, const std::string& mentions) {
@@ -132,6 +170,12 @@ TEST_F(CommandLine, UsageErrorsAreOneLineWithExitCodeTwo) {
        "--keep-finished"},
       {{kBin + "/taskcontroller", "--scheme", "nope", "--profile-dir", missing}, "nope"},
       {{kBin + "/taskcontroller", "stray", "--profile-dir", missing}, "stray"},
+      {{cluster, "status", "--profile", "a/b"}, "'a/b' is not a profile name"},
+      {{ctl, "status", "--profile", "x", "--profile-dir", missing}, "excludes"},
+      {{kBin + "/taskengine", "--profile", ".."}, "is not a profile name"},
+      // A daemon that refuses a flag taskcluster passes on: what it said.
+      {{cluster, "start", "--scheme", "bogus", "--profile-dir", missing},
+       "the scheduler refused its flags: taskscheduler: unknown scheme 'bogus'"},
   };
   for (const auto& [argv, mentions] : cases) {
     SCOPED_TRACE(argv.size() > 1 ? argv[1] + " " + (argv.size() > 2 ? argv[2] : "") : argv[0]);
@@ -148,13 +192,25 @@ TEST_F(CommandLine, ANumberOutOfItsRangeSaysWhatIsWanted) {
        "'x' is not a number"},
       {{kBin + "/taskhub", "--replay-window", "-3", "--profile-dir", missing},
        "-3 is not 0 or more"},
+      {{kBin + "/taskcluster", "start", "-n", "abc", "--profile-dir", missing},
+       "--engines: 'abc' is not a whole number from 1 to 100000"},
+      {{kBin + "/taskcluster", "start", "--heartbeat-ms", "5", "--profile-dir", missing},
+       "'5' is not a whole number from 10 to 600000"},
+      {{kBin + "/taskdash", "--port", "x", "--profile-dir", missing},
+       "'x' is not a whole number from 0 to 65535"},
+      {{kBin + "/taskctl", "submit", "--retries", "1.5", "--profile-dir", missing, "--", "true"},
+       "--retries: '1.5' is not a whole number"},
+      {{kBin + "/taskctl", "wait", "--timeout", "soon", "--profile-dir", missing},
+       "--timeout: 'soon' is not a number"},
   };
   for (const auto& [argv, mentions] : cases) {
     SCOPED_TRACE(argv[1] + " " + argv[2]);
     const Ran ran = RunProgram(argv, dir_);
     ExpectUsageError(ran, mentions);
-    // Not a range up to the largest double.
+    // Not a range up to the largest double, nor CLI11's own words.
     EXPECT_EQ(ran.err.find("1797693"), std::string::npos) << ran.err;
+    EXPECT_EQ(ran.err.find("not in range"), std::string::npos) << ran.err;
+    EXPECT_EQ(ran.err.find("Could not convert"), std::string::npos) << ran.err;
   }
 }
 

@@ -52,7 +52,7 @@ def profile_location(profile=None, profile_dir=None, url_file=None, ipython_dir=
         candidates = [connection.default_profile_dir(), os.path.join(ipython_dir or _ipython_dir(), "profile_default")]
     else:
         candidates = [os.path.join(ipython_dir or _ipython_dir(), "profile_" + profile),
-                      os.path.join(os.path.expanduser("~"), ".ztask", "profile_" + profile)]
+                      connection.named_profile_dir(profile)]
     for where in candidates:
         if os.path.exists(os.path.join(where, connection.FILE_NAME)):
             return where

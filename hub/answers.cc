@@ -13,8 +13,7 @@ protocol::RecoverReply Recover(const TaskStore& store, const protocol::RecoverRe
                                std::vector<TaskId>* without_request) {
   constexpr size_t kPageBytes = size_t{8} << 20;
   std::vector<TaskId> ids;
-  store.ForEachRecord([&](const TaskId& id, const protocol::TaskRecord& r) {
-    if (IsFinal(r.state)) return;
+  store.ForEachUnfinished([&](const TaskId& id, const protocol::TaskRecord&) {
     if (request.after && !(*request.after < id)) return;
     ids.push_back(id);
   });

@@ -35,10 +35,10 @@ bool RecordBook::Submitted(const protocol::Header& request, const protocol::Rout
                            int64_t hold_since_us) {
   bool made;
   Entry& e = EntryOf(request.id, &made);
-  if (!made && e.record.finished()) return false;
+  if (!made && e.finished()) return false;
   const bool hold = made && hold_since_us > 0;
   if (!hold) Touch(e);
-  protocol::TaskRecord& r = e.record;
+  protocol::TaskRecord& r = *e.live;
   Tally(r, -1);
   r.label = spec.label;
   r.client = request.session;
@@ -64,7 +64,7 @@ bool RecordBook::Submitted(const protocol::Header& request, const protocol::Rout
 
 void RecordBook::Hold(Entry& e, int64_t since_us) {
   e.held = true;
-  held_.push_back({e.record.id, since_us});
+  held_.push_back({e.live->id, since_us});
   ++held_count_;
 }
 
@@ -92,11 +92,12 @@ void RecordBook::Replace(const TaskId& old_id, const TaskId& by) {
     entries_.erase(old_id);
     return;
   }
-  if (old.record.state != TaskState::kError || old.record.replaced_by) return;
+  protocol::TaskRecord& record = Whole(old, old_id);
+  if (record.state != TaskState::kError || record.replaced_by) return;
   Touch(old);
-  Tally(old.record, -1);
-  old.record.replaced_by = by;
-  Tally(old.record, +1);
+  Tally(record, -1);
+  record.replaced_by = by;
+  Tally(record, +1);
 }
 
 std::string RecordBook::NewJobName() {
@@ -120,9 +121,9 @@ void RecordBook::DropRequest(Entry& e) {
 bool RecordBook::Assigned(const TaskId& id, const protocol::Assignment& assignment) {
   bool made;
   Entry& e = EntryOf(id, &made);
-  if (!made && (e.record.finished() || assignment.attempt <= e.record.attempts)) return false;
+  if (!made && (e.finished() || assignment.attempt <= e.live->attempts)) return false;
   Touch(e);
-  protocol::TaskRecord& r = e.record;
+  protocol::TaskRecord& r = *e.live;
   Tally(r, -1);
   r.state = TaskState::kRunning;
   r.engine_id = assignment.engine_id;
@@ -135,15 +136,15 @@ bool RecordBook::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
                          const protocol::TaskResult& result, int64_t now_us) {
   bool made;
   Entry& e = EntryOf(id, &made);
-  const protocol::TaskRecord& known = e.record;
-  if (!made &&
-      (known.finished() ||
-       (!meta.final && (meta.attempt < known.attempts ||
-                        (meta.attempt == known.attempts && known.state == TaskState::kWaiting))))) {
-    return false;  // final already, or a retry of an attempt already counted
+  if (!made && e.finished()) return false;  // final already
+  const protocol::TaskRecord& known = *e.live;
+  if (!made && !meta.final &&
+      (meta.attempt < known.attempts ||
+       (meta.attempt == known.attempts && known.state == TaskState::kWaiting))) {
+    return false;  // a retry of an attempt already counted
   }
   Touch(e);
-  protocol::TaskRecord& r = e.record;
+  protocol::TaskRecord& r = *e.live;
   Tally(r, -1);
   r.attempts = std::max(r.attempts, meta.attempt);
   r.error_type = meta.error_type;
@@ -212,7 +213,7 @@ size_t RecordBook::Purge(const std::vector<TaskId>& ids, bool all) {
   std::vector<TaskId> doomed;
   if (all) {
     entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
-      if (e->record.finished()) doomed.push_back(id);
+      if (e->finished()) doomed.push_back(id);
     });
   } else {
     for (const TaskId& id : ids) {
@@ -220,7 +221,7 @@ size_t RecordBook::Purge(const std::vector<TaskId>& ids, bool all) {
       Entry& e = EntryOf(id, &made);  // brings back one let go of
       if (made) {
         entries_.erase(id);
-      } else if (e.record.finished()) {
+      } else if (e.finished()) {
         doomed.push_back(id);
       }
     }
@@ -230,7 +231,7 @@ size_t RecordBook::Purge(const std::vector<TaskId>& ids, bool all) {
   bool dirty_purged = false;
   for (const TaskId& id : doomed) {
     Entry& e = **entries_.find(id);
-    Tally(e.record, -1);
+    Tally(Whole(e, id), -1);
     if (e.row != 0) deleted_rows_.push_back(e.row);
     if (e.dirty) {
       e.dirty = false;  // marks it for taking out of dirty_ below
@@ -249,7 +250,7 @@ size_t RecordBook::Purge(const std::vector<TaskId>& ids, bool all) {
 void RecordBook::Guard(Entry& e, bool on) {
   if (!guard_ || e.guards == on) return;
   e.guards = on;
-  for (const auto* set : {&e.record.routing.after.ids, &e.record.routing.follow.ids}) {
+  for (const auto* set : {&e.live->routing.after.ids, &e.live->routing.follow.ids}) {
     for (const TaskId& dep : *set) {
       if (on) {
         ++*awaited_.try_emplace(dep, 0).first;
@@ -265,14 +266,14 @@ void RecordBook::Dropped(const std::vector<TaskId>& ids) {
   for (const TaskId& id : ids) {
     const Entry* e = FindEntry(id);
     // finished_order_ may still list it: Evict passes over what is gone.
-    if (e && e->record.finished()) entries_.erase(id);
+    if (e && e->finished()) entries_.erase(id);
   }
 }
 
 void RecordBook::ForgetFinished() {
   std::vector<TaskId> gone;
   entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
-    if (e->record.finished()) gone.push_back(id);
+    if (e->finished()) gone.push_back(id);
   });
   for (const TaskId& id : gone) entries_.erase(id);
   for (auto& [engine, tally] : by_engine_) tally.finished = 0;
@@ -282,13 +283,38 @@ void RecordBook::ForgetFinished() {
   has_evicted_ = false;
 }
 
-void RecordBook::Committed(const NewRows& added) {
-  for (const auto& [e, row] : added) {
+void RecordBook::Committed(Written& written) {
+  for (const auto& [e, row] : written.rows) {
     e->row = row;
-    largest_stored_ = std::max(largest_stored_, e->record.id);
+    largest_stored_ = std::max(largest_stored_, e->live->id);
   }
   Clean();
+  for (auto& [e, stored] : written.finished) {
+    const std::optional<std::string>& job = e->live->job;
+    e->job = job ? &jobs_.find(*job)->first : nullptr;  // Tally made it
+    if (stored.capacity() - stored.size() > 64) stored.shrink_to_fit();
+    e->packed = std::move(stored);
+    e->live.reset();
+  }
   Evict();
+}
+
+protocol::TaskRecord& RecordBook::Whole(Entry& e, const TaskId& id) {
+  if (e.live) return *e.live;
+  auto decoded = protocol::DecodeStored<protocol::TaskRecord>(e.packed);
+  // Bytes this book packed itself decode; were they ever not to, the
+  // record says so rather than pass for another.
+  if (!decoded.ok()) {
+    decoded = protocol::TaskRecord{};
+    decoded->id = id;
+    decoded->state = TaskState::kError;
+    decoded->error_type = ErrorType::kBadTask;
+    decoded->error_message = "the hub could not read its record back";
+  }
+  e.live = std::make_unique<protocol::TaskRecord>(std::move(*decoded));
+  std::string().swap(e.packed);
+  e.job = nullptr;
+  return *e.live;
 }
 
 void RecordBook::Evict() {
@@ -301,7 +327,7 @@ void RecordBook::Evict() {
     finished_order_.pop_front();
     const Entry* e = FindEntry(id);
     // Purged already, or not written (a failed write left it dirty).
-    if (!e || e->row == 0 || e->dirty || !e->record.finished()) continue;
+    if (!e || e->row == 0 || e->dirty || !e->finished()) continue;
     entries_.erase(id);
     has_evicted_ = true;
   }
@@ -313,12 +339,13 @@ RecordBook::Entry& RecordBook::EntryOf(const TaskId& id, bool* made) {
   if (!inserted) return **slot;
   *slot = std::make_unique<Entry>();
   Entry& e = **slot;
-  e.record.id = id;
+  e.live = std::make_unique<protocol::TaskRecord>();
+  e.live->id = id;
   // A record let go of is finished: it comes back (to be let go again) so
   // that what comes for it is checked against it, never written twice.
-  if (MayBeStored(id) && source_->ReadStored(id, &e.record, &e.row)) {
+  if (MayBeStored(id) && source_->ReadStored(id, e.live.get(), &e.row)) {
     *made = false;
-    if (e.record.finished()) finished_order_.push_back(id);
+    if (e.live->finished()) finished_order_.push_back(id);
   }
   return e;
 }
@@ -355,7 +382,13 @@ const KeptRequest* RecordBook::RequestOf(const TaskId& id) const {
 
 const protocol::TaskRecord* RecordBook::Find(const TaskId& id,
                                              protocol::TaskRecord* scratch) const {
-  if (const Entry* e = FindEntry(id)) return &e->record;
+  if (const Entry* e = FindEntry(id)) {
+    if (e->live) return e->live.get();
+    auto decoded = protocol::DecodeStored<protocol::TaskRecord>(e->packed);
+    if (!decoded.ok()) return nullptr;
+    *scratch = std::move(*decoded);
+    return scratch;
+  }
   int64_t row;
   if (MayBeStored(id) && source_->ReadStored(id, scratch, &row)) return scratch;
   return nullptr;
@@ -374,7 +407,7 @@ std::vector<TaskId> RecordBook::IdsAfter(const std::optional<TaskId>& after, siz
   std::vector<TaskId> ids;
   entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
     if ((!after || *after < id) && (!has_evicted_ || e->row == 0) &&
-        (!job || e->record.job == job)) {
+        (!job || (e->live ? e->live->job == job : e->job != nullptr && *e->job == *job))) {
       ids.push_back(id);
     }
   });
@@ -392,8 +425,8 @@ void RecordBook::RestoreUnfinished(protocol::TaskRecord record, int64_t row,
   bool made;
   Entry& e = EntryOf(record.id, &made);
   e.row = row;
-  e.record = std::move(record);
-  Tally(e.record, +1);  // finished ones are counted in the file's counts
+  protocol::TaskRecord& whole = Whole(e, record.id) = std::move(record);
+  Tally(whole, +1);  // finished ones are counted in the file's counts
   Guard(e, true);
   if (request) {
     e.request = std::move(*request);
@@ -405,8 +438,9 @@ void RecordBook::RestoreFinished(protocol::TaskRecord record, int64_t row) {
   bool made;
   Entry& e = EntryOf(record.id, &made);
   e.row = row;
-  e.record = std::move(record);
-  finished_order_.push_front(e.record.id);  // read newest first
+  const TaskId id = record.id;
+  Whole(e, id) = std::move(record);
+  finished_order_.push_front(id);  // read newest first
 }
 
 void RecordBook::Restored(bool evicted, std::optional<TaskId> largest) {

@@ -79,8 +79,17 @@ class RecordSource {
 class RecordBook {
  public:
   // Everything kept of one task, found with one lookup.
+  //
+  // A record that may still change is kept whole (`live`). Once it is
+  // finished and written, the book keeps it as the file stores it
+  // (`packed`): a few hundred bytes where the whole record takes a
+  // thousand, so that the finished records kept in memory cost a third as
+  // much. It is read back (Find) or made whole again (a late change, a
+  // purge) on demand.
   struct Entry {
-    protocol::TaskRecord record;
+    std::unique_ptr<protocol::TaskRecord> live;  // null once packed
+    std::string packed;                          // the stored record, once packed
+    const std::string* job = nullptr;            // a packed record's job (a key of jobs_)
     KeptRequest request;  // while unfinished (has_request)
     int64_t row = 0;      // its row in the file; 0: not written yet
     bool has_request = false;
@@ -88,14 +97,22 @@ class RecordBook {
     bool request_changed = false;  // its request kept or dropped since then
     bool guards = false;           // its dependencies are counted in awaited_
     bool held = false;             // new, not written, not in dirty() (in held_)
+
+    // The whole record. REQUIRES: not packed (every entry in dirty() is whole).
+    const protocol::TaskRecord& record() const { return *live; }
+    bool finished() const { return !live || live->finished(); }
   };
   // Per engine id: the tasks running (or queued) there and those that ended
   // there.
   struct EngineTally {
     int64_t running = 0, finished = 0;
   };
-  // New rows a write gave to entries, applied once it committed.
-  using NewRows = std::vector<std::pair<Entry*, int64_t>>;
+  // What a write did, applied once it committed: the rows it gave to new
+  // entries, and the finished records as it stored them (to be kept so).
+  struct Written {
+    std::vector<std::pair<Entry*, int64_t>> rows;
+    std::vector<std::pair<Entry*, std::string>> finished;
+  };
 
   // `source` null: no file, every record stays in memory. Otherwise at most
   // `keep_finished` finished records stay, beyond those not yet written.
@@ -138,11 +155,22 @@ class RecordBook {
                                const std::optional<std::string>& job) const;
   // Sorts the first `limit` ids of *ids and drops the rest.
   static void KeepFirst(std::vector<TaskId>* ids, size_t limit);
-  // Calls f(id, record) for every record in memory, in no order.
+  // Calls f(id, record) for every record in memory, in no order (a packed
+  // one unpacked for the call: a scan to check the counts against).
   template <class F>
   void ForEachRecord(F&& f) const {
-    entries_.for_each(
-        [&](const TaskId& id, const std::unique_ptr<Entry>& entry) { f(id, entry->record); });
+    protocol::TaskRecord scratch;
+    entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>&) {
+      if (const protocol::TaskRecord* r = Find(id, &scratch)) f(id, *r);
+    });
+  }
+  // Calls f(id, record) for every unfinished record (all are in memory), in
+  // no order.
+  template <class F>
+  void ForEachUnfinished(F&& f) const {
+    entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& entry) {
+      if (!entry->finished()) f(id, *entry->live);
+    });
   }
   size_t size() const { return entries_.size(); }
   // Whether some finished records are only in the file.
@@ -204,9 +232,10 @@ class RecordBook {
     return unflushed() != 0 || !tally_changed_.empty() || outcomes_changed_ ||
            !jobs_changed_.empty();
   }
-  // A write committed: the rows it gave take effect, nothing is changed
-  // any more, and the oldest finished records beyond keep_finished go.
-  void Committed(const NewRows& added);
+  // A write committed: the rows it gave take effect, the finished records
+  // it wrote are kept packed, nothing is changed any more, and the oldest
+  // finished records beyond keep_finished go.
+  void Committed(Written& written);
   // Nothing is changed any more (without a file, nothing is written).
   void Clean();
 
@@ -232,6 +261,8 @@ class RecordBook {
   // one in the source when records were let go (a finished one comes back).
   Entry& EntryOf(const TaskId& id, bool* made);
   const Entry* FindEntry(const TaskId& id) const;
+  // The entry's whole record, unpacked first when it is packed.
+  protocol::TaskRecord& Whole(Entry& e, const TaskId& id);
   // Whether the source may hold a record of `id` that memory does not.
   bool MayBeStored(const TaskId& id) const { return has_evicted_ && !(largest_stored_ < id); }
   // Marks an entry to be written at the next write (a held one is held no

@@ -58,10 +58,10 @@ Status TaskStore::Flush(int64_t release_until_us) {
     return Status::Ok();
   }
   if (!book_.HasChanges()) return Status::Ok();
-  auto added = file_->Write(book_);
-  if (!added.ok()) return added.status();  // the records stay changed: the next flush retries
-  added_since_drop_ += added->size();
-  book_.Committed(*added);
+  auto written = file_->Write(book_);
+  if (!written.ok()) return written.status();  // the records stay changed: the next flush retries
+  added_since_drop_ += written->rows.size();
+  book_.Committed(*written);
   return Status::Ok();
 }
 

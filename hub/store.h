@@ -116,11 +116,16 @@ class TaskStore {
   // SQLite's synchronous level on this connection: 2 (FULL) when opened for
   // power loss, 1 (NORMAL) otherwise, 0 without a database.
   int synchronous_level() const { return file_ ? file_->synchronous_level() : 0; }
-  // Calls f(id, record) for every record in memory (every unfinished one),
-  // in no order.
+  // Calls f(id, record) for every record in memory, in no order.
   template <class F>
   void ForEachRecord(F&& f) const {
     book_.ForEachRecord(std::forward<F>(f));
+  }
+  // Calls f(id, record) for every unfinished record (all are in memory),
+  // in no order.
+  template <class F>
+  void ForEachUnfinished(F&& f) const {
+    book_.ForEachUnfinished(std::forward<F>(f));
   }
   // Counts kept as records change, so that a status query costs the number
   // of engines, not of records: tasks waiting for an engine, and per engine

@@ -238,30 +238,31 @@ void StoreFile::IdsAfter(const std::optional<TaskId>& after, size_t limit,
 
 // ---- writing ---------------------------------------------------------------
 
-Result<RecordBook::NewRows> StoreFile::Write(const RecordBook& book) {
+Result<RecordBook::Written> StoreFile::Write(const RecordBook& book) {
   if (!Exec(db_, "BEGIN")) return SqlError(db_, "cannot begin a transaction");
   // Row numbers count only once the transaction holding them commits.
-  RecordBook::NewRows added;
-  Status written = WriteRecords(book, &added);
-  if (written.ok()) written = DeleteRows(book);
-  if (written.ok()) written = WriteCounts(book);
-  if (written.ok()) written = WriteJobs(book);
-  if (!written.ok()) {
+  RecordBook::Written written;
+  Status status = WriteRecords(book, &written);
+  if (status.ok()) status = DeleteRows(book);
+  if (status.ok()) status = WriteCounts(book);
+  if (status.ok()) status = WriteJobs(book);
+  if (!status.ok()) {
     Exec(db_, "ROLLBACK");
-    return written;  // the records stay in memory and changed: the next write retries
+    return status;  // the records stay in memory and changed: the next write retries
   }
   if (!Exec(db_, "COMMIT")) {
     Status error = SqlError(db_, "cannot commit task records");
     Exec(db_, "ROLLBACK");
     return error;
   }
-  return added;
+  return written;
 }
 
 // A new record is a new row at the end, inserted with its request; a known
 // one is rewritten by its row number, with its request only when that
-// changed (kept, or dropped once the task ended).
-Status StoreFile::WriteRecords(const RecordBook& book, RecordBook::NewRows* added) {
+// changed (kept, or dropped once the task ended). A finished record's bytes
+// go back to the book, which keeps them instead of the record.
+Status StoreFile::WriteRecords(const RecordBook& book, RecordBook::Written* written) {
   Statement insert(db_,
                    "INSERT INTO tasks (id, record, request, done, job) VALUES (?1, ?2, ?3, ?4, ?5)");
   Statement update(db_, "UPDATE tasks SET record = ?2, done = ?4, job = ?5 WHERE seq = ?1");
@@ -273,23 +274,25 @@ Status StoreFile::WriteRecords(const RecordBook& book, RecordBook::NewRows* adde
   std::string blob;
   for (RecordBook::Entry* dirty : book.dirty()) {
     const RecordBook::Entry& e = *dirty;
-    blob = protocol::EncodeStored(e.record);
-    const bool done = e.record.finished();
+    const protocol::TaskRecord& record = e.record();
+    blob = protocol::EncodeStored(record);
+    const bool done = record.finished();
     bool ran;
     if (e.row == 0) {
-      const Key key(e.record.id);  // bound before stepping, while it is on the stack
-      ran = e.has_request ? insert.Run(key.blob(), Blob{blob}, Blob{e.request.stored()}, done,
-                                       e.record.job)
-                          : insert.Run(key.blob(), Blob{blob}, Null{}, done, e.record.job);
-      if (ran) added->emplace_back(dirty, sqlite3_last_insert_rowid(db_));
+      const Key key(record.id);  // bound before stepping, while it is on the stack
+      ran = e.has_request
+                ? insert.Run(key.blob(), Blob{blob}, Blob{e.request.stored()}, done, record.job)
+                : insert.Run(key.blob(), Blob{blob}, Null{}, done, record.job);
+      if (ran) written->rows.emplace_back(dirty, sqlite3_last_insert_rowid(db_));
     } else if (!e.request_changed) {  // ?3 is not in the statement
-      ran = update.Run(e.row, Blob{blob}, Null{}, done, e.record.job);
+      ran = update.Run(e.row, Blob{blob}, Null{}, done, record.job);
     } else if (e.has_request) {
-      ran = update_both.Run(e.row, Blob{blob}, Blob{e.request.stored()}, done, e.record.job);
+      ran = update_both.Run(e.row, Blob{blob}, Blob{e.request.stored()}, done, record.job);
     } else {
-      ran = update_both.Run(e.row, Blob{blob}, Null{}, done, e.record.job);
+      ran = update_both.Run(e.row, Blob{blob}, Null{}, done, record.job);
     }
     if (!ran) return SqlError(db_, "cannot write task records");
+    if (done) written->finished.emplace_back(dirty, std::move(blob));
   }
   return Status::Ok();
 }

@@ -59,7 +59,7 @@ class StoreFile final : public RecordSource {
   // Writes every change `book` lists in one transaction; on success returns
   // the rows given to new records (for RecordBook::Committed). On failure
   // nothing was written.
-  Result<RecordBook::NewRows> Write(const RecordBook& book);
+  Result<RecordBook::Written> Write(const RecordBook& book);
   // Deletes every finished row and zeroes the finished counts, in one
   // transaction; returns how many rows went, or nullopt when the file
   // could not be written (nothing changed).
@@ -122,7 +122,7 @@ class StoreFile final : public RecordSource {
   std::optional<TaskId> LargestId();
 
   // ---- Write's steps, within its transaction
-  Status WriteRecords(const RecordBook& book, RecordBook::NewRows* added);
+  Status WriteRecords(const RecordBook& book, RecordBook::Written* written);
   Status DeleteRows(const RecordBook& book);
   Status WriteCounts(const RecordBook& book);
   Status WriteJobs(const RecordBook& book);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "protocol/codec.h"
+
 namespace ztask::hub {
 namespace {
 
@@ -39,13 +41,14 @@ class FakeSource final : public RecordSource {
 // Plays the file's part in a write: gives each new record the next row and
 // keeps what it wrote.
 void Write(RecordBook& book, FakeSource& source, int64_t* next_row) {
-  RecordBook::NewRows added;
+  RecordBook::Written written;
   for (RecordBook::Entry* e : book.dirty()) {
     const int64_t row = e->row == 0 ? ++*next_row : e->row;
-    if (e->row == 0) added.emplace_back(e, row);
-    source.rows[e->record.id] = {e->record, row};
+    if (e->row == 0) written.rows.emplace_back(e, row);
+    source.rows[e->record().id] = {e->record(), row};
+    if (e->finished()) written.finished.emplace_back(e, protocol::EncodeStored(e->record()));
   }
-  book.Committed(added);
+  book.Committed(written);
 }
 
 TEST(Records, AnEntryHoldsItsRecordAndItsRequestUntilItEnds) {
@@ -56,9 +59,9 @@ TEST(Records, AnEntryHoldsItsRecordAndItsRequestUntilItEnds) {
   ASSERT_TRUE(book.Submitted(Request(1), {}, spec, {"header", "meta", "content"}));
   ASSERT_EQ(book.dirty().size(), 1u);
   const RecordBook::Entry& e = *book.dirty()[0];
-  EXPECT_EQ(e.record.state, TaskState::kWaiting);
-  EXPECT_EQ(e.record.label, "x");
-  EXPECT_EQ(e.record.client, "client-1");
+  EXPECT_EQ(e.record().state, TaskState::kWaiting);
+  EXPECT_EQ(e.record().label, "x");
+  EXPECT_EQ(e.record().client, "client-1");
   EXPECT_TRUE(e.has_request);
   EXPECT_TRUE(e.request_changed) << "a new request is to be written";
   EXPECT_EQ(e.row, 0) << "not written yet";
@@ -114,22 +117,22 @@ TEST(Records, AHeldRecordIsWrittenOnlyOnceItChangesOrIsReleased) {
   ASSERT_TRUE(book.Assigned(Id(1), {4, 1}));
   ASSERT_TRUE(book.Outcome(Id(1), Final(true, 4), {}, 5));
   ASSERT_EQ(book.dirty().size(), 1u);
-  EXPECT_EQ(book.dirty()[0]->record.id, Id(1));
-  EXPECT_EQ(book.dirty()[0]->record.state, TaskState::kOk);
+  EXPECT_EQ(book.dirty()[0]->record().id, Id(1));
+  EXPECT_EQ(book.dirty()[0]->record().state, TaskState::kOk);
   EXPECT_EQ(book.held(), 2u);
   book.Clean();
 
   // Released by the time it came: the second, not the third.
   book.ReleaseHeld(250);
   ASSERT_EQ(book.dirty().size(), 1u);
-  EXPECT_EQ(book.dirty()[0]->record.id, Id(2));
-  EXPECT_EQ(book.dirty()[0]->record.state, TaskState::kWaiting);
+  EXPECT_EQ(book.dirty()[0]->record().id, Id(2));
+  EXPECT_EQ(book.dirty()[0]->record().state, TaskState::kWaiting);
   EXPECT_EQ(book.held(), 1u);
   EXPECT_EQ(book.OldestHeldUs(), 300);
   book.Clean();
   book.ReleaseHeld(INT64_MAX);
   ASSERT_EQ(book.dirty().size(), 1u);
-  EXPECT_EQ(book.dirty()[0]->record.id, Id(3));
+  EXPECT_EQ(book.dirty()[0]->record().id, Id(3));
   EXPECT_EQ(book.held(), 0u);
   EXPECT_EQ(book.OldestHeldUs(), INT64_MAX);
 }
@@ -213,6 +216,61 @@ TEST(Records, WrittenFinishedRecordsBeyondWhatIsKeptAreReadBackFromTheSource) {
   EXPECT_FALSE(book.Outcome(Id(1), Final(false, 0), {}, 9))
       << "a record let go of comes back to be checked: still final";
   EXPECT_FALSE(book.HasChanges());
+}
+
+// A finished record, once written, is kept as the file stores it (packed),
+// and reads, lists, purges and changes as it did whole.
+TEST(Records, AWrittenFinishedRecordIsKeptPackedAndReadsAsItWas) {
+  FakeSource source;
+  RecordBook book(100, &source);
+  int64_t next_row = 0;
+  protocol::TaskSpec spec;
+  spec.job = "j";
+  spec.label = "a label";
+  protocol::TaskResult result;
+  result.stdout_text = "out";
+  for (uint64_t n = 1; n <= 3; ++n) {
+    book.Submitted(Request(n), {}, spec, {"r"});
+    book.Assigned(Id(n), {4, 1});
+    book.Outcome(Id(n), Final(n != 2, 4), result, 5);
+  }
+  book.Submitted(Request(4), {}, spec, {"r"});  // unfinished: stays whole
+  Write(book, source, &next_row);
+  ASSERT_EQ(book.size(), 4u);
+  protocol::TaskRecord scratch;
+  for (uint64_t n = 1; n <= 3; ++n) {
+    const protocol::TaskRecord* r = book.Find(Id(n), &scratch);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r, &scratch) << "unpacked into the scratch record";
+    EXPECT_EQ(*r, source.rows.at(Id(n)).first) << "as it was written";
+    EXPECT_EQ(r->stdout_text, "out");
+    EXPECT_EQ(r->label, "a label");
+  }
+  EXPECT_NE(book.Find(Id(4), &scratch), &scratch) << "an unfinished record is whole";
+  EXPECT_EQ(source.reads, 0) << "read from memory, not from the file";
+  EXPECT_EQ(book.IdsAfter(std::nullopt, 10, std::string("j")),
+            (std::vector<TaskId>{Id(1), Id(2), Id(3), Id(4)}))
+      << "a packed record keeps its job";
+  EXPECT_TRUE(book.IdsAfter(std::nullopt, 10, std::string("k")).empty());
+  EXPECT_FALSE(book.Outcome(Id(1), Final(false, 0), {}, 9)) << "still final";
+  EXPECT_FALSE(book.Assigned(Id(1), {0, 2}));
+  EXPECT_FALSE(book.HasChanges());
+  // A resubmission of the failed one changes it: whole again, then written.
+  spec.replaces = Id(2);
+  book.Submitted(Request(5), {}, spec, {"r"});
+  EXPECT_EQ(book.jobs().at("j").replaced, 1);
+  EXPECT_EQ(book.jobs().at("j").failed, 0);
+  EXPECT_EQ(book.Find(Id(2), &scratch)->replaced_by, Id(5));
+  Write(book, source, &next_row);
+  EXPECT_EQ(source.rows.at(Id(2)).first.replaced_by, Id(5));
+  EXPECT_EQ(book.Find(Id(2), &scratch)->replaced_by, Id(5)) << "packed again, replaced";
+  // A purge uncounts a packed record as it counted it whole.
+  EXPECT_EQ(book.by_engine().at(4).finished, 3);
+  EXPECT_EQ(book.Purge({Id(1), Id(3)}, false), 2u);
+  EXPECT_EQ(book.by_engine().at(4).finished, 1);
+  EXPECT_EQ(book.ok(), 0);
+  EXPECT_EQ(book.jobs().at("j").ok, 0);
+  EXPECT_EQ(book.Find(Id(1), &scratch), nullptr);
 }
 
 TEST(Records, IdsAfterListsWhatTheFileDoesNotOnceRecordsWereLetGo) {

@@ -34,11 +34,12 @@ bool RecordBook::Submitted(const protocol::Header& request, const protocol::Rout
                            const protocol::TaskSpec& spec, KeptRequest request_frames,
                            int64_t hold_since_us) {
   bool made;
-  Entry& e = EntryOf(request.id, &made);
-  if (!made && e.finished()) return false;
+  Kept& kept = KeptOf(request.id, &made);
+  if (kept.finished()) return false;
+  Entry& e = static_cast<Entry&>(kept);
   const bool hold = made && hold_since_us > 0;
   if (!hold) Touch(e);
-  protocol::TaskRecord& r = *e.live;
+  protocol::TaskRecord& r = e.record;
   Tally(r, -1);
   r.label = spec.label;
   r.client = request.session;
@@ -64,15 +65,15 @@ bool RecordBook::Submitted(const protocol::Header& request, const protocol::Rout
 
 void RecordBook::Hold(Entry& e, int64_t since_us) {
   e.held = true;
-  held_.push_back({e.live->id, since_us});
+  held_.push_back({e.record.id, since_us});
   ++held_count_;
 }
 
 void RecordBook::ReleaseHeld(int64_t until_us) {
   while (!held_.empty()) {
     const Held& front = held_.front();
-    const std::unique_ptr<Entry>* slot = entries_.find(front.id);
-    Entry* e = slot ? slot->get() : nullptr;
+    const std::unique_ptr<Kept>* slot = entries_.find(front.id);
+    Entry* e = slot && !(*slot)->packed ? static_cast<Entry*>(slot->get()) : nullptr;
     if (e && e->held) {
       if (front.since_us > until_us) break;
       Touch(*e);
@@ -87,12 +88,13 @@ int64_t RecordBook::OldestHeldUs() const {
 
 void RecordBook::Replace(const TaskId& old_id, const TaskId& by) {
   bool made;
-  Entry& old = EntryOf(old_id, &made);
+  Kept& kept = KeptOf(old_id, &made);
   if (made) {  // never recorded: nothing to mark
     entries_.erase(old_id);
     return;
   }
-  protocol::TaskRecord& record = Whole(old, old_id);
+  Entry& old = Whole(old_id, kept);
+  protocol::TaskRecord& record = old.record;
   if (record.state != TaskState::kError || record.replaced_by) return;
   Touch(old);
   Tally(record, -1);
@@ -120,10 +122,12 @@ void RecordBook::DropRequest(Entry& e) {
 // attempt already counted is old.
 bool RecordBook::Assigned(const TaskId& id, const protocol::Assignment& assignment) {
   bool made;
-  Entry& e = EntryOf(id, &made);
-  if (!made && (e.finished() || assignment.attempt <= e.live->attempts)) return false;
+  Kept& kept = KeptOf(id, &made);
+  if (kept.finished()) return false;
+  Entry& e = static_cast<Entry&>(kept);
+  if (!made && assignment.attempt <= e.record.attempts) return false;
   Touch(e);
-  protocol::TaskRecord& r = *e.live;
+  protocol::TaskRecord& r = e.record;
   Tally(r, -1);
   r.state = TaskState::kRunning;
   r.engine_id = assignment.engine_id;
@@ -135,16 +139,17 @@ bool RecordBook::Assigned(const TaskId& id, const protocol::Assignment& assignme
 bool RecordBook::Outcome(const TaskId& id, const protocol::OutcomeMeta& meta,
                          const protocol::TaskResult& result, int64_t now_us) {
   bool made;
-  Entry& e = EntryOf(id, &made);
-  if (!made && e.finished()) return false;  // final already
-  const protocol::TaskRecord& known = *e.live;
+  Kept& kept = KeptOf(id, &made);
+  if (kept.finished()) return false;  // final already
+  Entry& e = static_cast<Entry&>(kept);
+  const protocol::TaskRecord& known = e.record;
   if (!made && !meta.final &&
       (meta.attempt < known.attempts ||
        (meta.attempt == known.attempts && known.state == TaskState::kWaiting))) {
     return false;  // a retry of an attempt already counted
   }
   Touch(e);
-  protocol::TaskRecord& r = *e.live;
+  protocol::TaskRecord& r = e.record;
   Tally(r, -1);
   r.attempts = std::max(r.attempts, meta.attempt);
   r.error_type = meta.error_type;
@@ -212,16 +217,16 @@ void RecordBook::Tally(const protocol::TaskRecord& r, int delta) {
 size_t RecordBook::Purge(const std::vector<TaskId>& ids, bool all) {
   std::vector<TaskId> doomed;
   if (all) {
-    entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
-      if (e->finished()) doomed.push_back(id);
+    entries_.for_each([&](const TaskId& id, const std::unique_ptr<Kept>& k) {
+      if (k->finished()) doomed.push_back(id);
     });
   } else {
     for (const TaskId& id : ids) {
       bool made;
-      Entry& e = EntryOf(id, &made);  // brings back one let go of
+      const Kept& k = KeptOf(id, &made);  // brings back one let go of
       if (made) {
         entries_.erase(id);
-      } else if (e.finished()) {
+      } else if (k.finished()) {
         doomed.push_back(id);
       }
     }
@@ -230,11 +235,11 @@ size_t RecordBook::Purge(const std::vector<TaskId>& ids, bool all) {
   doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());  // listed twice
   bool dirty_purged = false;
   for (const TaskId& id : doomed) {
-    Entry& e = **entries_.find(id);
-    Tally(Whole(e, id), -1);
-    if (e.row != 0) deleted_rows_.push_back(e.row);
-    if (e.dirty) {
-      e.dirty = false;  // marks it for taking out of dirty_ below
+    Kept& k = **entries_.find(id);
+    TallyKept(k, -1);
+    if (k.row != 0) deleted_rows_.push_back(k.row);
+    if (!k.packed && static_cast<Entry&>(k).dirty) {
+      static_cast<Entry&>(k).dirty = false;  // marks it for taking out of dirty_ below
       dirty_purged = true;
     }
   }
@@ -250,7 +255,7 @@ size_t RecordBook::Purge(const std::vector<TaskId>& ids, bool all) {
 void RecordBook::Guard(Entry& e, bool on) {
   if (!guard_ || e.guards == on) return;
   e.guards = on;
-  for (const auto* set : {&e.live->routing.after.ids, &e.live->routing.follow.ids}) {
+  for (const auto* set : {&e.record.routing.after.ids, &e.record.routing.follow.ids}) {
     for (const TaskId& dep : *set) {
       if (on) {
         ++*awaited_.try_emplace(dep, 0).first;
@@ -264,16 +269,16 @@ void RecordBook::Guard(Entry& e, bool on) {
 void RecordBook::Dropped(const std::vector<TaskId>& ids) {
   assert(!HasChanges());
   for (const TaskId& id : ids) {
-    const Entry* e = FindEntry(id);
+    const Kept* k = FindKept(id);
     // finished_order_ may still list it: Evict passes over what is gone.
-    if (e && e->finished()) entries_.erase(id);
+    if (k && k->finished()) entries_.erase(id);
   }
 }
 
 void RecordBook::ForgetFinished() {
   std::vector<TaskId> gone;
-  entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
-    if (e->finished()) gone.push_back(id);
+  entries_.for_each([&](const TaskId& id, const std::unique_ptr<Kept>& k) {
+    if (k->finished()) gone.push_back(id);
   });
   for (const TaskId& id : gone) entries_.erase(id);
   for (auto& [engine, tally] : by_engine_) tally.finished = 0;
@@ -286,35 +291,52 @@ void RecordBook::ForgetFinished() {
 void RecordBook::Committed(Written& written) {
   for (const auto& [e, row] : written.rows) {
     e->row = row;
-    largest_stored_ = std::max(largest_stored_, e->live->id);
+    largest_stored_ = std::max(largest_stored_, e->record.id);
   }
   Clean();
-  for (auto& [e, stored] : written.finished) {
-    const std::optional<std::string>& job = e->live->job;
-    e->job = job ? &jobs_.find(*job)->first : nullptr;  // Tally made it
-    if (stored.capacity() - stored.size() > 64) stored.shrink_to_fit();
-    e->packed = std::move(stored);
-    e->live.reset();
+  // Written a while ago, the entries are cold: each is looked up (its
+  // entry, then its slot) a few ahead, as Evict does.
+  std::vector<std::pair<Entry*, std::string>>& finished = written.finished;
+  for (size_t i = 0; i < finished.size(); ++i) {
+    if (i + kPrefetchAhead < finished.size()) PrefetchLine(finished[i + kPrefetchAhead].first);
+    if (i + kPrefetchAhead / 2 < finished.size()) {
+      entries_.prefetch(finished[i + kPrefetchAhead / 2].first->record.id);
+    }
+    auto& [e, stored] = finished[i];
+    auto packed = std::make_unique<Packed>();
+    packed->row = e->row;
+    packed->bytes = std::move(stored);
+    if (e->record.job) packed->job = &jobs_.find(*e->record.job)->first;  // Tally made it
+    *entries_.find(e->record.id) = std::move(packed);                     // the entry is gone
   }
   Evict();
 }
 
-protocol::TaskRecord& RecordBook::Whole(Entry& e, const TaskId& id) {
-  if (e.live) return *e.live;
-  auto decoded = protocol::DecodeStored<protocol::TaskRecord>(e.packed);
-  // Bytes this book packed itself decode; were they ever not to, the
-  // record says so rather than pass for another.
-  if (!decoded.ok()) {
-    decoded = protocol::TaskRecord{};
-    decoded->id = id;
-    decoded->state = TaskState::kError;
-    decoded->error_type = ErrorType::kBadTask;
-    decoded->error_message = "the hub could not read its record back";
+RecordBook::Entry& RecordBook::Whole(const TaskId& id, Kept& kept) {
+  if (!kept.packed) return static_cast<Entry&>(kept);
+  auto decoded = protocol::DecodeStored<protocol::TaskRecord>(static_cast<Packed&>(kept).bytes);
+  auto entry = std::make_unique<Entry>();
+  entry->row = kept.row;
+  if (decoded.ok()) {
+    entry->record = std::move(*decoded);
+  } else {
+    // Bytes this book packed itself decode; were they ever not to, the
+    // record says so rather than pass for another.
+    entry->record.state = TaskState::kError;
+    entry->record.error_type = ErrorType::kBadTask;
+    entry->record.error_message = "the hub could not read its record back";
   }
-  e.live = std::make_unique<protocol::TaskRecord>(std::move(*decoded));
-  std::string().swap(e.packed);
-  e.job = nullptr;
-  return *e.live;
+  entry->record.id = id;
+  Entry& whole = *entry;
+  *entries_.find(id) = std::move(entry);  // `kept` is gone
+  return whole;
+}
+
+void RecordBook::TallyKept(const Kept& kept, int delta) {
+  if (!kept.packed) return Tally(static_cast<const Entry&>(kept).record, delta);
+  auto decoded =
+      protocol::DecodeStored<protocol::TaskRecord>(static_cast<const Packed&>(kept).bytes);
+  if (decoded.ok()) Tally(*decoded, delta);
 }
 
 void RecordBook::Evict() {
@@ -325,27 +347,30 @@ void RecordBook::Evict() {
     if (leaving > kPrefetchAhead / 2) PrefetchRecord(finished_order_[kPrefetchAhead / 2]);
     const TaskId id = finished_order_.front();
     finished_order_.pop_front();
-    const Entry* e = FindEntry(id);
+    const Kept* k = FindKept(id);
     // Purged already, or not written (a failed write left it dirty).
-    if (!e || e->row == 0 || e->dirty || !e->finished()) continue;
+    if (!k || k->row == 0 || !k->finished() ||
+        (!k->packed && static_cast<const Entry*>(k)->dirty)) {
+      continue;
+    }
     entries_.erase(id);
     has_evicted_ = true;
   }
 }
 
-RecordBook::Entry& RecordBook::EntryOf(const TaskId& id, bool* made) {
+RecordBook::Kept& RecordBook::KeptOf(const TaskId& id, bool* made) {
   auto [slot, inserted] = entries_.try_emplace(id);
   *made = inserted;
   if (!inserted) return **slot;
-  *slot = std::make_unique<Entry>();
-  Entry& e = **slot;
-  e.live = std::make_unique<protocol::TaskRecord>();
-  e.live->id = id;
+  auto entry = std::make_unique<Entry>();
+  Entry& e = *entry;
+  *slot = std::move(entry);
+  e.record.id = id;
   // A record let go of is finished: it comes back (to be let go again) so
   // that what comes for it is checked against it, never written twice.
-  if (MayBeStored(id) && source_->ReadStored(id, e.live.get(), &e.row)) {
+  if (MayBeStored(id) && source_->ReadStored(id, &e.record, &e.row)) {
     *made = false;
-    if (e.live->finished()) finished_order_.push_back(id);
+    if (e.record.finished()) finished_order_.push_back(id);
   }
   return e;
 }
@@ -370,21 +395,24 @@ void RecordBook::Clean() {
   outcomes_changed_ = false;
 }
 
-const RecordBook::Entry* RecordBook::FindEntry(const TaskId& id) const {
-  const std::unique_ptr<Entry>* slot = entries_.find(id);
+const RecordBook::Kept* RecordBook::FindKept(const TaskId& id) const {
+  const std::unique_ptr<Kept>* slot = entries_.find(id);
   return slot ? slot->get() : nullptr;
 }
 
 const KeptRequest* RecordBook::RequestOf(const TaskId& id) const {
-  const Entry* e = FindEntry(id);
-  return e && e->has_request ? &e->request : nullptr;
+  const Kept* k = FindKept(id);
+  if (!k || k->packed) return nullptr;
+  const Entry& e = static_cast<const Entry&>(*k);
+  return e.has_request ? &e.request : nullptr;
 }
 
 const protocol::TaskRecord* RecordBook::Find(const TaskId& id,
                                              protocol::TaskRecord* scratch) const {
-  if (const Entry* e = FindEntry(id)) {
-    if (e->live) return e->live.get();
-    auto decoded = protocol::DecodeStored<protocol::TaskRecord>(e->packed);
+  if (const Kept* k = FindKept(id)) {
+    if (!k->packed) return &static_cast<const Entry*>(k)->record;
+    auto decoded =
+        protocol::DecodeStored<protocol::TaskRecord>(static_cast<const Packed*>(k)->bytes);
     if (!decoded.ok()) return nullptr;
     *scratch = std::move(*decoded);
     return scratch;
@@ -405,9 +433,13 @@ std::vector<TaskId> RecordBook::IdsAfter(const std::optional<TaskId>& after, siz
   // Every record when none was let go; otherwise those not yet written (the
   // file has the rest, in the order of its index).
   std::vector<TaskId> ids;
-  entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& e) {
-    if ((!after || *after < id) && (!has_evicted_ || e->row == 0) &&
-        (!job || (e->live ? e->live->job == job : e->job != nullptr && *e->job == *job))) {
+  const auto of_job = [&job](const Kept& k) {
+    if (!k.packed) return static_cast<const Entry&>(k).record.job == job;
+    const std::string* packed_job = static_cast<const Packed&>(k).job;
+    return packed_job != nullptr && *packed_job == *job;
+  };
+  entries_.for_each([&](const TaskId& id, const std::unique_ptr<Kept>& k) {
+    if ((!after || *after < id) && (!has_evicted_ || k->row == 0) && (!job || of_job(*k))) {
       ids.push_back(id);
     }
   });
@@ -423,10 +455,11 @@ void RecordBook::RestoreJob(protocol::JobSummary job) {
 void RecordBook::RestoreUnfinished(protocol::TaskRecord record, int64_t row,
                                    std::optional<KeptRequest> request) {
   bool made;
-  Entry& e = EntryOf(record.id, &made);
+  const TaskId id = record.id;
+  Entry& e = Whole(id, KeptOf(id, &made));
   e.row = row;
-  protocol::TaskRecord& whole = Whole(e, record.id) = std::move(record);
-  Tally(whole, +1);  // finished ones are counted in the file's counts
+  e.record = std::move(record);
+  Tally(e.record, +1);  // finished ones are counted in the file's counts
   Guard(e, true);
   if (request) {
     e.request = std::move(*request);
@@ -436,10 +469,10 @@ void RecordBook::RestoreUnfinished(protocol::TaskRecord record, int64_t row,
 
 void RecordBook::RestoreFinished(protocol::TaskRecord record, int64_t row) {
   bool made;
-  Entry& e = EntryOf(record.id, &made);
-  e.row = row;
   const TaskId id = record.id;
-  Whole(e, id) = std::move(record);
+  Entry& e = Whole(id, KeptOf(id, &made));
+  e.row = row;
+  e.record = std::move(record);
   finished_order_.push_front(id);  // read newest first
 }
 

@@ -78,29 +78,34 @@ class RecordSource {
 
 class RecordBook {
  public:
-  // Everything kept of one task, found with one lookup.
-  //
-  // A record that may still change is kept whole (`live`). Once it is
-  // finished and written, the book keeps it as the file stores it
-  // (`packed`): a few hundred bytes where the whole record takes a
-  // thousand, so that the finished records kept in memory cost a third as
-  // much. It is read back (Find) or made whole again (a late change, a
-  // purge) on demand.
-  struct Entry {
-    std::unique_ptr<protocol::TaskRecord> live;  // null once packed
-    std::string packed;                          // the stored record, once packed
-    const std::string* job = nullptr;            // a packed record's job (a key of jobs_)
+  // What the book keeps of one task, found with one lookup: the whole
+  // record while it may change (an Entry), or, once it is finished and
+  // written, the bytes the file stores of it (Packed): 115 bytes for a
+  // no-op where the whole record takes a thousand, so that the finished
+  // records kept in memory cost a fraction as much. A packed record is
+  // read back on demand (Find), and made whole again when it changes (a
+  // resubmission marks it replaced) or is purged.
+  struct Kept {
+    explicit Kept(bool is_packed) : packed(is_packed) {}
+    virtual ~Kept() = default;
+    int64_t row = 0;  // its row in the file; 0: not written yet
+    const bool packed;
+    bool finished() const;
+  };
+  struct Entry final : Kept {
+    Entry() : Kept(false) {}
+    protocol::TaskRecord record;
     KeptRequest request;  // while unfinished (has_request)
-    int64_t row = 0;      // its row in the file; 0: not written yet
     bool has_request = false;
     bool dirty = false;            // changed since the last write (in dirty())
     bool request_changed = false;  // its request kept or dropped since then
     bool guards = false;           // its dependencies are counted in awaited_
     bool held = false;             // new, not written, not in dirty() (in held_)
-
-    // The whole record. REQUIRES: not packed (every entry in dirty() is whole).
-    const protocol::TaskRecord& record() const { return *live; }
-    bool finished() const { return !live || live->finished(); }
+  };
+  struct Packed final : Kept {
+    Packed() : Kept(true) {}
+    std::string bytes;                 // the record as stored (protocol::EncodeStored)
+    const std::string* job = nullptr;  // its job: a key of jobs_, or null
   };
   // Per engine id: the tasks running (or queued) there and those that ended
   // there.
@@ -144,7 +149,7 @@ class RecordBook {
   // (PrefetchRecord). A batch's changes issue them a few messages ahead.
   void Prefetch(const TaskId& id) const { entries_.prefetch(id); }
   void PrefetchRecord(const TaskId& id) const {
-    if (const std::unique_ptr<Entry>* slot = entries_.find(id)) {
+    if (const std::unique_ptr<Kept>* slot = entries_.find(id)) {
       PrefetchLine(slot->get());
     }
   }
@@ -160,7 +165,7 @@ class RecordBook {
   template <class F>
   void ForEachRecord(F&& f) const {
     protocol::TaskRecord scratch;
-    entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>&) {
+    entries_.for_each([&](const TaskId& id, const std::unique_ptr<Kept>&) {
       if (const protocol::TaskRecord* r = Find(id, &scratch)) f(id, *r);
     });
   }
@@ -168,8 +173,8 @@ class RecordBook {
   // no order.
   template <class F>
   void ForEachUnfinished(F&& f) const {
-    entries_.for_each([&](const TaskId& id, const std::unique_ptr<Entry>& entry) {
-      if (!entry->finished()) f(id, *entry->live);
+    entries_.for_each([&](const TaskId& id, const std::unique_ptr<Kept>& kept) {
+      if (!kept->finished()) f(id, static_cast<const Entry&>(*kept).record);
     });
   }
   size_t size() const { return entries_.size(); }
@@ -257,12 +262,16 @@ class RecordBook {
   void Restored(bool evicted, std::optional<TaskId> largest);
 
  private:
-  // The entry of `id`, made when missing (`made` says so): one lookup, and
-  // one in the source when records were let go (a finished one comes back).
-  Entry& EntryOf(const TaskId& id, bool* made);
-  const Entry* FindEntry(const TaskId& id) const;
-  // The entry's whole record, unpacked first when it is packed.
-  protocol::TaskRecord& Whole(Entry& e, const TaskId& id);
+  // What is kept of `id`, a new entry when nothing is (`made` says so):
+  // one lookup, and one in the source when records were let go (a finished
+  // one comes back).
+  Kept& KeptOf(const TaskId& id, bool* made);
+  const Kept* FindKept(const TaskId& id) const;
+  // The whole entry of `kept` (of `id`): itself, or, packed, a new entry in
+  // its place (`kept` is gone then).
+  Entry& Whole(const TaskId& id, Kept& kept);
+  // Tally of a kept record, whole or packed.
+  void TallyKept(const Kept& kept, int delta);
   // Whether the source may hold a record of `id` that memory does not.
   bool MayBeStored(const TaskId& id) const { return has_evicted_ && !(largest_stored_ < id); }
   // Marks an entry to be written at the next write (a held one is held no
@@ -285,8 +294,9 @@ class RecordBook {
   size_t keep_finished_;
   const RecordSource* source_;
   // Entries stay where they are made (an allocation each), so dirty_ may
-  // point at them; Purge takes a purged entry out of dirty_.
-  FlatIdMap<std::unique_ptr<Entry>> entries_;
+  // point at them; Purge takes a purged entry out of dirty_. An entry is
+  // packed (replaced) only once it is clean.
+  FlatIdMap<std::unique_ptr<Kept>> entries_;
   std::vector<Entry*> dirty_;          // each dirty entry once
   std::vector<int64_t> deleted_rows_;  // rows of purged records
   // Records held back, as they came (ids, not entries: one that changed
@@ -316,6 +326,10 @@ class RecordBook {
   bool guard_ = false;
   FlatIdMap<int32_t> awaited_;
 };
+
+inline bool RecordBook::Kept::finished() const {
+  return packed || static_cast<const Entry*>(this)->record.finished();
+}
 
 }  // namespace ztask::hub
 

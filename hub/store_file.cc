@@ -274,7 +274,7 @@ Status StoreFile::WriteRecords(const RecordBook& book, RecordBook::Written* writ
   std::string blob;
   for (RecordBook::Entry* dirty : book.dirty()) {
     const RecordBook::Entry& e = *dirty;
-    const protocol::TaskRecord& record = e.record();
+    const protocol::TaskRecord& record = e.record;
     blob = protocol::EncodeStored(record);
     const bool done = record.finished();
     bool ran;

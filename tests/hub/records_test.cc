@@ -45,8 +45,8 @@ void Write(RecordBook& book, FakeSource& source, int64_t* next_row) {
   for (RecordBook::Entry* e : book.dirty()) {
     const int64_t row = e->row == 0 ? ++*next_row : e->row;
     if (e->row == 0) written.rows.emplace_back(e, row);
-    source.rows[e->record().id] = {e->record(), row};
-    if (e->finished()) written.finished.emplace_back(e, protocol::EncodeStored(e->record()));
+    source.rows[e->record.id] = {e->record, row};
+    if (e->record.finished()) written.finished.emplace_back(e, protocol::EncodeStored(e->record));
   }
   book.Committed(written);
 }
@@ -59,9 +59,9 @@ TEST(Records, AnEntryHoldsItsRecordAndItsRequestUntilItEnds) {
   ASSERT_TRUE(book.Submitted(Request(1), {}, spec, {"header", "meta", "content"}));
   ASSERT_EQ(book.dirty().size(), 1u);
   const RecordBook::Entry& e = *book.dirty()[0];
-  EXPECT_EQ(e.record().state, TaskState::kWaiting);
-  EXPECT_EQ(e.record().label, "x");
-  EXPECT_EQ(e.record().client, "client-1");
+  EXPECT_EQ(e.record.state, TaskState::kWaiting);
+  EXPECT_EQ(e.record.label, "x");
+  EXPECT_EQ(e.record.client, "client-1");
   EXPECT_TRUE(e.has_request);
   EXPECT_TRUE(e.request_changed) << "a new request is to be written";
   EXPECT_EQ(e.row, 0) << "not written yet";
@@ -117,22 +117,22 @@ TEST(Records, AHeldRecordIsWrittenOnlyOnceItChangesOrIsReleased) {
   ASSERT_TRUE(book.Assigned(Id(1), {4, 1}));
   ASSERT_TRUE(book.Outcome(Id(1), Final(true, 4), {}, 5));
   ASSERT_EQ(book.dirty().size(), 1u);
-  EXPECT_EQ(book.dirty()[0]->record().id, Id(1));
-  EXPECT_EQ(book.dirty()[0]->record().state, TaskState::kOk);
+  EXPECT_EQ(book.dirty()[0]->record.id, Id(1));
+  EXPECT_EQ(book.dirty()[0]->record.state, TaskState::kOk);
   EXPECT_EQ(book.held(), 2u);
   book.Clean();
 
   // Released by the time it came: the second, not the third.
   book.ReleaseHeld(250);
   ASSERT_EQ(book.dirty().size(), 1u);
-  EXPECT_EQ(book.dirty()[0]->record().id, Id(2));
-  EXPECT_EQ(book.dirty()[0]->record().state, TaskState::kWaiting);
+  EXPECT_EQ(book.dirty()[0]->record.id, Id(2));
+  EXPECT_EQ(book.dirty()[0]->record.state, TaskState::kWaiting);
   EXPECT_EQ(book.held(), 1u);
   EXPECT_EQ(book.OldestHeldUs(), 300);
   book.Clean();
   book.ReleaseHeld(INT64_MAX);
   ASSERT_EQ(book.dirty().size(), 1u);
-  EXPECT_EQ(book.dirty()[0]->record().id, Id(3));
+  EXPECT_EQ(book.dirty()[0]->record.id, Id(3));
   EXPECT_EQ(book.held(), 0u);
   EXPECT_EQ(book.OldestHeldUs(), INT64_MAX);
 }

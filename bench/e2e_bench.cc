@@ -76,6 +76,8 @@ namespace {
 
 using Clock = base::MonotonicClock;
 using cluster::ChildProcess;
+// What the benchmark starts ends with it, stopped or killed.
+constexpr ChildProcess::WhenParentDies kDie = ChildProcess::WhenParentDies::kDie;
 
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(base::MonotonicNow() - t).count();
@@ -177,7 +179,7 @@ class Cluster {
     const std::vector<std::string> routing = {"--hwm",  o.hwm,          "--scheme",
                                               o.scheme, "--send-ahead", o.send_ahead};
     if (controller_) hub.insert(hub.end(), routing.begin(), routing.end());
-    hub_ = std::make_unique<ChildProcess>(hub, dir + "/hub.log");
+    hub_ = std::make_unique<ChildProcess>(hub, dir + "/hub.log", kDie);
     ZTASK_RETURN_IF_ERROR(
         WaitForFile([](const protocol::ConnectionInfo& i) { return !i.hub.query.empty(); }));
     if (!controller_) {
@@ -185,7 +187,7 @@ class Cluster {
           bin + "taskscheduler", "--profile-dir", profile_, "--durability",
           o.durability,          "--log-level",   "warn"};
       scheduler.insert(scheduler.end(), routing.begin(), routing.end());
-      scheduler_ = std::make_unique<ChildProcess>(scheduler, dir + "/scheduler.log");
+      scheduler_ = std::make_unique<ChildProcess>(scheduler, dir + "/scheduler.log", kDie);
     }
     ZTASK_RETURN_IF_ERROR(
         WaitForFile([](const protocol::ConnectionInfo& i) { return !i.scheduler.client.empty(); }));
@@ -199,14 +201,14 @@ class Cluster {
         engines_.push_back(std::make_unique<ChildProcess>(
             std::vector<std::string>{bin + "e2e_bench", "--serve-simulated",
                                      std::to_string(std::min(left, 2000)), "--profile", profile_},
-            dir + "/simulated-" + std::to_string(k) + ".log"));
+            dir + "/simulated-" + std::to_string(k) + ".log", kDie));
       }
     } else {
       for (int i = 0; i < o.engines; ++i) {
         engines_.push_back(std::make_unique<ChildProcess>(
             std::vector<std::string>{bin + "taskengine", "--profile-dir", profile_, "--name",
                                      "engine-" + std::to_string(i), "--log-level", "warn"},
-            dir + "/engine-" + std::to_string(i) + ".log"));
+            dir + "/engine-" + std::to_string(i) + ".log", kDie));
       }
     }
     auto client = Client::Connect(profile_);

@@ -14,11 +14,13 @@
 
 namespace ztask::cluster {
 
-ChildProcess::ChildProcess(std::vector<std::string> argv, std::filesystem::path log)
+ChildProcess::ChildProcess(std::vector<std::string> argv, std::filesystem::path log,
+                           WhenParentDies when_parent_dies)
     : log_(std::move(log)) {
   const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   base::SpawnOptions spawn;
   spawn.argv = std::move(argv);
+  spawn.dies_with_parent = when_parent_dies == WhenParentDies::kDie;
   if (fd >= 0) spawn.fds = {{1, fd}, {2, fd}};
   Result<pid_t> pid = base::Spawn(spawn);
   if (pid.ok()) {

@@ -20,7 +20,14 @@ namespace ztask::cluster {
 
 class ChildProcess {
  public:
-  ChildProcess(std::vector<std::string> argv, std::filesystem::path log);
+  // What becomes of the child when the thread that started it ends without
+  // stopping it (its process killed): it runs on (a supervised daemon
+  // outlives a supervisor killed, to be adopted by the next), or it is
+  // killed with it (what a benchmark or a test starts).
+  enum class WhenParentDies { kRunOn, kDie };
+
+  ChildProcess(std::vector<std::string> argv, std::filesystem::path log,
+               WhenParentDies when_parent_dies = WhenParentDies::kRunOn);
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

@@ -37,10 +37,19 @@ fs::path SelfDir() {
 
 fs::path PidFile(const fs::path& profile) { return profile / "cluster.pid"; }
 
-// The last line of a log that is not empty: what a program that refused its
-// command line said (its usage error, exit code 2).
-std::string LastLine(const fs::path& log) {
+// How long a log is now: where what a process started next writes begins
+// (logs are appended to, run after run).
+uintmax_t LogSize(const fs::path& log) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(log, ec);
+  return ec ? 0 : size;
+}
+
+// The last line that is not empty of what was written to a log from
+// `since` on.
+std::string LastLineSince(const fs::path& log, uintmax_t since) {
   std::ifstream in(log);
+  in.seekg(static_cast<std::streamoff>(since));
   std::string line, last;
   while (std::getline(in, line)) {
     if (!line.empty()) last = line;
@@ -48,16 +57,15 @@ std::string LastLine(const fs::path& log) {
   return last;
 }
 
-// Why `what` exited while starting: with code 2 (its command line refused),
-// what it said; otherwise where its log is.
-Status ExitedWhileStarting(const std::string& what, int code, const fs::path& log) {
-  if (code == 2) {
-    if (std::string said = LastLine(log); !said.empty()) {
-      return Status::InvalidArgument("the " + what + " refused its flags: " + said);
-    }
-  }
+// Why `what` exited while starting: its code, the last thing it said (a
+// flag it refused, a port taken, a database it cannot open), and where its
+// log is.
+Status ExitedWhileStarting(const std::string& what, int code, const fs::path& log,
+                           uintmax_t since) {
+  const std::string said = LastLineSince(log, since);
   return Status::Unavailable("the " + what + " exited with code " + std::to_string(code) +
-                             " while starting; see " + log.string());
+                             " while starting" + (said.empty() ? "" : ": " + said) + "; see " +
+                             log.string());
 }
 
 int ReadPid(const fs::path& profile) {
@@ -133,7 +141,8 @@ LocalCluster::~LocalCluster() {
 // Waits while the process makes progress: a large history takes the hub
 // long to load and the scheduler long to recover, and each says how far it
 // got in its log. 20 s without an endpoint or a new line is an error.
-Status LocalCluster::WaitForEndpoint(ChildProcess& process, const char* what, bool scheduler) {
+Status LocalCluster::WaitForEndpoint(ChildProcess& process, const char* what, bool scheduler,
+                                     uintmax_t log_since) {
   const auto path = protocol::ConnectionFilePath(profile_);
   const auto log = logs() / (std::string(what) + ".log");
   constexpr int64_t kStillUs = 20'000'000;
@@ -158,7 +167,7 @@ Status LocalCluster::WaitForEndpoint(ChildProcess& process, const char* what, bo
       break;
     }
   }
-  if (auto code = process.Poll()) return ExitedWhileStarting(what, *code, log);
+  if (auto code = process.Poll()) return ExitedWhileStarting(what, *code, log, log_since);
   if (!ready) {
     return Status::TimedOut(std::string("the ") + what +
                             " has neither started nor logged anything for 20 s; see " +
@@ -196,8 +205,10 @@ Status LocalCluster::Start() {
   const std::vector<std::string>& args = both ? options_.controller_args : options_.hub_args;
   hub.insert(hub.end(), args.begin(), args.end());
   hub_argv_ = hub;
-  hub_ = std::make_unique<ChildProcess>(hub, logs() / (std::string(role) + ".log"));
-  Status s = WaitForEndpoint(*hub_, role, both);
+  const fs::path hub_log = logs() / (std::string(role) + ".log");
+  const uintmax_t hub_since = LogSize(hub_log);
+  hub_ = std::make_unique<ChildProcess>(hub, hub_log);
+  Status s = WaitForEndpoint(*hub_, role, both, hub_since);
   if (s.ok() && !controller()) {
     std::vector<std::string> scheduler = {bin + "taskscheduler", "--profile-dir", dir, "--scheme",
                                           options_.scheme, "--hwm", options_.hwm,
@@ -206,8 +217,9 @@ Status LocalCluster::Start() {
     scheduler.insert(scheduler.end(), options_.scheduler_args.begin(),
                      options_.scheduler_args.end());
     scheduler_argv_ = scheduler;
+    const uintmax_t scheduler_since = LogSize(logs() / "scheduler.log");
     scheduler_ = std::make_unique<ChildProcess>(scheduler, logs() / "scheduler.log");
-    s = WaitForEndpoint(*scheduler_, "scheduler", true);
+    s = WaitForEndpoint(*scheduler_, "scheduler", true, scheduler_since);
   }
   if (s.ok() && !options_.location.empty()) s = WriteLocation();
   if (s.ok()) s = PlanEngines();
@@ -252,6 +264,7 @@ Status LocalCluster::StartDashboard() {
     ZTASK_RETURN_IF_ERROR(protocol::WritePrivateFile(token_file, protocol::GenerateToken() + "\n"));
     dashboard_argv_.insert(dashboard_argv_.end(), {"--token-file", token_file.string()});
   }
+  const uintmax_t log_since = LogSize(logs() / "dashboard.log");
   dashboard_ = std::make_unique<ChildProcess>(dashboard_argv_, logs() / "dashboard.log");
   const bool up = WaitFor(
       [&] {
@@ -261,7 +274,7 @@ Status LocalCluster::StartDashboard() {
       },
       std::chrono::seconds(20));
   if (auto code = dashboard_->Poll()) {
-    return ExitedWhileStarting("dashboard", *code, logs() / "dashboard.log");
+    return ExitedWhileStarting("dashboard", *code, logs() / "dashboard.log", log_since);
   }
   if (!up) {
     return Status::TimedOut("the dashboard did not start within 20 s; see " +

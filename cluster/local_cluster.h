@@ -10,6 +10,7 @@
 #define ZTASK_CLUSTER_LOCAL_CLUSTER_H_
 
 #include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -144,7 +145,9 @@ class LocalCluster final : public Stoppable {
     std::string prefix;     // a job's engine name prefix (mpi, slurm)
   };
 
-  Status WaitForEndpoint(ChildProcess& process, const char* what, bool scheduler);
+  // `log_since`: the size of its log before it started.
+  Status WaitForEndpoint(ChildProcess& process, const char* what, bool scheduler,
+                         uintmax_t log_since);
   // What to run: one entry per engine (local, ssh) or one mpiexec (mpi).
   Status PlanEngines();
   // --location: the address written for every endpoint.

@@ -93,9 +93,17 @@ void RecordBook::Replace(const TaskId& old_id, const TaskId& by) {
     entries_.erase(old_id);
     return;
   }
+  const auto replaceable = [](const protocol::TaskRecord& r) {
+    return r.state == TaskState::kError && !r.replaced_by;
+  };
+  if (kept.packed) {  // left packed unless it changes
+    protocol::TaskRecord scratch;
+    const protocol::TaskRecord* known = Find(old_id, &scratch);
+    if (known == nullptr || !replaceable(*known)) return;
+  }
   Entry& old = Whole(old_id, kept);
   protocol::TaskRecord& record = old.record;
-  if (record.state != TaskState::kError || record.replaced_by) return;
+  if (!replaceable(record)) return;
   Touch(old);
   Tally(record, -1);
   record.replaced_by = by;
@@ -305,6 +313,8 @@ void RecordBook::Committed(Written& written) {
     auto& [e, stored] = finished[i];
     auto packed = std::make_unique<Packed>();
     packed->row = e->row;
+    // A block the bytes' size, not what the encoder reserved (192).
+    if (stored.capacity() - stored.size() > 32) stored.shrink_to_fit();
     packed->bytes = std::move(stored);
     if (e->record.job) packed->job = &jobs_.find(*e->record.job)->first;  // Tally made it
     *entries_.find(e->record.id) = std::move(packed);                     // the entry is gone

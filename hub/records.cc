@@ -11,6 +11,16 @@
 #include "protocol/codec.h"
 
 namespace ztask::hub {
+namespace {
+
+// A packed record read back.
+Result<protocol::TaskRecord> Unpack(const RecordBook::Kept& packed) {
+  return protocol::DecodeStored<protocol::TaskRecord>(
+      static_cast<const RecordBook::Packed&>(packed).bytes);
+}
+
+}  // namespace
+
 KeptRequest::KeptRequest(std::span<const std::string_view> frames)
     : stored_(protocol::EncodeFrameList(frames)) {}
 
@@ -97,9 +107,8 @@ void RecordBook::Replace(const TaskId& old_id, const TaskId& by) {
     return r.state == TaskState::kError && !r.replaced_by;
   };
   if (kept.packed) {  // left packed unless it changes
-    protocol::TaskRecord scratch;
-    const protocol::TaskRecord* known = Find(old_id, &scratch);
-    if (known == nullptr || !replaceable(*known)) return;
+    const auto known = Unpack(kept);
+    if (!known.ok() || !replaceable(*known)) return;
   }
   Entry& old = Whole(old_id, kept);
   protocol::TaskRecord& record = old.record;
@@ -324,7 +333,7 @@ void RecordBook::Committed(Written& written) {
 
 RecordBook::Entry& RecordBook::Whole(const TaskId& id, Kept& kept) {
   if (!kept.packed) return static_cast<Entry&>(kept);
-  auto decoded = protocol::DecodeStored<protocol::TaskRecord>(static_cast<Packed&>(kept).bytes);
+  auto decoded = Unpack(kept);
   auto entry = std::make_unique<Entry>();
   entry->row = kept.row;
   if (decoded.ok()) {
@@ -344,9 +353,7 @@ RecordBook::Entry& RecordBook::Whole(const TaskId& id, Kept& kept) {
 
 void RecordBook::TallyKept(const Kept& kept, int delta) {
   if (!kept.packed) return Tally(static_cast<const Entry&>(kept).record, delta);
-  auto decoded =
-      protocol::DecodeStored<protocol::TaskRecord>(static_cast<const Packed&>(kept).bytes);
-  if (decoded.ok()) Tally(*decoded, delta);
+  if (auto decoded = Unpack(kept); decoded.ok()) Tally(*decoded, delta);
 }
 
 void RecordBook::Evict() {
@@ -421,8 +428,7 @@ const protocol::TaskRecord* RecordBook::Find(const TaskId& id,
                                              protocol::TaskRecord* scratch) const {
   if (const Kept* k = FindKept(id)) {
     if (!k->packed) return &static_cast<const Entry*>(k)->record;
-    auto decoded =
-        protocol::DecodeStored<protocol::TaskRecord>(static_cast<const Packed*>(k)->bytes);
+    auto decoded = Unpack(*k);
     if (!decoded.ok()) return nullptr;
     *scratch = std::move(*decoded);
     return scratch;

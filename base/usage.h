@@ -85,7 +85,7 @@ inline const CLI::Validator kHwmValue(
     },
     "auto|N");
 
-// "taskctl 0.2.0 (protocol ZTASK2)": what every program's --version prints.
+// "taskctl 0.2.0 (protocol ZTASK3)": what every program's --version prints.
 std::string VersionLine(const std::string& program);
 
 // Adds --version and the hidden --bash-completion to `app`. Call it after

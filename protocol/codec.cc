@@ -952,10 +952,53 @@ Status CheckFrames(const Signer& signer, const Limits& limits,
   return Status::Ok();
 }
 
-std::string EncodeHeader(const Header& header) { return EncodeBody(header); }
+// ---- the header's fixed layout (docs/protocol.md, "The header")
+
+namespace {
+
+constexpr size_t kHeaderFixedBytes = 27;  // layout, type, id, date, session length
+
+void StoreLittle64(char* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (8 * i));
+}
+
+uint64_t LoadLittle64(const char* in) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(in[i]);
+  return v;
+}
+
+// A header as msgpack wrote it before the fixed layout: still read, for
+// requests a database or a journal kept from then.
+Result<Header> DecodeMsgpackHeader(std::string_view frame) {
+  if (Header fast; InPlace(frame).ReadWhole(fast)) return fast;
+  auto header = DecodeBodyGeneral<Header>(frame);
+  if (!header.ok()) return Status::Malformed("header: " + header.status().message());
+  return header;
+}
+
+bool IsMsgpackHeader(std::string_view frame) {
+  const auto first = static_cast<uint8_t>(frame[0]);
+  return (first & 0xf0) == 0x80 || first == 0xde || first == 0xdf;
+}
+
+}  // namespace
+
+std::string EncodeHeader(const Header& header) {
+  const size_t session = std::min(header.session.size(), kMaxSessionBytes);
+  std::string out(kHeaderFixedBytes + session, '\0');
+  char* p = out.data();
+  p[0] = static_cast<char>(kHeaderLayout);
+  p[1] = static_cast<char>(static_cast<uint8_t>(header.type));
+  header.id.ToBytes(p + 2);
+  StoreLittle64(p + 18, static_cast<uint64_t>(header.date_us));
+  p[26] = static_cast<char>(session);
+  std::memcpy(p + kHeaderFixedBytes, header.session.data(), session);
+  return out;
+}
 
 std::string EncodeParent(const std::optional<Header>& parent) {
-  if (!parent) return std::string(1, '\xc0');  // msgpack nil
+  if (!parent) return {};
   return EncodeHeader(*parent);
 }
 
@@ -1077,18 +1120,36 @@ Result<T> DecodeStored(std::string_view bytes) {
 }
 
 Result<Header> DecodeHeader(std::string_view frame) {
-  auto header = DecodeBody<Header>(frame);
-  if (!header.ok()) return Status::Malformed("header: " + header.status().message());
+  if (frame.empty()) return Status::Malformed("header: empty");
+  if (static_cast<uint8_t>(frame[0]) != kHeaderLayout) {
+    if (IsMsgpackHeader(frame)) return DecodeMsgpackHeader(frame);
+    return Status::Malformed("header: layout " + std::to_string(static_cast<uint8_t>(frame[0])) +
+                             ", not " + std::to_string(kHeaderLayout));
+  }
+  if (frame.size() < kHeaderFixedBytes ||
+      frame.size() != kHeaderFixedBytes + static_cast<uint8_t>(frame[26])) {
+    return Status::Malformed("header: " + std::to_string(frame.size()) +
+                             " bytes, not its layout's 27 and its session");
+  }
+  const auto type = MsgTypeFromCode(static_cast<uint8_t>(frame[1]));
+  if (!type) {
+    return Status::Malformed("header: unknown message type " +
+                             std::to_string(static_cast<uint8_t>(frame[1])));
+  }
+  Header header;
+  header.type = *type;
+  header.id = TaskId::FromBytes(frame.substr(2, 16));
+  header.date_us = static_cast<int64_t>(LoadLittle64(frame.data() + 18));
+  header.session.assign(frame.substr(kHeaderFixedBytes));
   return header;
 }
 
 Result<std::optional<Header>> DecodeParent(std::string_view frame) {
-  if (frame == std::string_view("\xc0", 1)) return std::optional<Header>();
-  if (Header fast; InPlace(frame).ReadWhole(fast)) return std::optional<Header>(std::move(fast));
-  std::optional<Header> parent;
-  Status status = Unpack(frame, [&](const msgpack::object& o) { return Reader::Read(o, parent); });
-  if (!status.ok()) return Status::Malformed("parent header: " + status.message());
-  return parent;
+  // Empty: none (nil, as msgpack wrote it before the fixed layout).
+  if (frame.empty() || frame == std::string_view("\xc0", 1)) return std::optional<Header>();
+  auto parent = DecodeHeader(frame);
+  if (!parent.ok()) return Status::Malformed("parent " + parent.status().message());
+  return std::optional<Header>(std::move(*parent));
 }
 
 Status CheckFrameCount(MsgType type, size_t frames) {

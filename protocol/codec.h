@@ -1,7 +1,7 @@
 // The codec: the only code that turns ztask messages into frames and frames
 // into messages. A message after its routing envelope is
 //
-//   0 "ZTASK2"   1 HMAC-SHA256(frames 2..)   2 header   3 parent header
+//   0 "ZTASK3"   1 HMAC-SHA256(frames 2..)   2 header   3 parent header
 //   4 routing metadata   5 content   6.. raw buffers
 //
 // Decoding is split in steps so that a router (the scheduler) can verify the
@@ -65,8 +65,13 @@ Status CheckValue(std::string_view packed);
 
 // ---- encoding ---------------------------------------------------------------
 
+// A header in its fixed layout (docs/protocol.md, "The header"): the
+// layout byte, the type's code, the id, the date (64 bits, little-endian)
+// and the session, its length in one byte before it.
+inline constexpr uint8_t kHeaderLayout = 1;
+inline constexpr size_t kMaxSessionBytes = 255;
 std::string EncodeHeader(const Header& header);
-// nil when there is no parent.
+// Empty when there is no parent.
 std::string EncodeParent(const std::optional<Header>& parent);
 // T is any body type named in messages.h's Bodies table.
 template <class T>

@@ -1,7 +1,7 @@
 // The frames of a ztask message after its routing envelope, and the limits
 // that go with them (docs/protocol.md, frame by frame):
 //
-//   0 "ZTASK2"   1 HMAC-SHA256(frames 2..)   2 header   3 parent header
+//   0 "ZTASK3"   1 HMAC-SHA256(frames 2..)   2 header   3 parent header
 //   4 routing metadata   5 content   6.. raw buffers
 //
 // Must not: hold code. Thread safety: constants only.

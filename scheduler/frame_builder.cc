@@ -38,6 +38,9 @@ protocol::Frames FrameBuilder::TakeBatch(int64_t seq) {
 void FrameBuilder::Reseal(protocol::Frames& message) {
   auto old = protocol::DecodeHeader(protocol::View(message[protocol::kFrameHeader]));
   const protocol::MsgType type = old.ok() ? old->type : protocol::MsgType::kMonitorBatch;
+  // Kept by a journal of an earlier version, it may carry that version's
+  // signature: it goes as this version's.
+  message[protocol::kFrameSignature] = protocol::Frame(protocol::kProtocolSignature);
   message[protocol::kFrameHeader] = protocol::Frame(protocol::EncodeHeader(NewHeader(type)));
   protocol::SignFrames(signer_, message);
 }

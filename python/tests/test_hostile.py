@@ -60,14 +60,14 @@ def test_garbage_wrong_keys_and_broken_batches_are_dropped_and_the_client_goes_o
         head = protocol.header(protocol.TASK_BATCH, "scheduler")
         hostile = [
             [b"not ztask"],
-            [b"ZTASK2", b"", b"", b"", b"", b""],
+            [b"ZTASK3", b"", b"", b"", b"", b""],
             protocol.encode_batch(protocol.Signer(b"another key"), head, [reply_record(request.header, 666)]),
             protocol.encode_batch(signer, protocol.header(7, "s"), [good])[:6] + [b"\x09\x00\x00\x00"],
             protocol.encode_batch(signer, protocol.header(7, "s"), [[b"\xc1", b"\xc0", b"\x80", b"\x80"]]),
             protocol.encode_batch(signer, protocol.header(7, "s"), [reply_record(protocol.header(1, "x"), 7)]),
             protocol.encode_message(signer, protocol.header(protocol.TASK_REPLY, "s"), None, {}, {}),
             protocol.encode_message(signer, protocol.header(protocol.TASK_REPLY, "s"), request.header, "x", []),
-            [b"ZTASK2", signer.mac([msgpack.packb([1] * 3)])] + [msgpack.packb([1] * 3)] * 4,
+            [b"ZTASK3", signer.mac([msgpack.packb([1] * 3)])] + [msgpack.packb([1] * 3)] * 4,
         ]
         for message in hostile:
             scheduler.send_multipart([peer] + message)

@@ -362,7 +362,7 @@ class _Io:
             for inner in again:
                 head = protocol.decode_header(inner[0])
                 head["date"] = protocol.now_date()
-                inner[0] = protocol.pack(head)
+                inner[0] = protocol.encode_header(head)
             for i in range(0, len(again), protocol.MAX_BATCH_TASKS):
                 self._send_batch(again[i:i + protocol.MAX_BATCH_TASKS])
 

@@ -18,7 +18,7 @@ import time
 
 import msgpack
 
-SIGNATURE = b"ZTASK2"
+SIGNATURE = b"ZTASK3"
 HMAC_BYTES = 32
 
 # Message types (docs/protocol.md, "Message types"): the ones a client sends
@@ -232,9 +232,27 @@ class Signer:
 # ---- messages ---------------------------------------------------------------
 
 
+HEADER_LAYOUT = 1
+_HEADER = struct.Struct("<BB16sqB")  # layout, type, id, date, session length
+MAX_SESSION_BYTES = 255
+
+
+def encode_header(head):
+    """A header in its fixed layout (docs/protocol.md, "The header")."""
+    session = head["session"].encode("utf-8")
+    if len(session) > MAX_SESSION_BYTES:
+        raise ValueError("a session of %d bytes, more than %d" % (len(session), MAX_SESSION_BYTES))
+    return _HEADER.pack(HEADER_LAYOUT, head["type"], bytes(head["id"]), head["date"], len(session)) + session
+
+
+def encode_parent(parent):
+    """Frame 3: the parent's header, or nothing."""
+    return b"" if parent is None else encode_header(parent)
+
+
 def encode_inner(head, parent, meta, content, buffers=()):
     """A message's frames from its header on (what a batch's record holds)."""
-    return [pack(head), pack(parent), pack(meta), pack(content), *[bytes(b) for b in buffers]]
+    return [encode_header(head), encode_parent(parent), pack(meta), pack(content), *[bytes(b) for b in buffers]]
 
 
 def encode_message(signer, head, parent, meta, content, buffers=()):
@@ -257,7 +275,7 @@ def records(messages):
 def encode_batch(signer, head, messages, dispatch=None):
     """A task_batch of `messages` (each its frames from the header on)."""
     content = {} if dispatch is None else {"dispatch": dispatch}
-    inner = [pack(head), pack(None), pack({}), pack(content), records(messages)]
+    inner = [encode_header(head), encode_parent(None), pack({}), pack(content), records(messages)]
     return [SIGNATURE, signer.mac(inner)] + inner
 
 
@@ -289,15 +307,26 @@ def check_frames(signer, frames):
     if sum(len(f) for f in frames) > MAX_MESSAGE_BYTES:
         raise ProtocolError("more than %d bytes" % MAX_MESSAGE_BYTES)
     if bytes(frames[FRAME_SIGNATURE]) != SIGNATURE:
-        raise ProtocolError("frame 0 is not ZTASK2 (another protocol or version)")
+        raise ProtocolError("frame 0 is not %s (another protocol or version)" % SIGNATURE.decode())
     if not signer.verify(frames):
         raise ProtocolError("bad signature")
 
 
 def decode_header(data):
+    data = bytes(data)
+    if data[:1] == bytes([HEADER_LAYOUT]):
+        if len(data) < _HEADER.size or len(data) != _HEADER.size + data[_HEADER.size - 1]:
+            raise ProtocolError("a header of %d bytes, not its layout's %d and its session" % (len(data), _HEADER.size))
+        _, msg_type, msg_id, date, _ = _HEADER.unpack_from(data)
+        try:
+            session = data[_HEADER.size:].decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError("a header whose session is not UTF-8") from None
+        return {"id": msg_id, "type": msg_type, "session": session, "date": date}
+    # As msgpack wrote it before the fixed layout (a request kept from then).
     h = unpack(data)
     if not isinstance(h, dict):
-        raise ProtocolError("a header that is not a map")
+        raise ProtocolError("a header that is neither its layout nor a map")
     msg_id, msg_type = h.get("id"), h.get("type")
     if not isinstance(msg_id, bytes) or len(msg_id) != 16:
         raise ProtocolError("a header without a 16-byte id")
@@ -313,11 +342,7 @@ def decode_inner(frames):
     if len(frames) < MIN_RECORD_FRAMES:
         raise ProtocolError("a message of %d frames" % len(frames))
     head = decode_header(frames[0])
-    parent = unpack(frames[1])
-    if parent is not None:
-        if not isinstance(parent, dict):
-            raise ProtocolError("a parent header that is neither a map nor nil")
-        parent = decode_header(frames[1])
+    parent = None if bytes(frames[1]) in (b"", b"\xc0") else decode_header(frames[1])
     meta, content = unpack(frames[2]), unpack(frames[3])
     if not isinstance(meta, dict) or not isinstance(content, dict):
         raise ProtocolError("metadata or content that is not a map")

@@ -435,7 +435,7 @@ TEST_F(SchedulerProcess, GarbageIsDroppedLoggedAndServingGoesOn) {
   Start();
   AddEngine(0);
   client_->SendRaw({"not", "a", "message"});
-  client_->SendRaw({"ZTASK2", "bad-hmac", "h", "p", "m", "c"});
+  client_->SendRaw({"ZTASK3", "bad-hmac", "h", "p", "m", "c"});
   auto unsigned_frames = protocol::EncodeMessage(
       protocol::Signer("wrong key"),
       protocol::Header{TaskId::Random(), MsgType::kTaskRequest, "x", 0}, std::nullopt,

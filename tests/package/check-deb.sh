@@ -57,7 +57,7 @@ for f in "$root/usr/bin/taskengine" "$root/usr/lib/libztask_client.so.$version" 
     "$root/usr/lib/libztask_client.a"; do
   ! readelf -S "$f" | grep '\.debug_info' >/dev/null || fail "$f keeps its debug sections"
 done
-[ "$("$root/usr/bin/taskctl" --version)" = "taskctl $version (protocol ZTASK2)" ] ||
+[ "$("$root/usr/bin/taskctl" --version)" = "taskctl $version (protocol ZTASK3)" ] ||
   fail "the extracted taskctl does not say its version"
 "$root/usr/bin/taskcluster" start --profile-dir "$profile" -n 2 --daemonize >"$tmp/start.log" 2>&1 ||
   { cat "$tmp/start.log"; fail "taskcluster start from the extracted package failed"; }

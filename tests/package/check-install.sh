@@ -33,7 +33,7 @@ for p in taskhub taskscheduler taskcontroller taskengine taskctl taskcluster tas
   [ -s "$prefix/share/man/man1/$p.1.gz" ] || fail "no man page for $p"
   [ -s "$prefix/share/bash-completion/completions/$p" ] || fail "no completion for $p"
   line=$("$prefix/bin/$p" --version)
-  [[ "$line" == "$p $version (protocol ZTASK2)" ]] || fail "$p --version says '$line'"
+  [[ "$line" == "$p $version (protocol ZTASK3)" ]] || fail "$p --version says '$line'"
 done
 libdir=$(dirname "$(find "$prefix" -name libztask_client.so -print -quit)")
 for lib in libztask_client libztask_engine; do

@@ -11,7 +11,7 @@ namespace {
 
 TEST(PackedRequest, GivesBackEveryFrameAsItCame) {
   std::vector<std::string> parts = {"client-7",
-                                    "ZTASK2",
+                                    "ZTASK3",
                                     std::string(32, '\x01'),
                                     "",
                                     std::string(200, 'h'),

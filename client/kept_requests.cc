@@ -69,7 +69,7 @@ std::vector<std::string_view> KeptRequests::Request(const TaskId& id) {
     unpacked_message_ = place->message;
   }
   if (place->index >= unpacked_.size()) return {};
-  const std::vector<std::string_view>& request = unpacked_[place->index];
+  const auto request = unpacked_[place->index];
   return {request.begin() + protocol::kFrameHeader, request.end()};
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/flat_id_map.h"
+#include "protocol/codec.h"
 
 namespace ztask::client {
 
@@ -67,7 +68,7 @@ class KeptRequests {
   uint64_t first_message_ = 0;
   // The requests of the message last read by Request, as views into it.
   uint64_t unpacked_message_ = kNone;
-  std::vector<std::vector<std::string_view>> unpacked_;
+  protocol::BatchMessages unpacked_;
 };
 
 }  // namespace ztask::client

@@ -6,7 +6,7 @@
 
 namespace ztask::engine {
 
-Result<Job> ReadJob(const std::vector<std::string_view>& views,
+Result<Job> ReadJob(std::span<const std::string_view> views,
                     const protocol::DispatchInfo& dispatch) {
   auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
   if (!header.ok()) return header.status();

@@ -10,6 +10,7 @@
 #define ZTASK_ENGINE_JOB_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,7 +41,7 @@ struct Done {
 // cannot be read (beyond the limits on values, say) makes a job that fails
 // with BadTask when its turn comes. Only what cannot be answered (no valid
 // header) is an error here.
-Result<Job> ReadJob(const std::vector<std::string_view>& views,
+Result<Job> ReadJob(std::span<const std::string_view> views,
                     const protocol::DispatchInfo& dispatch);
 
 // What a task holds while it runs (an unreadable one: one slot; it is

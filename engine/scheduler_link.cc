@@ -183,7 +183,7 @@ void SchedulerLink::OnMessage(const protocol::Frames& frames, std::vector<Job>& 
     return;
   }
   protocol::TaskBatch batch;
-  using Tasks = Result<std::vector<std::vector<std::string_view>>>;
+  using Tasks = Result<protocol::BatchMessages>;
   Tasks tasks = !header.ok() ? Tasks(header.status())
                 : header->type == MsgType::kTaskBatch
                     ? protocol::UnpackBatch(views, &batch)

@@ -43,7 +43,7 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
   // overlap the work on the messages before it.
   std::vector<Result<std::optional<protocol::Header>>> parents;
   parents.reserve(messages->size());
-  for (const auto& message : *messages) {
+  for (const auto message : *messages) {
     parents.push_back(protocol::DecodeParent(message[protocol::kFrameParent]));
   }
   const auto id_at = [&](size_t i) -> const TaskId* {
@@ -61,7 +61,7 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
   for (size_t i = 0; i < messages->size(); ++i) {
     if (const TaskId* ahead = id_at(i + kPrefetchAhead)) store_->Prefetch(*ahead);
     if (const TaskId* ahead = id_at(i + kPrefetchAhead / 2)) store_->PrefetchRecord(*ahead);
-    const auto& message = (*messages)[i];
+    const auto message = (*messages)[i];
     auto inner = protocol::DecodeHeader(message[protocol::kFrameHeader]);
     if (!inner.ok()) {
       Drop(peer, inner.status());
@@ -138,7 +138,7 @@ void HubServer::Impl::Noted(const TaskId& id, bool final) {
 // One task_submitted, task_assigned or task_outcome, alone or from a batch:
 // decoded here, decided by the core.
 void HubServer::Impl::OnMonitorMessage(std::string_view peer, const protocol::Header& header,
-                                       const std::vector<std::string_view>& views,
+                                       std::span<const std::string_view> views,
                                        const Result<std::optional<protocol::Header>>& parent,
                                        int64_t hold_since_us) {
   if (!parent.ok() || !*parent) return Drop(peer, "monitor message without parent");
@@ -146,7 +146,7 @@ void HubServer::Impl::OnMonitorMessage(std::string_view peer, const protocol::He
   actions_.Clear();
   switch (header.type) {
     case MsgType::kTaskSubmitted: {
-      KeptRequest request(std::span<const std::string_view>(views).subspan(protocol::kFrameParent));
+      KeptRequest request(views.subspan(protocol::kFrameParent));
       core_.Submitted(**parent,
                       protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]),
                       protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]),

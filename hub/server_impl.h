@@ -176,7 +176,7 @@ class HubServer::Impl {
   // `parent`: the message's parent frame, decoded (DecodeParent).
   // `hold_since_us` > 0: a new task's record may be held back (store.h).
   void OnMonitorMessage(std::string_view peer, const protocol::Header& header,
-                        const std::vector<std::string_view>& views,
+                        std::span<const std::string_view> views,
                         const Result<std::optional<protocol::Header>>& parent,
                         int64_t hold_since_us = 0);
 

@@ -44,8 +44,7 @@ void AppendRecord(std::string& records, std::span<const std::string_view> frames
   }
 }
 
-Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
-    std::span<const std::string_view> frames, TaskBatch* content) {
+Result<BatchMessages> UnpackBatch(std::span<const std::string_view> frames, TaskBatch* content) {
   if (frames.size() != kBatchFrames) {
     return Status::Malformed("a batch has " + std::to_string(kBatchFrames) + " frames, not " +
                              std::to_string(frames.size()));
@@ -53,10 +52,13 @@ Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
   auto batch = DecodeBody<TaskBatch>(frames[kFrameContent]);
   if (!batch.ok()) return Status::Malformed("batch: " + batch.status().message());
   const std::string_view records = frames[kFrameRecords];
-  std::vector<std::vector<std::string_view>> out;
+  BatchMessages out;
+  // Where each message starts in out.frames_ (its peer slot) and how many
+  // frames it has; the spans are made once the vector holds them all.
+  std::vector<std::pair<size_t, size_t>> placed;
   size_t at = 0;
   while (at < records.size()) {
-    if (out.size() == kMaxBatchMessages) {
+    if (placed.size() == kMaxBatchMessages) {
       return Status::TooLarge("a batch of more than " + std::to_string(kMaxBatchMessages) +
                               " messages");
     }
@@ -65,19 +67,23 @@ Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
       return Status::Malformed("batch: a record's frame count is not 4 to " +
                                std::to_string(kMaxMessageFrames - 2));
     }
-    std::vector<std::string_view>& message = out.emplace_back(2);  // no signature, no HMAC
-    message.reserve(2 + count);
+    placed.emplace_back(out.frames_.size(), 2 + count);
+    out.frames_.resize(out.frames_.size() + 3);  // the peer slot; no signature, no HMAC
     for (uint32_t i = 0; i < count; ++i) {
       uint32_t length = 0;
       if (!TakeWord(records, at, length) || length > records.size() - at) {
         return Status::Malformed("batch: a record runs past the end of the frame");
       }
-      message.push_back(records.substr(at, length));
+      out.frames_.push_back(records.substr(at, length));
       at += length;
     }
   }
-  if (batch->dispatch && batch->dispatch->size() != out.size()) {
+  if (batch->dispatch && batch->dispatch->size() != placed.size()) {
     return Status::Malformed("batch: a dispatch for each task, no more, no less");
+  }
+  out.messages_.reserve(placed.size());
+  for (const auto& [start, size] : placed) {
+    out.messages_.emplace_back(out.frames_.data() + start + 1, size);
   }
   if (content) *content = std::move(*batch);
   return out;

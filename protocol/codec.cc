@@ -956,15 +956,15 @@ Status CheckFrames(const Signer& signer, const Limits& limits,
 
 namespace {
 
-constexpr size_t kHeaderFixedBytes = 27;  // layout, type, id, date, session length
-
 void StoreLittle64(char* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (8 * i));
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  std::memcpy(out, &v, sizeof v);
 }
 
 uint64_t LoadLittle64(const char* in) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(in[i]);
+  uint64_t v;
+  std::memcpy(&v, in, sizeof v);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
   return v;
 }
 
@@ -984,18 +984,17 @@ bool IsMsgpackHeader(std::string_view frame) {
 
 }  // namespace
 
-std::string EncodeHeader(const Header& header) {
-  const size_t session = std::min(header.session.size(), kMaxSessionBytes);
-  std::string out(kHeaderFixedBytes + session, '\0');
-  char* p = out.data();
-  p[0] = static_cast<char>(kHeaderLayout);
-  p[1] = static_cast<char>(static_cast<uint8_t>(header.type));
-  header.id.ToBytes(p + 2);
-  StoreLittle64(p + 18, static_cast<uint64_t>(header.date_us));
-  p[26] = static_cast<char>(session);
-  std::memcpy(p + kHeaderFixedBytes, header.session.data(), session);
-  return out;
+HeaderBytes::HeaderBytes(const TaskId& id, MsgType type, std::string_view session, int64_t date_us)
+    : size_(kHeaderFixedBytes + std::min(session.size(), kMaxSessionBytes)) {
+  bytes_[0] = static_cast<char>(kHeaderLayout);
+  bytes_[1] = static_cast<char>(static_cast<uint8_t>(type));
+  id.ToBytes(bytes_ + 2);
+  StoreLittle64(bytes_ + 18, static_cast<uint64_t>(date_us));
+  bytes_[26] = static_cast<char>(size_ - kHeaderFixedBytes);
+  std::memcpy(bytes_ + kHeaderFixedBytes, session.data(), size_ - kHeaderFixedBytes);
 }
+
+std::string EncodeHeader(const Header& header) { return std::string(HeaderBytes(header).view()); }
 
 std::string EncodeParent(const std::optional<Header>& parent) {
   if (!parent) return {};
@@ -1141,7 +1140,7 @@ Result<Header> DecodeHeader(std::string_view frame) {
   header.id = TaskId::FromBytes(frame.substr(2, 16));
   header.date_us = static_cast<int64_t>(LoadLittle64(frame.data() + 18));
   header.session.assign(frame.substr(kHeaderFixedBytes));
-  return header;
+  return Result<Header>(std::move(header));
 }
 
 Result<std::optional<Header>> DecodeParent(std::string_view frame) {

@@ -69,7 +69,20 @@ Status CheckValue(std::string_view packed);
 // layout byte, the type's code, the id, the date (64 bits, little-endian)
 // and the session, its length in one byte before it.
 inline constexpr uint8_t kHeaderLayout = 1;
+inline constexpr size_t kHeaderFixedBytes = 27;  // all but the session
 inline constexpr size_t kMaxSessionBytes = 255;
+// A header's bytes, made without allocating: for the headers a process
+// makes for every task. A session longer than kMaxSessionBytes is cut.
+class HeaderBytes {
+ public:
+  HeaderBytes(const TaskId& id, MsgType type, std::string_view session, int64_t date_us);
+  explicit HeaderBytes(const Header& h) : HeaderBytes(h.id, h.type, h.session, h.date_us) {}
+  std::string_view view() const { return {bytes_, size_}; }
+
+ private:
+  char bytes_[kHeaderFixedBytes + kMaxSessionBytes];
+  size_t size_;
+};
 std::string EncodeHeader(const Header& header);
 // Empty when there is no parent.
 std::string EncodeParent(const std::optional<Header>& parent);
@@ -212,8 +225,35 @@ Result<DecodedOf<kType>> DecodeMessage(const Signer& signer, const Limits& limit
 // (frames 0 and 1 empty), each of 4 to kMaxMessageFrames - 2 frames, as
 // views into the records frame. With `content`, the batch's content (a
 // task_batch's dispatch) is kept there.
-Result<std::vector<std::vector<std::string_view>>> UnpackBatch(
-    std::span<const std::string_view> frames, TaskBatch* content = nullptr);
+class BatchMessages {
+ public:
+  using Message = std::span<std::string_view>;
+  BatchMessages() = default;
+  BatchMessages(BatchMessages&&) = default;  // the views stay where they are
+  BatchMessages& operator=(BatchMessages&&) = default;
+
+  size_t size() const { return messages_.size(); }
+  bool empty() const { return messages_.empty(); }
+  Message operator[](size_t i) const { return messages_[i]; }
+  auto begin() const { return messages_.begin(); }
+  auto end() const { return messages_.end(); }
+  // Message i with `peer` before it, as a ROUTER socket receives one: a
+  // slot before each message is kept for it.
+  Message WithPeer(size_t i, std::string_view peer) {
+    std::string_view* first = messages_[i].data() - 1;
+    *first = peer;
+    return {first, messages_[i].size() + 1};
+  }
+
+ private:
+  friend Result<BatchMessages> UnpackBatch(std::span<const std::string_view>, TaskBatch*);
+  // All the batch's messages, each after its slot for a peer: one
+  // allocation for the batch, none for a message.
+  std::vector<std::string_view> frames_;
+  std::vector<Message> messages_;
+};
+Result<BatchMessages> UnpackBatch(std::span<const std::string_view> frames,
+                                  TaskBatch* content = nullptr);
 
 // The records of a batch laid out as earlier versions made it (each
 // message's frames as frames of the batch after its six, their counts in

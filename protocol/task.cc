@@ -6,6 +6,7 @@
 
 #include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -29,17 +30,17 @@ constexpr std::array<std::string_view, 11> kErrorNames = {"",
                                                          "BadTask",
                                                          "Unsatisfiable"};
 
+// One load and a byte swap where the machine is little-endian.
 uint64_t LoadBigEndian(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap64(v);
   return v;
 }
 
 void StoreBigEndian(uint64_t v, char* p) {
-  for (int i = 7; i >= 0; --i) {
-    p[i] = static_cast<char>(v & 0xff);
-    v >>= 8;
-  }
+  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap64(v);
+  std::memcpy(p, &v, sizeof v);
 }
 
 int HexValue(char c) {

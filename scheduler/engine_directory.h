@@ -11,9 +11,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "base/string_hash.h"
 #include "scheduler/core.h"
 
 namespace ztask::scheduler {
@@ -30,11 +32,12 @@ struct EngineEntry {
 
 class EngineDirectory {
  public:
-  using Entries = std::unordered_map<std::string, EngineEntry>;
+  using Entries =
+      std::unordered_map<std::string, EngineEntry, protocol::StringHash, std::equal_to<>>;
 
   // The entry of `uuid`, made empty when there is none.
   EngineEntry& operator[](const std::string& uuid) { return entries_[uuid]; }
-  Entries::iterator find(const std::string& uuid) { return entries_.find(uuid); }
+  Entries::iterator find(std::string_view uuid) { return entries_.find(uuid); }
   Entries::iterator end() { return entries_.end(); }
   void erase(Entries::iterator it) { entries_.erase(it); }
 

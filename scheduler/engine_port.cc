@@ -103,7 +103,7 @@ std::string EnginePort::UnmetReason(Msg reply) {
 
 void EnginePort::OnTaskReply(Msg msg) {
   const std::string_view peer = msg[0];
-  auto entry = engines_.find(std::string(peer));
+  auto entry = engines_.find(peer);
   if (entry == engines_.end() || entry->second.slot == kNoSlot) {
     // After a restart, an engine may answer before it is linked again.
     if (recovery_.KeepEarly(msg)) return;

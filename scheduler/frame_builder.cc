@@ -6,6 +6,11 @@ namespace ztask::scheduler {
 FrameBuilder::FrameBuilder(const protocol::Signer& signer)
     : signer_(signer), session_(TaskId::Random()), session_hex_(session_.ToHex()) {}
 
+protocol::HeaderBytes FrameBuilder::NewHeaderBytes(protocol::MsgType type) {
+  return protocol::HeaderBytes(TaskId{session_.hi, ++counter_}, type, session_hex_,
+                               base::WallMicros());
+}
+
 protocol::Header FrameBuilder::NewHeader(protocol::MsgType type) {
   // Message ids need only be unique: the session and a counter, no syscall.
   return {TaskId{session_.hi, ++counter_}, type, session_hex_, base::WallMicros()};
@@ -14,8 +19,8 @@ protocol::Header FrameBuilder::NewHeader(protocol::MsgType type) {
 void FrameBuilder::AddToBatch(protocol::MsgType type, std::string_view parent,
                               std::string_view meta, std::string_view content,
                               std::span<const std::string_view> buffers) {
-  const std::string header = protocol::EncodeHeader(NewHeader(type));
-  const std::string_view frames[] = {header, parent, meta, content};
+  const protocol::HeaderBytes header = NewHeaderBytes(type);
+  const std::string_view frames[] = {header.view(), parent, meta, content};
   protocol::AppendRecord(records_, frames, buffers);
   ++batched_;
 }
@@ -25,7 +30,7 @@ protocol::Frames FrameBuilder::TakeBatch(int64_t seq) {
   out.reserve(protocol::kBatchFrames);
   out.push_back(protocol::Frame(protocol::kProtocolSignature));
   out.emplace_back();
-  out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(protocol::MsgType::kMonitorBatch))));
+  out.push_back(protocol::Frame(NewHeaderBytes(protocol::MsgType::kMonitorBatch).view()));
   out.push_back(protocol::Frame(protocol::EncodeParent(std::nullopt)));
   out.push_back(protocol::Frame(protocol::EncodeBody(protocol::BatchMeta{seq})));
   out.push_back(protocol::Frame(protocol::EncodeBody(protocol::MonitorBatch{})));
@@ -41,7 +46,7 @@ void FrameBuilder::Reseal(protocol::Frames& message) {
   // Kept by a journal of an earlier version, it may carry that version's
   // signature: it goes as this version's.
   message[protocol::kFrameSignature] = protocol::Frame(protocol::kProtocolSignature);
-  message[protocol::kFrameHeader] = protocol::Frame(protocol::EncodeHeader(NewHeader(type)));
+  message[protocol::kFrameHeader] = protocol::Frame(NewHeaderBytes(type).view());
   protocol::SignFrames(signer_, message);
 }
 
@@ -51,7 +56,7 @@ void FrameBuilder::Append(protocol::Frames& out, protocol::MsgType type, zmq::me
   const size_t first = out.size();
   out.push_back(protocol::Frame(protocol::kProtocolSignature));
   out.emplace_back();
-  out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(type))));
+  out.push_back(protocol::Frame(NewHeaderBytes(type).view()));
   out.push_back(std::move(parent));
   out.push_back(std::move(meta));
   out.push_back(std::move(content));
@@ -70,7 +75,7 @@ protocol::Frames FrameBuilder::SealTaskBatch(
   out.push_back(protocol::Frame(session));
   out.push_back(protocol::Frame(protocol::kProtocolSignature));
   out.emplace_back();
-  out.push_back(protocol::Frame(protocol::EncodeHeader(NewHeader(protocol::MsgType::kTaskBatch))));
+  out.push_back(protocol::Frame(NewHeaderBytes(protocol::MsgType::kTaskBatch).view()));
   out.push_back(protocol::Frame(kNoParent));
   out.push_back(protocol::Frame(kEmpty));
   out.push_back(protocol::Frame(protocol::EncodeBody(protocol::TaskBatch{std::move(dispatch)})));

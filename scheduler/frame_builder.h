@@ -52,6 +52,9 @@ class FrameBuilder {
   void Reseal(protocol::Frames& message);
 
  private:
+  // NewHeader's bytes, made without allocating.
+  protocol::HeaderBytes NewHeaderBytes(protocol::MsgType type);
+
   const protocol::Signer& signer_;
   TaskId session_;
   std::string session_hex_;

@@ -114,7 +114,7 @@ size_t Inbound::ForEachInBatch(const protocol::Header& batch,
   }
   std::vector<Result<protocol::Header>> headers;
   headers.reserve(unpacked->size());
-  for (const std::vector<std::string_view>& message : *unpacked) {
+  for (const auto message : *unpacked) {
     headers.push_back(protocol::DecodeHeader(message[protocol::kFrameHeader]));
   }
   size_t handled = 0;
@@ -122,7 +122,6 @@ size_t Inbound::ForEachInBatch(const protocol::Header& batch,
     if (i + kPrefetchAhead < headers.size() && headers[i + kPrefetchAhead].ok()) {
       ahead(*headers[i + kPrefetchAhead]);
     }
-    std::vector<std::string_view>& message = (*unpacked)[i];
     const Result<protocol::Header>& header = headers[i];
     if (!header.ok()) {
       Drop(peer, header.status());
@@ -134,8 +133,7 @@ size_t Inbound::ForEachInBatch(const protocol::Header& batch,
                      protocol::PrintablePeer(batch.session));
       continue;
     }
-    message.insert(message.begin(), peer);
-    handle(*header, Msg(message));
+    handle(*header, Msg(unpacked->WithPeer(i, peer)));
     ++handled;
   }
   return handled;

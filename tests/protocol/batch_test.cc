@@ -83,6 +83,12 @@ TEST(TaskBatch, CarriesEachTaskWithItsDispatchUnderOneSignature) {
   auto header = DecodeHeader((*tasks)[0][kFrameHeader]);
   ASSERT_TRUE(header.ok());
   EXPECT_EQ(header->id, (TaskId{0x0123456789abcdefULL, 1}));
+  // As a ROUTER socket receives it: the peer, then the message's frames.
+  const auto received = tasks->WithPeer(1, "engine-7");
+  ASSERT_EQ(received.size(), (*tasks)[1].size() + 1);
+  EXPECT_EQ(received[0], "engine-7");
+  EXPECT_EQ(received[1 + kFrameContent], (*tasks)[1][kFrameContent]);
+  EXPECT_EQ(DecodeHeader((*tasks)[0][kFrameHeader])->id, header->id) << "its neighbour unchanged";
 }
 
 TEST(TaskBatch, OneChangedByteInAnyTaskFailsTheWholeBatch) {

@@ -134,7 +134,7 @@ size_t StandInHub::PumpMonitor(milliseconds wait) {
   return count;
 }
 
-bool StandInHub::AddMonitorMessage(const std::vector<std::string_view>& views) {
+bool StandInHub::AddMonitorMessage(std::span<const std::string_view> views) {
   auto header = protocol::DecodeHeader(views[protocol::kFrameHeader]);
   auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
   if (!header.ok() || !parent.ok() || !*parent) return false;

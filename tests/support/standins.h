@@ -62,7 +62,7 @@ class StandInHub {
 
  private:
   // One message of a monitor batch; false when it does not decode.
-  bool AddMonitorMessage(const std::vector<std::string_view>& views);
+  bool AddMonitorMessage(std::span<const std::string_view> views);
 
   std::filesystem::path path_;
   protocol::Signer signer_;

@@ -170,10 +170,10 @@ void Client::Impl::NoteReplies(const protocol::Header& header,
 
 std::optional<std::pair<TaskId, ErrorType>> Client::Impl::ReadReply(
     std::span<const std::string_view> views) {
-  auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
+  auto parent = protocol::DecodeParentId(views[protocol::kFrameParent]);
   auto meta = protocol::DecodeBody<protocol::ReplyMeta>(views[protocol::kFrameMeta]);
   if (!parent.ok() || !*parent || !meta.ok()) return std::nullopt;
-  return std::pair{(*parent)->id, meta->ok ? ErrorType::kNone : meta->error_type};
+  return std::pair{**parent, meta->ok ? ErrorType::kNone : meta->error_type};
 }
 
 // A reply may come twice (from the scheduler and from the hub after a

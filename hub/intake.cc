@@ -31,8 +31,8 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
     return core_.SchedulerStats(*stats);
   }
   if (header->type != MsgType::kMonitorBatch) {
-    return OnMonitorMessage(peer, *header, views,
-                            protocol::DecodeParent(views[protocol::kFrameParent]));
+    auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
+    return OnMonitorMessage(peer, *header, views, parent.ok() && *parent ? &**parent : nullptr);
   }
   auto meta = protocol::DecodeBody<protocol::BatchMeta>(views[protocol::kFrameMeta]);
   if (!meta.ok()) return Drop(peer, "monitor_batch metadata: " + meta.status().message());
@@ -41,13 +41,21 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
   // The records a batch changes are past the cache: each is looked up a
   // few messages ahead (its slot, then its record), so that the misses
   // overlap the work on the messages before it.
-  std::vector<Result<std::optional<protocol::Header>>> parents;
-  parents.reserve(messages->size());
-  for (const auto message : *messages) {
-    parents.push_back(protocol::DecodeParent(message[protocol::kFrameParent]));
+  // Read into headers kept from batch to batch, whose sessions keep their
+  // storage: reading one allocates nothing.
+  const size_t count = messages->size();
+  if (parents_.size() < count) parents_.resize(count);
+  parent_read_.assign(count, false);
+  for (size_t i = 0; i < count; ++i) {
+    const std::string_view frame = (*messages)[i][protocol::kFrameParent];
+    parent_read_[i] = !frame.empty() && protocol::DecodeHeaderInto(frame, &parents_[i]).ok();
   }
+  const auto parent_at = [&](size_t i) -> const protocol::Header* {
+    return i < count && parent_read_[i] ? &parents_[i] : nullptr;
+  };
   const auto id_at = [&](size_t i) -> const TaskId* {
-    return i < parents.size() && parents[i].ok() && *parents[i] ? &(*parents[i])->id : nullptr;
+    const protocol::Header* parent = parent_at(i);
+    return parent ? &parent->id : nullptr;
   };
   // New tasks of an acknowledged batch are held back from the file (a task
   // that ends soon is written once, final): the scheduler keeps the batch
@@ -62,12 +70,12 @@ void HubServer::Impl::OnMonitor(Frames& frames) {
     if (const TaskId* ahead = id_at(i + kPrefetchAhead)) store_->Prefetch(*ahead);
     if (const TaskId* ahead = id_at(i + kPrefetchAhead / 2)) store_->PrefetchRecord(*ahead);
     const auto message = (*messages)[i];
-    auto inner = protocol::DecodeHeader(message[protocol::kFrameHeader]);
-    if (!inner.ok()) {
-      Drop(peer, inner.status());
+    if (Status read = protocol::DecodeHeaderInto(message[protocol::kFrameHeader], &inner_);
+        !read.ok()) {
+      Drop(peer, read);
       continue;
     }
-    OnMonitorMessage(peer, *inner, message, parents[i], hold_since_us);
+    OnMonitorMessage(peer, inner_, message, parent_at(i), hold_since_us);
   }
   if (meta->seq) {
     size_t bytes = 0;
@@ -139,15 +147,14 @@ void HubServer::Impl::Noted(const TaskId& id, bool final) {
 // decoded here, decided by the core.
 void HubServer::Impl::OnMonitorMessage(std::string_view peer, const protocol::Header& header,
                                        std::span<const std::string_view> views,
-                                       const Result<std::optional<protocol::Header>>& parent,
-                                       int64_t hold_since_us) {
-  if (!parent.ok() || !*parent) return Drop(peer, "monitor message without parent");
-  const TaskId id = (*parent)->id;
+                                       const protocol::Header* parent, int64_t hold_since_us) {
+  if (!parent) return Drop(peer, "monitor message without parent");
+  const TaskId id = parent->id;
   actions_.Clear();
   switch (header.type) {
     case MsgType::kTaskSubmitted: {
       KeptRequest request(views.subspan(protocol::kFrameParent));
-      core_.Submitted(**parent,
+      core_.Submitted(*parent,
                       protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]),
                       protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]),
                       std::move(request), hold_since_us, &actions_);

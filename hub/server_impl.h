@@ -173,11 +173,11 @@ class HubServer::Impl {
   void Noted(const TaskId& id, bool final);
 
   // One task_submitted, task_assigned or task_outcome, alone or from a batch.
-  // `parent`: the message's parent frame, decoded (DecodeParent).
+  // `parent`: the message's parent header; null when it has none, or one
+  // that does not read.
   // `hold_since_us` > 0: a new task's record may be held back (store.h).
   void OnMonitorMessage(std::string_view peer, const protocol::Header& header,
-                        std::span<const std::string_view> views,
-                        const Result<std::optional<protocol::Header>>& parent,
+                        std::span<const std::string_view> views, const protocol::Header* parent,
                         int64_t hold_since_us = 0);
 
   // ---- client queries -----------------------------------------------------
@@ -237,6 +237,12 @@ class HubServer::Impl {
   zmq::context_t context_{protocol::OwnBuffersContext(options_.in_process_monitor.empty() ? 0 : 1)};
   zmq::socket_t registration_, query_, monitor_, notifier_, events_;
   std::unique_ptr<protocol::ServerSecurity> security_;  // after the sockets: stops first
+  // OnMonitor's, kept from batch to batch so that reading a header
+  // allocates nothing: each message's parent (and whether it read), and
+  // the header of the one at hand.
+  std::vector<protocol::Header> parents_;
+  std::vector<bool> parent_read_;
+  protocol::Header inner_;
   TaskId session_;
   uint64_t counter_ = 0;
   base::Wakeup wake_;  // RequestStop, from the signal thread

@@ -1118,13 +1118,10 @@ Result<T> DecodeStored(std::string_view bytes) {
   return out;
 }
 
-Result<Header> DecodeHeader(std::string_view frame) {
-  if (frame.empty()) return Status::Malformed("header: empty");
-  if (static_cast<uint8_t>(frame[0]) != kHeaderLayout) {
-    if (IsMsgpackHeader(frame)) return DecodeMsgpackHeader(frame);
-    return Status::Malformed("header: layout " + std::to_string(static_cast<uint8_t>(frame[0])) +
-                             ", not " + std::to_string(kHeaderLayout));
-  }
+namespace {
+
+// Checks a header in its fixed layout and reads all of it but its session.
+Status ReadFixedHeader(std::string_view frame, Header* out) {
   if (frame.size() < kHeaderFixedBytes ||
       frame.size() != kHeaderFixedBytes + static_cast<uint8_t>(frame[26])) {
     return Status::Malformed("header: " + std::to_string(frame.size()) +
@@ -1135,20 +1132,61 @@ Result<Header> DecodeHeader(std::string_view frame) {
     return Status::Malformed("header: unknown message type " +
                              std::to_string(static_cast<uint8_t>(frame[1])));
   }
+  out->type = *type;
+  out->id = TaskId::FromBytes(frame.substr(2, 16));
+  out->date_us = static_cast<int64_t>(LoadLittle64(frame.data() + 18));
+  return Status::Ok();
+}
+
+Status NotAHeader(std::string_view frame) {
+  if (frame.empty()) return Status::Malformed("header: empty");
+  return Status::Malformed("header: layout " + std::to_string(static_cast<uint8_t>(frame[0])) +
+                           ", not " + std::to_string(kHeaderLayout));
+}
+
+bool IsNoParent(std::string_view frame) {
+  return frame.empty() || frame == std::string_view("\xc0", 1);
+}
+
+}  // namespace
+
+Status DecodeHeaderInto(std::string_view frame, Header* out) {
+  if (frame.empty() || static_cast<uint8_t>(frame[0]) != kHeaderLayout) {
+    if (frame.empty() || !IsMsgpackHeader(frame)) return NotAHeader(frame);
+    auto header = DecodeMsgpackHeader(frame);
+    if (!header.ok()) return header.status();
+    *out = std::move(*header);
+    return Status::Ok();
+  }
+  ZTASK_RETURN_IF_ERROR(ReadFixedHeader(frame, out));
+  out->session.assign(frame.substr(kHeaderFixedBytes));
+  return Status::Ok();
+}
+
+Result<Header> DecodeHeader(std::string_view frame) {
   Header header;
-  header.type = *type;
-  header.id = TaskId::FromBytes(frame.substr(2, 16));
-  header.date_us = static_cast<int64_t>(LoadLittle64(frame.data() + 18));
-  header.session.assign(frame.substr(kHeaderFixedBytes));
+  ZTASK_RETURN_IF_ERROR(DecodeHeaderInto(frame, &header));
   return Result<Header>(std::move(header));
 }
 
 Result<std::optional<Header>> DecodeParent(std::string_view frame) {
   // Empty: none (nil, as msgpack wrote it before the fixed layout).
-  if (frame.empty() || frame == std::string_view("\xc0", 1)) return std::optional<Header>();
+  if (IsNoParent(frame)) return std::optional<Header>();
   auto parent = DecodeHeader(frame);
   if (!parent.ok()) return Status::Malformed("parent " + parent.status().message());
   return std::optional<Header>(std::move(*parent));
+}
+
+Result<std::optional<TaskId>> DecodeParentId(std::string_view frame) {
+  if (IsNoParent(frame) || static_cast<uint8_t>(frame[0]) != kHeaderLayout) {
+    auto parent = DecodeParent(frame);
+    if (!parent.ok()) return parent.status();
+    return *parent ? std::optional<TaskId>((*parent)->id) : std::nullopt;
+  }
+  Header parent;
+  Status read = ReadFixedHeader(frame, &parent);
+  if (!read.ok()) return Status::Malformed("parent " + read.message());
+  return std::optional<TaskId>(parent.id);
 }
 
 Status CheckFrameCount(MsgType type, size_t frames) {

@@ -147,10 +147,15 @@ Status CheckFrames(const Signer& signer, const Limits& limits,
                    std::span<const std::string_view> frames);
 
 Result<Header> DecodeHeader(std::string_view frame);
+// The same into `out`, whose session keeps its storage: no allocation
+// when it held one as long.
+Status DecodeHeaderInto(std::string_view frame, Header* out);
 // A batch has exactly kBatchFrames frames; no message more than
 // kMaxMessageFrames.
 Status CheckFrameCount(MsgType type, size_t frames);
 Result<std::optional<Header>> DecodeParent(std::string_view frame);
+// The parent's id alone, checked as DecodeParent checks it.
+Result<std::optional<TaskId>> DecodeParentId(std::string_view frame);
 template <class T>
 Result<T> DecodeBody(std::string_view frame);
 // The general reader alone (msgpack's object tree), which DecodeBody falls

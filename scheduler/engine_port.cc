@@ -111,12 +111,12 @@ void EnginePort::OnTaskReply(Msg msg) {
     return inbound_.Drop(peer, "task_reply from an engine that is not registered");
   }
   const Msg views = msg.subspan(1);
-  auto parent = protocol::DecodeParent(views[protocol::kFrameParent]);
+  auto parent = protocol::DecodeParentId(views[protocol::kFrameParent]);
   if (!parent.ok() || !*parent) return inbound_.Drop(peer, "task_reply without a parent header");
   auto meta = protocol::DecodeBody<protocol::ReplyMeta>(views[protocol::kFrameMeta]);
   if (!meta.ok()) return inbound_.Drop(peer, "task_reply metadata: " + meta.status().message());
   const EngineSlot slot = entry->second.slot;
-  const TaskId& id = (*parent)->id;
+  const TaskId& id = **parent;
   if (recovery_.Recovering(slot)) core_.Adopt(slot, id, meta->attempt);
   // An engine sends its latest replies again when it reconnects: one of
   // an earlier attempt is late, like a reply from a lost engine.

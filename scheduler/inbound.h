@@ -98,6 +98,9 @@ class Inbound {
  private:
   const protocol::Signer& signer_;
   const protocol::Limits limits_;
+  // ForEachInBatch's: each message's header, and whether it read.
+  std::vector<protocol::Header> headers_;
+  std::vector<Status> read_;
   protocol::DropLog drops_{"taskscheduler"};
 };
 
@@ -112,21 +115,24 @@ size_t Inbound::ForEachInBatch(const protocol::Header& batch,
     Drop(peer, unpacked.status());
     return 0;
   }
-  std::vector<Result<protocol::Header>> headers;
-  headers.reserve(unpacked->size());
-  for (const auto message : *unpacked) {
-    headers.push_back(protocol::DecodeHeader(message[protocol::kFrameHeader]));
+  // Read into headers kept from batch to batch: their sessions keep their
+  // storage, so that reading one allocates nothing.
+  const size_t count = unpacked->size();
+  if (headers_.size() < count) headers_.resize(count);
+  read_.clear();
+  for (size_t i = 0; i < count; ++i) {
+    read_.push_back(
+        protocol::DecodeHeaderInto((*unpacked)[i][protocol::kFrameHeader], &headers_[i]));
   }
   size_t handled = 0;
-  for (size_t i = 0; i < unpacked->size(); ++i) {
-    if (i + kPrefetchAhead < headers.size() && headers[i + kPrefetchAhead].ok()) {
-      ahead(*headers[i + kPrefetchAhead]);
-    }
-    const Result<protocol::Header>& header = headers[i];
-    if (!header.ok()) {
-      Drop(peer, header.status());
+  for (size_t i = 0; i < count; ++i) {
+    if (i + kPrefetchAhead < count && read_[i + kPrefetchAhead].ok())
+      ahead(headers_[i + kPrefetchAhead]);
+    if (!read_[i].ok()) {
+      Drop(peer, read_[i]);
       continue;
     }
+    const protocol::Header* header = &headers_[i];
     if (header->type != type || header->session != batch.session) {
       Drop(peer, "a " + std::string(protocol::MsgTypeName(header->type)) + " of session " +
                      protocol::PrintablePeer(header->session) + " in a task_batch of " +

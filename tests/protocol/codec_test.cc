@@ -175,6 +175,7 @@ TEST(Codec, AHeaderAsMsgpackWroteItIsReadAsTheGeneralReaderReadsIt) {
 // change.
 TEST(Codec, AHeaderInItsLayoutReadsBackAndBrokenIsRefused) {
   std::mt19937_64 random(11);
+  Header reused;
   for (int i = 0; i < 20000; ++i) {
     Header header;
     do {
@@ -186,6 +187,9 @@ TEST(Codec, AHeaderInItsLayoutReadsBackAndBrokenIsRefused) {
     const std::string frame = EncodeHeader(header);
     ASSERT_EQ(frame.size(), 27 + header.session.size());
     ASSERT_EQ(*DecodeHeader(frame), header) << "header " << i;
+    ASSERT_TRUE(DecodeHeaderInto(frame, &reused).ok());
+    EXPECT_EQ(reused, header) << "into a header that held another";
+    EXPECT_EQ(**DecodeParentId(frame), header.id);
     std::string broken = frame;
     broken.resize(random() % frame.size());
     EXPECT_FALSE(DecodeHeader(broken).ok()) << "cut to " << broken.size();
@@ -194,6 +198,7 @@ TEST(Codec, AHeaderInItsLayoutReadsBackAndBrokenIsRefused) {
     const size_t at = random() % frame.size();
     broken[at] = static_cast<char>(broken[at] ^ (1 + random() % 255));
     const auto read = DecodeHeader(broken);
+    EXPECT_EQ(DecodeParentId(broken).ok(), read.ok()) << "byte " << at;
     if (at == 0 || at == 26) {
       EXPECT_FALSE(read.ok()) << "layout or session length changed";
     } else if (at == 1) {

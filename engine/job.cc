@@ -14,7 +14,7 @@ Result<Job> ReadJob(std::span<const std::string_view> views,
     return Status::Malformed("a " + std::string(protocol::MsgTypeName(header->type)) +
                              " where a task_request was expected");
   }
-  Job job{*header, {}, {}, dispatch, {}};
+  Job job{std::move(*header), {}, {}, dispatch, {}};
   auto meta = protocol::DecodeBody<protocol::RoutingMeta>(views[protocol::kFrameMeta]);
   auto spec = protocol::DecodeBody<protocol::TaskSpec>(views[protocol::kFrameContent]);
   if (!meta.ok()) {

@@ -14,13 +14,16 @@ using protocol::MsgType;
 }  // namespace
 
 void ActionApplier::ApplyAll(Msg reply) {
+  // Local: applying an action may apply others (then this call's buffers
+  // stay its own).
+  std::vector<Action> batch = std::move(spare_);
   while (true) {
-    core_.TakeActions(&actions_);
-    if (actions_.empty()) return SendTakeBacks();
-    std::vector<Action> batch;
-    batch.swap(actions_);
+    core_.TakeActions(&batch);  // the core keeps batch's room for its next
+    if (batch.empty()) break;
     for (const Action& a : batch) Apply(a, reply);
   }
+  spare_ = std::move(batch);
+  SendTakeBacks();
 }
 
 void ActionApplier::Apply(const Action& a, Msg reply) {

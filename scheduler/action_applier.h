@@ -87,7 +87,9 @@ class ActionApplier {
   FrameBuilder& builder_;
   const protocol::Signer& signer_;
   ActionTargets targets_;
-  std::vector<Action> actions_;
+  // An empty vector with room, handed to the core for its next actions
+  // (TakeActions): two buffers go back and forth, and a turn allocates none.
+  std::vector<Action> spare_;
   // Tasks to ask back, by engine slot, gathered while applying.
   std::vector<std::pair<EngineSlot, TaskId>> take_back_;
   std::vector<std::string_view> frames_;  // a dispatch's, reused

@@ -253,7 +253,8 @@ class SchedulerCore {
   // When Tick() next has work, if ever.
   std::optional<int64_t> NextDeadline() const;
 
-  // Moves the actions produced since the last call into *out (cleared first).
+  // Moves the actions produced since the last call into *out (cleared
+  // first); the core keeps out's storage for the next ones.
   void TakeActions(std::vector<Action>* out);
 
   const CoreCounters& counters() const { return counters_; }

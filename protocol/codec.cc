@@ -971,8 +971,7 @@ uint64_t LoadLittle64(const char* in) {
 // A header as msgpack wrote it before the fixed layout: still read, for
 // requests a database or a journal kept from then.
 Result<Header> DecodeMsgpackHeader(std::string_view frame) {
-  if (Header fast; InPlace(frame).ReadWhole(fast)) return fast;
-  auto header = DecodeBodyGeneral<Header>(frame);
+  auto header = DecodeBody<Header>(frame);
   if (!header.ok()) return Status::Malformed("header: " + header.status().message());
   return header;
 }
@@ -1178,13 +1177,11 @@ Result<std::optional<Header>> DecodeParent(std::string_view frame) {
 }
 
 Result<std::optional<TaskId>> DecodeParentId(std::string_view frame) {
-  if (IsNoParent(frame) || static_cast<uint8_t>(frame[0]) != kHeaderLayout) {
-    auto parent = DecodeParent(frame);
-    if (!parent.ok()) return parent.status();
-    return *parent ? std::optional<TaskId>((*parent)->id) : std::nullopt;
-  }
+  if (IsNoParent(frame)) return std::optional<TaskId>();
+  // In its layout, all but the session (which would allocate) is read.
   Header parent;
-  Status read = ReadFixedHeader(frame, &parent);
+  Status read = static_cast<uint8_t>(frame[0]) == kHeaderLayout ? ReadFixedHeader(frame, &parent)
+                                                                : DecodeHeaderInto(frame, &parent);
   if (!read.ok()) return Status::Malformed("parent " + read.message());
   return std::optional<TaskId>(parent.id);
 }

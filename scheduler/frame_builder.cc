@@ -6,14 +6,15 @@ namespace ztask::scheduler {
 FrameBuilder::FrameBuilder(const protocol::Signer& signer)
     : signer_(signer), session_(TaskId::Random()), session_hex_(session_.ToHex()) {}
 
+// Message ids need only be unique: the session and a counter, no syscall.
+TaskId FrameBuilder::NextId() { return TaskId{session_.hi, ++counter_}; }
+
 protocol::HeaderBytes FrameBuilder::NewHeaderBytes(protocol::MsgType type) {
-  return protocol::HeaderBytes(TaskId{session_.hi, ++counter_}, type, session_hex_,
-                               base::WallMicros());
+  return protocol::HeaderBytes(NextId(), type, session_hex_, base::WallMicros());
 }
 
 protocol::Header FrameBuilder::NewHeader(protocol::MsgType type) {
-  // Message ids need only be unique: the session and a counter, no syscall.
-  return {TaskId{session_.hi, ++counter_}, type, session_hex_, base::WallMicros()};
+  return {NextId(), type, session_hex_, base::WallMicros()};
 }
 
 void FrameBuilder::AddToBatch(protocol::MsgType type, std::string_view parent,

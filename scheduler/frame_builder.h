@@ -52,6 +52,7 @@ class FrameBuilder {
   void Reseal(protocol::Frames& message);
 
  private:
+  TaskId NextId();
   // NewHeader's bytes, made without allocating.
   protocol::HeaderBytes NewHeaderBytes(protocol::MsgType type);
 

@@ -5,7 +5,7 @@
 //                  [--fan-in N] [--dag N] [--relay] [--label TEXT]
 //                  [--send-ahead true|false] [--waiting N] [--curve]
 //                  [--durability process|power] [--shape mixed|spikes|slowdown]
-//                  [--layout separate|controller]
+//                  [--layout separate|controller] [--tcp]
 // --hwm takes a number or auto (the scheduler's default; 64 here unless
 // given).
 //        e2e_bench --attach PROFILE_DIR [--tasks N] --latency N
@@ -22,6 +22,8 @@
 // (taskcontroller); their CPU is told apart by thread: the hub's threads
 // ("hub", "hub-checkpoint") and those of its ZeroMQ context ("1/ZMQbg/...")
 // are the hub's.
+// --tcp: the hub and the scheduler bind TCP ports on loopback, as with
+// `taskcluster start --tcp`, instead of Unix sockets in the profile.
 //
 // Starts a hub, a scheduler and N engines (real taskengine processes, or
 // simulated ones: processes holding many engine connections) in a temporary
@@ -91,6 +93,7 @@ struct Options {
   int tasks = 20000, latency = 2000, chain = 2000, fan_in = 0, dag = 0, waiting = 0;
   bool relay = false;
   bool curve = false;  // the hub's --curve: every connection encrypted
+  bool tcp = false;    // --tcp: TCP ports on loopback, not Unix sockets
   std::string send_ahead = "true";  // the scheduler's --send-ahead
   std::string durability = "process";  // the hub's and the scheduler's --durability
   std::string layout = "separate";     // or "controller": taskcontroller
@@ -175,6 +178,7 @@ class Cluster {
                                     "--profile-dir", profile_, "--log-level", "warn"};
     if (!o.db.empty()) hub.insert(hub.end(), {"--db", o.db});
     if (o.curve) hub.push_back("--curve");
+    if (o.tcp) hub.push_back("--tcp");
     hub.insert(hub.end(), {"--durability", o.durability});
     const std::vector<std::string> routing = {"--hwm",  o.hwm,          "--scheme",
                                               o.scheme, "--send-ahead", o.send_ahead};
@@ -187,6 +191,7 @@ class Cluster {
           bin + "taskscheduler", "--profile-dir", profile_, "--durability",
           o.durability,          "--log-level",   "warn"};
       scheduler.insert(scheduler.end(), routing.begin(), routing.end());
+      if (o.tcp) scheduler.push_back("--tcp");
       scheduler_ = std::make_unique<ChildProcess>(scheduler, dir + "/scheduler.log", kDie);
     }
     ZTASK_RETURN_IF_ERROR(
@@ -644,8 +649,8 @@ int main(int argc, char** argv) {
   int serve = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--relay" || flag == "--curve") {
-      (flag == "--relay" ? o.relay : o.curve) = true;
+    if (flag == "--relay" || flag == "--curve" || flag == "--tcp") {
+      (flag == "--relay" ? o.relay : flag == "--curve" ? o.curve : o.tcp) = true;
       continue;
     }
     if (i + 1 >= argc) {

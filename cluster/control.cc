@@ -77,7 +77,12 @@ Status LocalCluster::OpenControl() {
   control_->security = std::move(*security);
   ZTASK_RETURN_IF_ERROR(control_->security->Secure(control_->socket, "control"));
   ZTASK_RETURN_IF_ERROR(control_->security->Start());
-  auto endpoint = protocol::Bind(control_->socket, "tcp://127.0.0.1:*");
+  // Whoever scales the cluster reads this file in the profile: it is on
+  // this host, and a Unix socket in the profile keeps every other account
+  // of the host from even connecting.
+  auto where = protocol::LocalSocketEndpoint(profile_, "cluster-control.ipc");
+  if (!where.ok()) return where.status();
+  auto endpoint = protocol::Bind(control_->socket, *where);
   if (!endpoint.ok()) return endpoint.status();
   ZTASK_RETURN_IF_ERROR(protocol::WritePrivateFile(ControlFile(profile_), *endpoint + "\n"));
   return Status::Ok();

@@ -202,6 +202,9 @@ Status LocalCluster::Start() {
   if (both) hub.insert(hub.end(), {"--scheme", options_.scheme, "--hwm", options_.hwm});
   if (!options_.db.empty()) hub.insert(hub.end(), {"--db", options_.db});
   if (options_.insecure) hub.push_back("--insecure");
+  // Peers dial --location: ports, not Unix sockets, even on loopback.
+  const bool tcp = options_.tcp || !options_.location.empty();
+  if (tcp) hub.push_back("--tcp");
   const std::vector<std::string>& args = both ? options_.controller_args : options_.hub_args;
   hub.insert(hub.end(), args.begin(), args.end());
   hub_argv_ = hub;
@@ -214,6 +217,7 @@ Status LocalCluster::Start() {
                                           options_.scheme, "--hwm", options_.hwm,
                                           "--ip", options_.ip};
     if (options_.insecure) scheduler.push_back("--insecure");
+    if (tcp) scheduler.push_back("--tcp");
     scheduler.insert(scheduler.end(), options_.scheduler_args.begin(),
                      options_.scheduler_args.end());
     scheduler_argv_ = scheduler;

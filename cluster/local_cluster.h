@@ -75,6 +75,9 @@ struct ClusterOptions {
   // The address written into the connection file when sockets bind to one
   // that others cannot dial (--ip 0.0.0.0). Default: the --ip address.
   std::string location;
+  // On loopback, TCP ports instead of Unix sockets in the profile (peers
+  // that dial through a tunnel). Implied by `location`.
+  bool tcp = false;
   // No key (anyone reaching the ports may run commands), or CurveZMQ on
   // every socket (protocol/security.h). CurveZMQ is also on whenever `ip`
   // is beyond loopback, unless `no_encryption`.

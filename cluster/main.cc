@@ -112,6 +112,9 @@ void AddShapeFlags(CLI::App* start, ClusterOptions& options) {
       ->check(CLI::IsMember({"controller", "separate"}))
       ->capture_default_str();
   start->add_option("--ip", options.ip, "address to bind (and to write in the connection file)");
+  start->add_flag("--tcp", options.tcp,
+                  "on loopback, bind TCP ports instead of Unix sockets in the profile (peers "
+                  "that dial through a tunnel; implied by --location)");
   start->add_option("--dashboard", options.dashboard,
                     "serve the web dashboard and /metrics on [ADDR:]PORT (0: any free port; "
                     "every request needs the token in the printed URL)");

@@ -16,6 +16,9 @@ void AddHubFlags(CLI::App& app, HubFlags& flags) {
   app.add_option("--db", options.db,
                  "task records: a SQLite file, or :memory: (default PROFILE/tasks.db)");
   app.add_option("--ip", options.ip, "address to bind every socket to")->capture_default_str();
+  app.add_flag("--tcp", options.tcp,
+               "on loopback, bind TCP ports instead of Unix sockets in the profile (for peers "
+               "that dial through a tunnel)");
   using ztask::cluster::AddPassedFlag;
   AddPassedFlag(app, "--durability", options.durability)->capture_default_str();
   AddPassedFlag(app, "--heartbeat-ms", options.heartbeat_ms)->capture_default_str();

@@ -49,48 +49,21 @@ constexpr int64_t kRetainEveryUs = 200'000;
 // 300 bytes each).
 constexpr int kSubscriberHwm = 2000;
 
-// Where this account's Unix sockets go when their path in the profile would
-// be too long: /tmp/ztask-UID, made 0700 and used only while it is a real
-// directory this account owns that no one else may enter (another account
-// could have made it first, or left a link there).
-Result<std::filesystem::path> ShortSocketDirectory() {
-  const std::string dir = "/tmp/ztask-" + std::to_string(::getuid());
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Status::IoError("cannot make " + dir + ": " + std::strerror(errno));
-  }
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid() ||
-      (st.st_mode & 077) != 0) {
-    return Status::PermissionDenied(
-        dir + " is not a directory of this account's that only it may enter: the profile's path "
-              "is too long for its Unix sockets, and they cannot go there instead (remove " +
-        dir + ", or use a shorter --profile-dir)");
-  }
-  return std::filesystem::path(dir);
-}
-
 }  // namespace
 
-// Where a socket that publishes to whoever connects (the notifier, the
-// event stream) binds. Signing proves who sent a message, not who may read
-// it: on loopback, where any account of the host could connect to a TCP
-// port, it is a Unix socket inside the profile directory (mode 0700), which
-// no other account can reach (docs/security.md); where the profile's path
-// is too long for one, in this account's private /tmp/ztask-UID, named by
-// the profile (a restarted hub binds the same). Beyond loopback, `any`
-// (CurveZMQ, on there by default, lets in only the cluster's key).
-Result<std::string> HubServer::Impl::PublishedAt(const std::filesystem::path& profile,
-                                                 const char* name, const std::string& any) const {
-  if (!protocol::IsLoopback(options_.ip)) return any;
-  const std::string profile_path = std::filesystem::absolute(profile).lexically_normal().string();
-  const std::string path = (std::filesystem::path(profile_path) / name).string();
-  // A Unix socket's path has at most 107 bytes (sun_path).
-  if (path.size() <= 100) return "ipc://" + path;
-  auto dir = ShortSocketDirectory();
-  if (!dir.ok()) return dir.status();
-  char tag[17];
-  std::snprintf(tag, sizeof tag, "%016zx", std::hash<std::string>{}(profile_path));
-  return "ipc://" + (*dir / (std::string(tag) + "-" + name)).string();
+// Where a socket binds. On loopback every peer is on this host, and a Unix
+// socket inside the profile directory (mode 0700) is both cheaper than a
+// TCP connection and closed to every other account of the host
+// (docs/security.md), so each socket binds one there, unless --tcp asks for
+// ports (peers that dial through a tunnel or a proxy). Those that publish
+// to whoever connects (the notifier, the event stream) bind one even then:
+// signing proves who sent a message, not who may read it, and any account
+// could connect to a port. Beyond loopback, `any` (CurveZMQ, on there by
+// default, lets in only the cluster's key).
+Result<std::string> HubServer::Impl::BindsAt(const std::filesystem::path& profile, const char* name,
+                                             bool published, const std::string& any) const {
+  if (!protocol::IsLoopback(options_.ip) || (options_.tcp && !published)) return any;
+  return protocol::LocalSocketEndpoint(profile, name);
 }
 
 Result<protocol::HubEndpoints> HubServer::Impl::Start(const std::filesystem::path& profile) {
@@ -121,18 +94,20 @@ Result<protocol::HubEndpoints> HubServer::Impl::Start(const std::filesystem::pat
   // A hub that restarts binds where it was: engines, the scheduler and
   // clients reconnect on their own.
   const protocol::HubEndpoints& before = info_.hub;
-  auto published_notifier = PublishedAt(profile, "hub-notifier.ipc", any);
-  if (!published_notifier.ok()) return published_notifier.status();
-  auto published_events = PublishedAt(profile, "hub-events.ipc", any);
-  if (!published_events.ok()) return published_events.status();
-  const std::string notifier = *published_notifier, events = *published_events;
-  if (notifier != any || events != any) ZTASK_RETURN_IF_ERROR(protocol::MakePrivateDirectory(profile));
-  for (auto [socket, out, previous, where] :
-       {std::tuple{&registration_, &endpoints.registration, &before.registration, &any},
-        {&query_, &endpoints.query, &before.query, &any},
-        {&monitor_, &endpoints.monitor, &before.monitor, &any},
-        {&notifier_, &endpoints.notifier, &before.notifier, &notifier},
-        {&events_, &endpoints.events, &before.events, &events}}) {
+  bool local = false;
+  for (auto [socket, out, previous, name, published] :
+       {std::tuple{&registration_, &endpoints.registration, &before.registration,
+                   "hub-registration.ipc", false},
+        {&query_, &endpoints.query, &before.query, "hub-query.ipc", false},
+        {&monitor_, &endpoints.monitor, &before.monitor, "hub-monitor.ipc", false},
+        {&notifier_, &endpoints.notifier, &before.notifier, "hub-notifier.ipc", true},
+        {&events_, &endpoints.events, &before.events, "hub-events.ipc", true}}) {
+    auto where = BindsAt(profile, name, published, any);
+    if (!where.ok()) return where.status();
+    if (*where != any && !local) {
+      ZTASK_RETURN_IF_ERROR(protocol::MakePrivateDirectory(profile));
+      local = true;
+    }
     auto bound = protocol::BindPreferring(*socket, *where, *previous);
     if (!bound.ok()) return bound.status();
     *out = *bound;

@@ -31,6 +31,10 @@ struct HubOptions {
   std::string db;
   // Address every socket binds to, on free ports. Default: 127.0.0.1.
   std::string ip = "127.0.0.1";
+  // On loopback, bind TCP ports instead of Unix sockets in the profile
+  // (for peers that dial through a tunnel or a proxy). The notifier and
+  // the event stream stay Unix sockets there whatever this says.
+  bool tcp = false;
   // Engines heartbeat this often, and are lost after `heartbeat_misses`
   // periods of silence. Defaults: 1000 ms, 3 (a dead engine is found
   // within 3-4 s).

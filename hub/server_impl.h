@@ -57,8 +57,8 @@ class HubServer::Impl {
   // (core_ is made with the store, in its declaration below.)
 
   Result<protocol::HubEndpoints> Start(const std::filesystem::path& profile);
-  Result<std::string> PublishedAt(const std::filesystem::path& profile, const char* name,
-                                  const std::string& any) const;
+  Result<std::string> BindsAt(const std::filesystem::path& profile, const char* name,
+                              bool published, const std::string& any) const;
 
   int synchronous_level() const { return store_->synchronous_level(); }
   void set_earlier_life(bool earlier) { earlier_life_ = earlier; }

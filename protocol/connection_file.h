@@ -92,6 +92,15 @@ std::string SerializeConnectionFile(const ConnectionInfo& info);
 
 // Creates `dir` (and its parents) if missing and makes it 0700.
 Status MakePrivateDirectory(const std::filesystem::path& dir);
+// Where a role of a cluster on loopback binds a socket called `name`: a
+// Unix socket inside the profile directory (mode 0700, so that no other
+// account of the host reaches it), or, when that path is too long for one
+// (a socket's path holds at most 107 bytes), in this account's private
+// /tmp/ztask-UID, named by the profile, so that a restarted role binds the
+// same. Fails when /tmp/ztask-UID is not a directory of this account's
+// that only it may enter.
+Result<std::string> LocalSocketEndpoint(const std::filesystem::path& profile,
+                                        std::string_view name);
 // Replaces `path` with `text` at once (a temporary file, fsync, rename),
 // mode 0600 whatever the umask.
 Status WritePrivateFile(const std::filesystem::path& path, const std::string& text);

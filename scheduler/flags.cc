@@ -31,6 +31,9 @@ void AddRoutingFlags(CLI::App& app, SchedulerFlags& flags) {
   app.add_option("--engine-endpoint", options.engine_endpoint, "where engines connect")
       ->capture_default_str();
   app.add_option("--ip", flags.ip, "bind both endpoints on this address, any free port");
+  app.add_flag("--tcp", options.tcp,
+               "on loopback, bind TCP ports instead of Unix sockets in the profile (for peers "
+               "that dial through a tunnel)");
 }
 
 // What peers may send, and what survives a crash or a restart.

@@ -92,6 +92,9 @@ class SchedulerServer::Impl {
 
  private:
   Status BindRouters();
+  // Where a router asked to bind at `endpoint` binds (a Unix socket called
+  // `name` in the profile, or `endpoint` itself).
+  Result<std::string> BindsAt(const std::string& endpoint, const char* name) const;
   // The notifier and the monitor; the journal, and what it holds from an
   // earlier scheduler, with the monitor.
   Status ConnectHub();
@@ -193,6 +196,21 @@ Status SchedulerServer::Impl::Start() {
   return Status::Ok();
 }
 
+// Any free port on loopback: every peer is on this host, and a Unix socket
+// inside the profile directory (mode 0700) is cheaper than a TCP connection
+// and closed to every other account of the host (docs/security.md). A port
+// asked for by number, or --tcp (peers that dial through a tunnel), binds
+// the port.
+Result<std::string> SchedulerServer::Impl::BindsAt(const std::string& endpoint,
+                                                   const char* name) const {
+  constexpr std::string_view kTcp = "tcp://";
+  if (options_.tcp || !endpoint.starts_with(kTcp) || !endpoint.ends_with(":*")) return endpoint;
+  const std::string_view host =
+      std::string_view(endpoint).substr(kTcp.size(), endpoint.size() - kTcp.size() - 2);
+  if (!protocol::IsLoopback(host)) return endpoint;
+  return protocol::LocalSocketEndpoint(profile_, name);
+}
+
 Status SchedulerServer::Impl::BindRouters() {
   auto security = protocol::ServerSecurity::Create(context_, info_, profile_, "taskscheduler");
   if (!security.ok()) return security.status();
@@ -212,9 +230,13 @@ Status SchedulerServer::Impl::BindRouters() {
     protocol::SecureClient(notifier_, info_);
     protocol::SecureClient(monitor_, info_);
   }
-  auto client = protocol::BindPreferring(client_, options_.client_endpoint, info_.scheduler.client);
+  auto client_at = BindsAt(options_.client_endpoint, "scheduler-client.ipc");
+  if (!client_at.ok()) return client_at.status();
+  auto client = protocol::BindPreferring(client_, *client_at, info_.scheduler.client);
   if (!client.ok()) return client.status();
-  auto engine = protocol::BindPreferring(engine_, options_.engine_endpoint, info_.scheduler.engine);
+  auto engine_at = BindsAt(options_.engine_endpoint, "scheduler-engine.ipc");
+  if (!engine_at.ok()) return engine_at.status();
+  auto engine = protocol::BindPreferring(engine_, *engine_at, info_.scheduler.engine);
   if (!engine.ok()) return engine.status();
   client_endpoint_ = *client;
   engine_endpoint_ = *engine;

@@ -59,9 +59,12 @@ struct SchedulerOptions {
   std::string durability = "process";
   // Where the connection file is. Default: ~/.ztask/profile_default.
   std::filesystem::path profile_dir;
-  // Where clients and engines connect. Default: loopback, any free port.
+  // Where clients and engines connect. Default: loopback, any free port,
+  // which is a Unix socket in the profile unless `tcp` (every peer of a
+  // cluster on loopback is on this host: see BindRouters).
   std::string client_endpoint = "tcp://127.0.0.1:*";
   std::string engine_endpoint = "tcp://127.0.0.1:*";
+  bool tcp = false;
   // Bounds on what a peer may send.
   protocol::Limits limits;
   // Seed for the sampling schemes; 0 picks one at random. Default: 0.

@@ -49,15 +49,13 @@ void SendAll(zmq::socket_t& socket, const std::vector<std::string>& frames) {
   ASSERT_TRUE(protocol::SendFrames(socket, out).ok());
 }
 
-// Raw bytes on a TCP connection: not even ZeroMQ's greeting.
-void SendRawTcp(const std::string& endpoint) {
-  sockaddr_in addr = LoopbackAddressOf(endpoint);
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string junk = "GET / HTTP/1.1\r\n\r\n" + std::string(4096, '\xff');
-    [[maybe_unused]] ssize_t n = ::write(fd, junk.data(), junk.size());
-  }
+// Raw bytes on a connection (TCP, or a Unix socket): not even ZeroMQ's
+// greeting.
+void SendRaw(const std::string& endpoint) {
+  const int fd = ConnectRaw(endpoint);
+  ASSERT_GE(fd, 0) << endpoint;
+  const std::string junk = "GET / HTTP/1.1\r\n\r\n" + std::string(4096, '\xff');
+  [[maybe_unused]] ssize_t n = ::write(fd, junk.data(), junk.size());
   ::close(fd);
 }
 
@@ -117,7 +115,7 @@ TEST_F(ClusterTest, GarbageFromAnyPeerIsDroppedCountedAndServiceGoesOn) {
     big.connect(info->scheduler.client);
     SendAll(big, {"ZTASK3", std::string((size_t{65} << 20), 'b')});
   }
-  for (const auto& endpoint : bound) SendRawTcp(endpoint);
+  for (const auto& endpoint : bound) SendRaw(endpoint);
   // A flood of registrations under made-up names: with a wrong key (dropped)
   // and with the right one (registered, never heard from again, expired).
   for (int i = 0; i < 500; ++i) SendAll(peers[0], Registration(wrong, i));

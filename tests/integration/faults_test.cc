@@ -631,8 +631,10 @@ struct PartitionedEngine {
 
 TEST_F(Faults, AnEngineCutOffByTheNetworkIsLostAndItsRepliesAfterwardAreIgnored) {
   // The engine goes on running while cut off: it finishes the task and
-  // sends the reply, which waits in the network until it heals.
-  ASSERT_NO_FATAL_FAILURE(StartCluster(1, {"--heartbeat-ms", "200", "--heartbeat-misses", "3"}));
+  // sends the reply, which waits in the network until it heals. Ports
+  // (--tcp), for the network between to be cut.
+  ASSERT_NO_FATAL_FAILURE(
+      StartCluster(1, {"--heartbeat-ms", "200", "--heartbeat-misses", "3", "--tcp"}));
   PartitionedEngine first(profile(), dir_.path(), "first"),
       second(profile(), dir_.path(), "second");
   ASSERT_TRUE(client_->WaitForEngines(3, 60).ok());
@@ -761,7 +763,8 @@ TEST_F(Faults, AClientWhoseLinkFlapsAtItsLimitLosesNothingAndIsNotRejected) {
   // HWM 1: nothing queues on an engine, so none is taken back for an idle
   // one (which would count a dispatch in its attempts): one attempt each
   // says that nothing the client sent again ran again.
-  StartCluster(2, {"--max-queued-per-client", "100", "--hwm", "1"});
+  // Ports (--tcp), for the link to be cut in between.
+  StartCluster(2, {"--max-queued-per-client", "100", "--hwm", "1", "--tcp"});
   auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile()));
   ASSERT_TRUE(info.ok());
   Partition link(info->scheduler.client);
@@ -919,12 +922,14 @@ TEST_F(StopWhileStarting, AControllerStoppedAtAnyMomentOfItsStartEnds) {
 TEST(PortTaken, ARestartedServerWhosePortIsTakenWaitsForItAndTheClusterCarriesOn) {
   // Each process started by hand, so that the test can take a port between
   // a kill and the restart.
+  // Ports (--tcp): on loopback they would be Unix sockets, which only this
+  // account could take.
   TempDir dir;
   const std::string profile = (dir.path() / "p").string();
   const auto connection = protocol::ConnectionFilePath(profile);
   auto start = [&](const std::string& program, const std::string& log) {
     return std::make_unique<ChildProcess>(
-        std::vector<std::string>{kBin + "/" + program, "--profile-dir", profile},
+        std::vector<std::string>{kBin + "/" + program, "--profile-dir", profile, "--tcp"},
         dir.path() / log);
   };
   std::unique_ptr<ChildProcess> servers[2];

@@ -17,14 +17,14 @@
 namespace ztask::testing {
 namespace {
 
-// A ZMTP 3.0 peer written by hand over a TCP socket, as an attacker's would
-// be: libzmq's own sockets never send a message before its last frame.
+// A ZMTP 3.0 peer written by hand over a stream socket (TCP, or the Unix
+// socket a cluster on loopback binds), as an attacker's would be: libzmq's
+// own sockets never send a message before its last frame.
 class RawZmtpPeer {
  public:
   explicit RawZmtpPeer(const std::string& endpoint) {
-    sockaddr_in address = LoopbackAddressOf(endpoint);
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) return;
+    fd_ = ConnectRaw(endpoint);
+    if (fd_ < 0) return;
     std::string greeting(64, '\0');
     greeting[0] = '\xff';
     greeting[9] = '\x7f';

@@ -135,10 +135,71 @@ TEST_F(ClusterTest, AnotherAccountOfTheHostReadsNothingTheHubPublishes) {
   EXPECT_NE(owner.out, "0\n") << "the owner reads the event stream";
 }
 
+// A cluster on loopback is out of reach of every other account of the
+// host: each of its sockets (and taskcluster's control socket) is a Unix
+// socket inside the 0700 profile (where a TCP port on loopback would take a
+// connection from anyone), so another account (nobody) cannot even connect
+// to one, while the owner can.
+// Needs root (to connect as another account); skipped otherwise.
+TEST_F(ClusterTest, AnotherAccountOfTheHostCannotConnectToALoopbackCluster) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as another account";
+  ASSERT_NO_FATAL_FAILURE(StartCluster(1));
+  auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile()));
+  ASSERT_TRUE(info.ok());
+  std::vector<std::string> argv = {"/usr/bin/python3", "-c",
+                                   "import socket, sys\n"
+                                   "for e in sys.argv[1:]:\n"
+                                   "    s = socket.socket(socket.AF_UNIX)\n"
+                                   "    try:\n"
+                                   "        s.connect(e[len('ipc://'):]); print('connected')\n"
+                                   "    except PermissionError:\n"
+                                   "        print('denied')\n"};
+  std::string control;
+  std::ifstream(std::filesystem::path(profile()) / "cluster.control") >> control;
+  const std::vector<std::string> endpoints = {
+      info->hub.registration, info->hub.query,        info->hub.monitor,      info->hub.notifier,
+      info->hub.events,       info->scheduler.client, info->scheduler.engine, control};
+  for (const std::string& e : endpoints) {
+    EXPECT_EQ(e.rfind("ipc://" + profile() + "/", 0), 0u) << e;
+    argv.push_back(e);
+  }
+  std::string all_denied, all_connected;
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    all_denied += "denied\n";
+    all_connected += "connected\n";
+  }
+  Ran owner = RunProgram(argv, dir_, 30);
+  ASSERT_EQ(owner.code, 0) << owner.err;
+  EXPECT_EQ(owner.out, all_connected);
+  argv.insert(argv.begin(), {"/usr/sbin/runuser", "-u", "nobody", "--"});
+  Ran other = RunProgram(argv, dir_, 30);
+  ASSERT_EQ(other.code, 0) << other.err;
+  EXPECT_EQ(other.out, all_denied);
+}
+
+// Asked for ports (--tcp: peers that dial through a tunnel), a cluster on
+// loopback binds them, and runs tasks there; what the hub publishes stays
+// a Unix socket in the profile.
+TEST_F(ClusterTest, OnLoopbackTcpBindsPortsWhenAskedFor) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(1, {"--tcp"}));
+  auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile()));
+  ASSERT_TRUE(info.ok());
+  for (const std::string& e : {info->hub.registration, info->hub.query, info->hub.monitor,
+                               info->scheduler.client, info->scheduler.engine}) {
+    EXPECT_EQ(e.rfind("tcp://127.0.0.1:", 0), 0u) << e;
+  }
+  for (const std::string& e : {info->hub.notifier, info->hub.events}) {
+    EXPECT_EQ(e.rfind("ipc://" + profile() + "/", 0), 0u) << e;
+  }
+  auto records = Wait({Submit({"--fn", "noop"})});
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["status"], "ok");
+}
+
 // A profile whose path is too long for a Unix socket (107 bytes) keeps its
-// published streams from other accounts all the same: they go to this
-// account's private /tmp/ztask-UID, never back to TCP loopback, and the
-// owner reads the event stream there.
+// sockets from other accounts all the same: they go to this account's
+// private /tmp/ztask-UID, never back to TCP loopback, and the owner runs
+// tasks and reads the event stream there.
 TEST_F(ClusterTest, AProfileTooLongForUnixSocketsStillPublishesOnlyToItsAccount) {
   profile_name_ = std::string(110, 'p');
   ASSERT_GT(profile().size(), 110u);
@@ -146,7 +207,9 @@ TEST_F(ClusterTest, AProfileTooLongForUnixSocketsStillPublishesOnlyToItsAccount)
   auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile()));
   ASSERT_TRUE(info.ok());
   const std::string dir = "/tmp/ztask-" + std::to_string(::getuid());
-  for (const std::string& endpoint : {info->hub.notifier, info->hub.events}) {
+  for (const std::string& endpoint :
+       {info->hub.registration, info->hub.query, info->hub.monitor, info->hub.notifier,
+        info->hub.events, info->scheduler.client, info->scheduler.engine}) {
     EXPECT_EQ(endpoint.rfind("ipc://" + dir + "/", 0), 0u) << endpoint;
   }
   struct stat st {};

@@ -1,15 +1,17 @@
 // Ports for test daemons that cannot bind port 0 and report it back (sshd,
 // slurmctld): ask the kernel for a free one, then let the daemon take it.
-// And the loopback address of a "tcp://127.0.0.1:PORT" endpoint, for tests
-// that speak TCP to it by hand.
+// And a connection by hand to a "tcp://127.0.0.1:PORT" or "ipc://PATH"
+// endpoint, for tests that speak to it as an attacker would.
 #ifndef ZTASK_TESTS_SUPPORT_PORTS_H_
 #define ZTASK_TESTS_SUPPORT_PORTS_H_
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <string>
 
 namespace ztask::testing {
@@ -21,6 +23,34 @@ inline sockaddr_in LoopbackAddressOf(const std::string& endpoint) {
       htons(static_cast<uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1))));
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   return address;
+}
+
+// A stream socket connected to `endpoint` (a TCP port on loopback, or a
+// Unix socket), or -1.
+inline int ConnectRaw(const std::string& endpoint) {
+  constexpr std::string_view kIpc = "ipc://";
+  int fd = -1;
+  bool connected = false;
+  if (endpoint.starts_with(kIpc)) {
+    const std::string path = endpoint.substr(kIpc.size());
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    if (path.size() >= sizeof address.sun_path) return -1;
+    std::memcpy(address.sun_path, path.data(), path.size());
+    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    connected =
+        fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  } else {
+    sockaddr_in address = LoopbackAddressOf(endpoint);
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    connected =
+        fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  }
+  if (!connected && fd >= 0) {
+    ::close(fd);
+    fd = -1;
+  }
+  return fd;
 }
 
 inline int FreePort() {

@@ -96,6 +96,8 @@ class DaskBridge:
         scheduler listens there too (on loopback for a cluster of this
         host: dask's connections are neither signed nor encrypted)."""
         endpoint = self._ztask._info.scheduler.get("client", "")
+        if not endpoint.startswith("tcp://"):
+            return "127.0.0.1"  # a Unix socket: a cluster on loopback
         host = endpoint.split("://", 1)[-1].rsplit(":", 1)[0]
         return host if host and host != "*" else "127.0.0.1"
 

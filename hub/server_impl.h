@@ -141,8 +141,12 @@ class HubServer::Impl {
   // A new task's record is held back from the file for up to kHoldNewUs,
   // while the batches the scheduler keeps for the hub come to at most
   // kMaxUnacknowledgedBytes (below the scheduler's own bound,
-  // scheduler/hub_link.h, at which it takes no new task).
-  static constexpr int64_t kHoldNewUs = 1'000'000;
+  // scheduler/hub_link.h, at which it takes no new task). Long enough that
+  // a task of a burst that waits its turn for seconds is still written
+  // once, final (a burst of 200,000 no-ops wrote half of them twice with
+  // one second); half the scheduler's patience before it sends again what
+  // the hub has not acknowledged (MonitorLink::kResendAfterUs).
+  static constexpr int64_t kHoldNewUs = 2'500'000;
   static constexpr size_t kMaxUnacknowledgedBytes = size_t{96} << 20;
   struct PendingAck {
     std::string peer;

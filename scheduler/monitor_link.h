@@ -35,7 +35,7 @@ namespace ztask::scheduler {
 class MonitorLink {
  public:
   // Resend after the hub has been silent this long (it holds a batch back
-  // for up to a second, hub/server_impl.h, and may be behind in reading).
+  // for up to 2.5 s, hub/server_impl.h, and may be behind in reading).
   static constexpr int64_t kResendAfterUs = 5'000'000;
   // Sealed batches wait up to this long after the last send, unless this
   // many are waiting: a hub woken for every turn of a lightly loaded

@@ -1,6 +1,9 @@
 #include "protocol/wire.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -205,7 +208,30 @@ namespace {
 // at net.core.somaxconn.
 constexpr int kListenBacklog = 65535;
 
+constexpr std::string_view kIpc = "ipc://";
+
+// Whether a process listens on the Unix socket of an "ipc://PATH" endpoint:
+// libzmq removes whatever is at PATH before it binds there, so a second
+// process would take the address from a live one.
+bool SomeoneListens(const std::string& endpoint) {
+  const std::string path = endpoint.substr(kIpc.size());
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof address.sun_path) return false;
+  std::memcpy(address.sun_path, path.data(), path.size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool listening =
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return listening;
+}
+
 Result<std::string> BindOnce(zmq::socket_t& socket, const std::string& endpoint, int* error) {
+  if (endpoint.starts_with(kIpc) && SomeoneListens(endpoint)) {
+    *error = EADDRINUSE;
+    return Status::Unavailable("cannot bind " + endpoint + ": another process listens there");
+  }
   try {
     socket.set(zmq::sockopt::backlog, kListenBacklog);
     socket.bind(endpoint);
@@ -227,20 +253,24 @@ Result<std::string> BindPreferring(zmq::socket_t& socket, const std::string& end
                                    const std::string& previous) {
   const auto host = [](const std::string& e) { return e.substr(0, e.rfind(':')); };
   const bool any_port = endpoint.size() > 2 && endpoint.ends_with(":*");
-  if (!any_port || previous.empty() || host(previous) != host(endpoint)) {
+  // A Unix socket has one address: it is waited for like a port.
+  const bool unix_socket = endpoint.starts_with(kIpc);
+  if (!unix_socket && (!any_port || previous.empty() || host(previous) != host(endpoint))) {
     return Bind(socket, endpoint);
   }
   // Every peer knows only `previous`: a new port would be one no engine or
   // client ever finds. While another process holds it, wait for it.
+  const std::string& wanted = unix_socket ? endpoint : previous;
   const auto started = base::MonotonicNow();
   auto next_word = started;
   while (true) {
     int error = 0;
-    auto bound = BindOnce(socket, previous, &error);
+    auto bound = BindOnce(socket, wanted, &error);
     if (bound.ok()) {
-      if (next_word != started) spdlog::info("bound {} again", previous);
+      if (next_word != started) spdlog::info("bound {} again", wanted);
       return bound;
     }
+    if (unix_socket && error != EADDRINUSE) return bound;
     if (error != EADDRINUSE) {
       // The address itself is gone (another network): nothing to wait for.
       spdlog::warn("cannot bind {} again ({}); peers must reconnect to a new port", previous,
@@ -248,14 +278,14 @@ Result<std::string> BindPreferring(zmq::socket_t& socket, const std::string& end
       return Bind(socket, endpoint);
     }
     if (StopRequested()) {
-      return Status::Unavailable("stopped while waiting for " + previous + " to be free");
+      return Status::Unavailable("stopped while waiting for " + wanted + " to be free");
     }
     if (base::MonotonicNow() >= next_word) {
       spdlog::warn(
           "{} is taken by another process; waiting for it, since every engine and client of "
-          "this cluster knows only that port ({} s so far; free it, or start a new cluster "
+          "this cluster knows only that address ({} s so far; free it, or start a new cluster "
           "with taskcluster start)",
-          previous,
+          wanted,
           std::chrono::duration_cast<std::chrono::seconds>(base::MonotonicNow() - started).count());
       next_word = base::MonotonicNow() + std::chrono::seconds(10);
     }

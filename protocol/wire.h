@@ -75,13 +75,15 @@ zmq::message_t Share(zmq::message_t& m);
 // of one process apart in /proc).
 zmq::context_t OwnBuffersContext(int thread_name_prefix = 0);
 
+// Binds `endpoint`; a Unix socket ("ipc://PATH") another process listens
+// on is refused (EADDRINUSE), where libzmq would take its path.
 Result<std::string> Bind(zmq::socket_t& socket, const std::string& endpoint);
 // A process that restarts binds where it was before, so that its peers'
 // sockets reconnect on their own: `previous` (from the connection file) is
-// taken when `endpoint` asks for any port on the same host. While another
-// process holds that port, this waits for it (saying so in the log every
-// 10 s) until a stop signal; only when the address itself is gone does it
-// bind a new port.
+// taken when `endpoint` asks for any port on the same host, and a Unix
+// socket's one path always. While another process holds that address,
+// this waits for it (saying so in the log every 10 s) until a stop signal;
+// only when a port's address itself is gone does it bind a new port.
 Result<std::string> BindPreferring(zmq::socket_t& socket, const std::string& endpoint,
                                    const std::string& previous);
 Status Connect(zmq::socket_t& socket, const std::string& endpoint);

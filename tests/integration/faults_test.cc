@@ -846,10 +846,25 @@ TEST_F(Faults, ATaskSentAgainAtTheClientsLimitIsNotRejected) {
   EXPECT_TRUE(decoded->front().meta.ok) << ErrorTypeName(decoded->front().meta.error_type);
 }
 
-// A listening TCP socket on a loopback port, as another program's would be.
+// A listening socket at a server's address, as another program's would be:
+// a TCP port on loopback, or the path of a Unix socket (what a killed
+// server left there removed first).
 class PortSquatter {
  public:
   explicit PortSquatter(const std::string& endpoint) {
+    constexpr std::string_view kIpc = "ipc://";
+    if (endpoint.starts_with(kIpc)) {
+      path_ = endpoint.substr(kIpc.size());
+      sockaddr_un address{};
+      address.sun_family = AF_UNIX;
+      std::memcpy(address.sun_path, path_.data(),
+                  std::min(path_.size(), sizeof address.sun_path - 1));
+      ::unlink(path_.c_str());
+      fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      bound_ = ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+               ::listen(fd_, 4) == 0;
+      return;
+    }
     sockaddr_in address = LoopbackAddressOf(endpoint);
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const int one = 1;
@@ -866,6 +881,7 @@ class PortSquatter {
 
  private:
   int fd_ = -1;
+  std::string path_;
   bool bound_ = false;
 };
 
@@ -919,18 +935,18 @@ TEST_F(StopWhileStarting, AControllerStoppedAtAnyMomentOfItsStartEnds) {
   }
 }
 
-TEST(PortTaken, ARestartedServerWhosePortIsTakenWaitsForItAndTheClusterCarriesOn) {
-  // Each process started by hand, so that the test can take a port between
-  // a kill and the restart.
-  // Ports (--tcp): on loopback they would be Unix sockets, which only this
-  // account could take.
+// Each process started by hand, so that the test can take its address
+// between a kill and the restart: ports (`tcp`), or the Unix sockets a
+// cluster on loopback binds, which libzmq would take from whoever listens
+// there.
+void RestartWhileTheAddressIsTaken(bool tcp) {
   TempDir dir;
   const std::string profile = (dir.path() / "p").string();
   const auto connection = protocol::ConnectionFilePath(profile);
   auto start = [&](const std::string& program, const std::string& log) {
-    return std::make_unique<ChildProcess>(
-        std::vector<std::string>{kBin + "/" + program, "--profile-dir", profile, "--tcp"},
-        dir.path() / log);
+    std::vector<std::string> argv = {kBin + "/" + program, "--profile-dir", profile};
+    if (tcp) argv.push_back("--tcp");
+    return std::make_unique<ChildProcess>(argv, dir.path() / log);
   };
   std::unique_ptr<ChildProcess> servers[2];
   servers[0] = start("taskhub", "hub-0.log");
@@ -981,6 +997,14 @@ TEST(PortTaken, ARestartedServerWhosePortIsTakenWaitsForItAndTheClusterCarriesOn
     EXPECT_EQ(now->scheduler.client, info->scheduler.client) << "the same port, known to all";
     EXPECT_EQ(now->hub.query, info->hub.query);
   }
+}
+
+TEST(PortTaken, ARestartedServerWhosePortIsTakenWaitsForItAndTheClusterCarriesOn) {
+  RestartWhileTheAddressIsTaken(/*tcp=*/true);
+}
+
+TEST(PortTaken, ARestartedServerWhoseUnixSocketIsTakenWaitsForItAndTheClusterCarriesOn) {
+  RestartWhileTheAddressIsTaken(/*tcp=*/false);
 }
 
 TEST(HubDisk, AnUnwritableDatabaseIsLoggedAndLosesNothingWhenTheHubDies) {

@@ -31,9 +31,10 @@ int RunningEngines(Client& client, int* draining = nullptr) {
 
 // Sends one request to the supervisor of the cluster in `profile`.
 Status Request(const fs::path& profile, const protocol::ClusterRequest& request) {
+  // One line: a Unix socket's path may hold spaces.
   std::ifstream in(ControlFile(profile));
   std::string endpoint;
-  in >> endpoint;
+  std::getline(in, endpoint);
   auto info = protocol::ReadConnectionFile(protocol::ConnectionFilePath(profile));
   // A connection file that is there but may not be used (readable by
   // others, a link, another user's) says why, as every other command does.

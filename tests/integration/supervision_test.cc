@@ -146,6 +146,19 @@ TEST_F(ClusterTest, EachEngineGetsItsOwnTaskAndWaitEnginesWaits) {
 namespace ztask::testing {
 namespace {
 
+// A profile whose path holds a space: its Unix sockets (and the control
+// socket's address, read back by `taskcluster scale`) hold it too.
+TEST_F(ClusterTest, AProfileWithASpaceInItsPathRunsAndScales) {
+  profile_name_ = "my profile";
+  ASSERT_NO_FATAL_FAILURE(StartCluster(1));
+  Ran up = RunProgram({kBin + "/taskcluster", "scale", "2", "--profile-dir", profile()}, dir_);
+  ASSERT_EQ(up.code, 0) << up.err;
+  ASSERT_TRUE(client_->WaitForEngines(2, 60).ok());
+  auto records = Wait({Submit({"--", "true"})});
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["status"], "ok");
+}
+
 TEST_F(ClusterTest, ScalingUpAndDownUnderLoadLosesNothing) {
   StartCluster(2);
   std::vector<TaskId> ids;

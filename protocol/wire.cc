@@ -294,7 +294,7 @@ Result<std::string> BindPreferring(zmq::socket_t& socket, const std::string& end
 }
 
 ReconnectWatch::ReconnectWatch(zmq::context_t& context, zmq::socket_t& socket)
-    : monitor_(context, zmq::socket_type::pair) {
+    : watched_(socket.handle()), monitor_(context, zmq::socket_type::pair) {
   static std::atomic<uint64_t> counter{0};
   const std::string address = "inproc://reconnect-watch-" + std::to_string(counter.fetch_add(1)) +
                               "-" + std::to_string(reinterpret_cast<uintptr_t>(this));
@@ -302,6 +302,18 @@ ReconnectWatch::ReconnectWatch(zmq::context_t& context, zmq::socket_t& socket)
                      ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
   monitor_.set(zmq::sockopt::linger, 0);
   monitor_.connect(address);
+}
+
+// Left watching, the socket's closing would still send its events (each
+// with the peer's address) to libzmq's own end of the pair, where nothing
+// reads them once ours is closed, and they would never be freed: a leak
+// that appears once an address is too long to be held inline (a Unix
+// socket's path).
+ReconnectWatch::~ReconnectWatch() {
+  zmq_socket_monitor(watched_, nullptr, 0);
+  zmq::message_t event;
+  while (monitor_.recv(event, zmq::recv_flags::dontwait)) {
+  }
 }
 
 bool ReconnectWatch::Reconnected() {

@@ -94,12 +94,17 @@ class ReconnectWatch {
  public:
   // REQUIRES: `socket` lives longer than the watch, and both stay on one thread.
   ReconnectWatch(zmq::context_t& context, zmq::socket_t& socket);
+  // Stops the watching before the socket closes (see wire.cc).
+  ~ReconnectWatch();
+  ReconnectWatch(const ReconnectWatch&) = delete;
+  ReconnectWatch& operator=(const ReconnectWatch&) = delete;
   // True once for each reconnection since the last call. Never waits.
   bool Reconnected();
   // The monitor's socket, to watch with the others (base/reactor.h).
   zmq::socket_t& socket() { return monitor_; }
 
  private:
+  void* watched_;  // the socket's handle
   zmq::socket_t monitor_;
   bool lost_ = false;
 };

@@ -62,6 +62,13 @@ class ActionApplier {
   // the event was not a reply.
   void ApplyAll(Msg reply);
 
+  // Starts loading what finishing task `id` looks up (its kept request,
+  // its entries in the core), a few replies ahead of finishing it.
+  void Prefetch(const TaskId& id) const {
+    requests_.Prefetch(id);
+    core_.Prefetch(id);
+  }
+
   // Fails a task the core never took (the loop refused it), with its final
   // reply to the client and its record in the hub, as any failure.
   void Fail(const Action& a, const PackedRequest& request);

@@ -101,9 +101,9 @@ DependencyTracker::DependencyTracker(size_t keep_finished, bool look_up_unknown)
 
 std::vector<Waiter> DependencyTracker::TakeWaiters(const TaskId& dep) {
   std::vector<Waiter> waiters;
-  if (auto it = waiters_.find(dep); it != waiters_.end()) {
-    waiters = std::move(it->second);
-    waiters_.erase(it);
+  if (std::vector<Waiter>* found = waiters_.find(dep)) {
+    waiters = std::move(*found);
+    waiters_.erase(dep);
   }
   return waiters;
 }

@@ -18,11 +18,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "base/flat_id_map.h"
 #include "base/recent_id_map.h"
 #include "scheduler/dependencies.h"
 #include "scheduler/engine_book.h"
@@ -94,20 +94,22 @@ class DependencyTracker {
   // The outcome of a finished task still remembered, or null.
   const Finished* OutcomeOf(const TaskId& id) const { return finished_.find(id); }
   bool HasFinished(const TaskId& id) const { return finished_.contains(id); }
-  void Prefetch(const TaskId& id) const { finished_.prefetch(id); }
+  // Starts loading what resolving `id` looks up (its outcome's slot, its
+  // waiters).
+  void Prefetch(const TaskId& id) const {
+    finished_.prefetch(id);
+    waiters_.prefetch(id);
+  }
   size_t finished_count() const { return finished_.size(); }
   // A task that finished before a restart, as dependents see it.
   void Restore(const TaskId& id, Finished outcome) { finished_.try_emplace(id, outcome); }
 
   // `task` waits for `dep` (as a follow dependency when is_follow).
   void Wait(const TaskId& task, const TaskId& dep, bool is_follow) {
-    waiters_[dep].push_back({task, is_follow});
+    waiters_.try_emplace(dep).first->push_back({task, is_follow});
   }
   // The tasks waiting for `dep` (null: none), which keep waiting.
-  const std::vector<Waiter>* WaitersOf(const TaskId& dep) const {
-    auto it = waiters_.find(dep);
-    return it == waiters_.end() ? nullptr : &it->second;
-  }
+  const std::vector<Waiter>* WaitersOf(const TaskId& dep) const { return waiters_.find(dep); }
   // The tasks waiting for `dep`, no longer waiting for it here.
   std::vector<Waiter> TakeWaiters(const TaskId& dep);
 
@@ -144,7 +146,9 @@ class DependencyTracker {
   // The latest keep_finished outcomes: 21 bytes a slot (flat_id_map.h) and
   // 16 in the order they came.
   RecentIdMap<Finished> finished_;
-  std::unordered_map<TaskId, std::vector<Waiter>, TaskIdHash> waiters_;
+  // Flat: a chain of a million tasks looks up one entry a task, each a
+  // cache miss, where a node-based map costs two.
+  FlatIdMap<std::vector<Waiter>> waiters_;
   bool look_up_unknown_;
   // Dependencies asked about: in lookups_ until taken, here until answered.
   std::vector<TaskId> lookups_;

@@ -29,9 +29,17 @@ size_t EnginePort::OnMessage(protocol::Frames& frames) {
     return 0;
   }
   if (header->type == MsgType::kTaskBatch) {
-    return inbound_.ForEachInBatch(*header, views, frames, MsgType::kTaskReply,
-                                   [&](const protocol::Header&, Msg reply) { OnTaskReply(reply); },
-                                   [](const protocol::Header&) {});
+    return inbound_.ForEachInBatch(
+        *header, views, frames, MsgType::kTaskReply,
+        [&](const protocol::Header&, Msg reply) { OnTaskReply(reply); },
+        [&](const protocol::Header&, Msg reply) {
+          // The tables the task it answers is
+          // looked up in: every one a miss once
+          // many tasks wait.
+          auto parent = protocol::DecodeParentId(reply[protocol::kFrameParent]);
+          if (!parent.ok() || !*parent) return;
+          actions_.Prefetch(**parent);
+        });
   }
   if (header->type != MsgType::kTaskReply) {
     inbound_.Drop(peer, "unexpected " + std::string(protocol::MsgTypeName(header->type)) +

@@ -85,9 +85,10 @@ class Inbound {
 
   // A verified task_batch (frames[0]: the sender's session): each of its
   // messages is handled as if it came alone, as `handle(header, msg)`, and
-  // `ahead(header)` is called with the header of the message kPrefetchAhead
-  // after it (so that its lookups start loading while this one is handled:
-  // a hint, for a message not yet checked). Messages not of `type`, or of
+  // `ahead(header, message)` is called with the message kPrefetchAhead
+  // after it, its header read and its frames from the header on (so that
+  // its lookups start loading while this one is handled: a hint, for a
+  // message not yet checked). Messages not of `type`, or of
   // another session than the batch's, are dropped. Returns how many were
   // handled.
   template <class Each, class Ahead>
@@ -127,7 +128,7 @@ size_t Inbound::ForEachInBatch(const protocol::Header& batch,
   size_t handled = 0;
   for (size_t i = 0; i < count; ++i) {
     if (i + kPrefetchAhead < count && read_[i + kPrefetchAhead].ok())
-      ahead(headers_[i + kPrefetchAhead]);
+      ahead(headers_[i + kPrefetchAhead], (*unpacked)[i + kPrefetchAhead]);
     if (!read_[i].ok()) {
       Drop(peer, read_[i]);
       continue;

@@ -322,8 +322,6 @@ void RecordBook::Committed(Written& written) {
     auto& [e, stored] = finished[i];
     auto packed = std::make_unique<Packed>();
     packed->row = e->row;
-    // A block the bytes' size, not what the encoder reserved (192).
-    if (stored.capacity() - stored.size() > 32) stored.shrink_to_fit();
     packed->bytes = std::move(stored);
     if (e->record.job) packed->job = &jobs_.find(*e->record.job)->first;  // Tally made it
     *entries_.find(e->record.id) = std::move(packed);                     // the entry is gone

@@ -271,11 +271,11 @@ Status StoreFile::WriteRecords(const RecordBook& book, RecordBook::Written* writ
   if (!insert.ok() || !update.ok() || !update_both.ok()) {
     return SqlError(db_, "cannot write task records");
   }
-  std::string blob;
+  std::string blob;  // reused: each record is encoded into it, and copied once when finished
   for (RecordBook::Entry* dirty : book.dirty()) {
     const RecordBook::Entry& e = *dirty;
     const protocol::TaskRecord& record = e.record;
-    blob = protocol::EncodeStored(record);
+    protocol::EncodeStoredInto(record, &blob);
     const bool done = record.finished();
     bool ran;
     if (e.row == 0) {
@@ -292,7 +292,7 @@ Status StoreFile::WriteRecords(const RecordBook& book, RecordBook::Written* writ
       ran = update_both.Run(e.row, Blob{blob}, Null{}, done, record.job);
     }
     if (!ran) return SqlError(db_, "cannot write task records");
-    if (done) written->finished.emplace_back(dirty, std::move(blob));
+    if (done) written->finished.emplace_back(dirty, std::string(blob));  // its exact size
   }
   return Status::Ok();
 }

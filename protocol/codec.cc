@@ -1102,10 +1102,16 @@ template <class T>
 std::string EncodeStored(const T& body) {
   std::string out;
   out.reserve(192);
-  StringSink sink{out};
+  EncodeStoredInto(body, &out);
+  return out;
+}
+
+template <class T>
+void EncodeStoredInto(const T& body, std::string* out) {
+  out->clear();
+  StringSink sink{*out};
   Writer writer(sink, /*positional=*/true);
   writer.Write(body);
-  return out;
 }
 
 template <class T>
@@ -1249,6 +1255,7 @@ const AnyFunction kEveryBodyCodec[] = {
     ZTASK_CODECS_OF(TaskRecord)        //
     ZTASK_CODECS_OF(FrameList)         //
     reinterpret_cast<AnyFunction>(&EncodeStored<TaskRecord>),
+    reinterpret_cast<AnyFunction>(&EncodeStoredInto<TaskRecord>),
     reinterpret_cast<AnyFunction>(&DecodeStored<TaskRecord>),
 };
 #undef ZTASK_CODECS

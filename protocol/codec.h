@@ -174,6 +174,10 @@ Result<T> DecodeBodyGeneral(std::string_view frame);
 // take this form. T: TaskRecord.
 template <class T>
 std::string EncodeStored(const T& body);
+// The same into *out (cleared first), whose storage is reused: no
+// allocation once it has held a record as long.
+template <class T>
+void EncodeStoredInto(const T& body, std::string* out);
 template <class T>
 Result<T> DecodeStored(std::string_view bytes);
 

@@ -65,7 +65,21 @@ void SchedulerCore::SendAheadAfter(const TaskId& dep_id) {
 
 void SchedulerCore::SendAheadAll() {
   TaskId dep;
-  while (ahead_.TakeCheck(&dep)) SendAheadAfter(dep);
+  EngineSlot blocked_on;
+  while (ahead_.TakeCheck(&dep, &blocked_on)) {
+    // Every task blocked on an engine is looked at again once it has room
+    // for one more: those after the first that takes it wait again, still
+    // running there, without their waiters looked at again (a random DAG
+    // spent 7% of the cluster's time scanning them).
+    if (blocked_on != kNoSlot && book_.Alive(blocked_on) && !book_.HasRoom(blocked_on)) {
+      const Task* d = tasks_.find(dep);
+      if (d && d->state == State::kRunning && d->slot == blocked_on && !d->followed) {
+        ahead_.Blocked(blocked_on, dep);
+      }
+      continue;
+    }
+    SendAheadAfter(dep);
+  }
 }
 
 void SchedulerCore::Return(Task& task, EngineSlot slot, std::string why) {

@@ -8,13 +8,17 @@ namespace ztask::scheduler {
 void ReadyQueue::Add(const Key& key, const Group* group) {
   ++count_;
   grew_ = true;
+  // Most tasks come ready as they are submitted, each after all those
+  // waiting: inserted with the end as the hint, such a key costs no walk
+  // down the tree (a miss at each level once many wait); another one, a
+  // comparison more.
   if (group == nullptr) {
-    walk_.insert(key);
+    walk_.insert(walk_.end(), key);
     return;
   }
   std::set<Key>& members = groups_[{group->slots, group->units}];
-  if (members.empty() || key < *members.begin()) walk_.insert(key);
-  members.insert(key);
+  if (members.empty() || key < *members.begin()) walk_.insert(walk_.end(), key);
+  members.insert(members.end(), key);
 }
 
 void ReadyQueue::Remove(const Key& key, const Group* group) {

@@ -2,6 +2,7 @@
 #include "scheduler/retry_policy.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace ztask::scheduler {
 
@@ -47,16 +48,16 @@ bool SendAhead::MetBySuccessOf(const TaskDependencies& deps, bool is_follow,
   return true;
 }
 
-bool SendAhead::TakeCheck(TaskId* dep) {
+bool SendAhead::TakeCheck(TaskId* dep, EngineSlot* blocked_on) {
   if (check_.empty()) return false;
-  *dep = check_.back();
+  std::tie(*dep, *blocked_on) = check_.back();
   check_.pop_back();
   return true;
 }
 
 void SendAhead::RoomOn(EngineSlot slot) {
   if (auto it = blocked_.find(slot); it != blocked_.end()) {
-    check_.insert(check_.end(), it->second.begin(), it->second.end());
+    for (const TaskId& dep : it->second) check_.push_back({dep, slot});
     blocked_.erase(it);
   }
 }

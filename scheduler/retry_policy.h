@@ -66,9 +66,10 @@ class SendAhead {
   static bool MetBySuccessOf(const TaskDependencies& deps, bool is_follow, EngineSlot dep_slot);
 
   // `id` was dispatched: its waiters may follow it.
-  void Dispatched(const TaskId& id) { check_.push_back(id); }
+  void Dispatched(const TaskId& id) { check_.push_back({id, kNoSlot}); }
   // Takes the next task whose waiters are to be looked at; false: none.
-  bool TakeCheck(TaskId* dep);
+  // *blocked_on: the engine it was blocked on (RoomOn), or kNoSlot.
+  bool TakeCheck(TaskId* dep, EngineSlot* blocked_on);
   // A waiter of `dep` would go ahead but its engine `slot` has no room.
   void Blocked(EngineSlot slot, const TaskId& dep) { blocked_[slot].push_back(dep); }
   // The engine has room again: what it blocked is looked at again.
@@ -85,7 +86,9 @@ class SendAhead {
   }
 
  private:
-  std::vector<TaskId> check_;
+  // Tasks to look at, each with the engine it was blocked on (kNoSlot:
+  // dispatched).
+  std::vector<std::pair<TaskId, EngineSlot>> check_;
   std::unordered_map<EngineSlot, std::vector<TaskId>> blocked_;
   std::unordered_map<TaskId, Cause, TaskIdHash> cause_;
 };

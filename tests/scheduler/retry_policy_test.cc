@@ -84,16 +84,22 @@ TEST(SendAheadPolicy, AFollowerGoesOnlyToTheEngineItFollows) {
 TEST(SendAheadPolicy, ABlockedEngineIsLookedAtAgainOnceItHasRoom) {
   SendAhead ahead;
   TaskId dep;
-  EXPECT_FALSE(ahead.TakeCheck(&dep));
+  EngineSlot on = 0;
+  EXPECT_FALSE(ahead.TakeCheck(&dep, &on));
+  ahead.Dispatched(T(3));
+  ASSERT_TRUE(ahead.TakeCheck(&dep, &on));
+  EXPECT_EQ(dep, T(3));
+  EXPECT_EQ(on, kNoSlot) << "a dispatched task was blocked nowhere";
   ahead.Blocked(1, T(1));
   ahead.Blocked(2, T(2));
   EXPECT_TRUE(ahead.AnyBlocked());
   ahead.EngineGone(2);
   ahead.RoomOn(1);
   EXPECT_FALSE(ahead.AnyBlocked());
-  ASSERT_TRUE(ahead.TakeCheck(&dep));
+  ASSERT_TRUE(ahead.TakeCheck(&dep, &on));
   EXPECT_EQ(dep, T(1));
-  EXPECT_FALSE(ahead.TakeCheck(&dep)) << "the lost engine's are forgotten";
+  EXPECT_EQ(on, 1u) << "it says the engine it was blocked on";
+  EXPECT_FALSE(ahead.TakeCheck(&dep, &on)) << "the lost engine's are forgotten";
 }
 
 TEST(SendAheadPolicy, TheCauseOfAReturnIsTakenOnce) {

@@ -104,6 +104,9 @@ std::vector<Waiter> DependencyTracker::TakeWaiters(const TaskId& dep) {
   if (std::vector<Waiter>* found = waiters_.find(dep)) {
     waiters = std::move(*found);
     waiters_.erase(dep);
+    // A graph's last waiter gone: the table made for its largest moment
+    // goes with it (a flat table never shrinks by itself).
+    if (waiters_.empty() && waiters_.capacity() > kKeepWaiterSlots) waiters_ = {};
   }
   return waiters;
 }

@@ -112,6 +112,8 @@ class DependencyTracker {
   const std::vector<Waiter>* WaitersOf(const TaskId& dep) const { return waiters_.find(dep); }
   // The tasks waiting for `dep`, no longer waiting for it here.
   std::vector<Waiter> TakeWaiters(const TaskId& dep);
+  // Slots of the table of waiters (memory held for them).
+  size_t waiter_slots() const { return waiters_.capacity(); }
 
   // Records `id`'s final outcome and calls on_waiter(waiter, dep, outcome)
   // for every task waiting for it; a failure it causes there may call
@@ -147,7 +149,9 @@ class DependencyTracker {
   // 16 in the order they came.
   RecentIdMap<Finished> finished_;
   // Flat: a chain of a million tasks looks up one entry a task, each a
-  // cache miss, where a node-based map costs two.
+  // cache miss, where a node-based map costs two. Emptied, a table past
+  // kKeepWaiterSlots is given back.
+  static constexpr size_t kKeepWaiterSlots = 4096;
   FlatIdMap<std::vector<Waiter>> waiters_;
   bool look_up_unknown_;
   // Dependencies asked about: in lookups_ until taken, here until answered.

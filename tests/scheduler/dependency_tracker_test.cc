@@ -145,6 +145,20 @@ TEST(DependencyTracker, ResolveTellsEveryWaiterOnceAndForgetsThem) {
   EXPECT_EQ(tracker.WaitersOf(T(1)), nullptr);
 }
 
+TEST(DependencyTracker, AGraphsWaitersGiveTheirMemoryBackOnceNoneWaits) {
+  DependencyTracker tracker(100'000, false);
+  constexpr uint64_t kTasks = 20'000;  // each waits for the one before
+  for (uint64_t i = 1; i < kTasks; ++i) tracker.Wait(T(i + 1), T(i), false);
+  EXPECT_GT(tracker.waiter_slots(), kTasks);
+  auto none = [](const Waiter&, const TaskId&, const Finished&) {};
+  for (uint64_t i = 1; i < kTasks - 1; ++i) tracker.Resolve(T(i), {kNoSlot, true}, none);
+  EXPECT_GT(tracker.waiter_slots(), 0u) << "one still waits: the table stays";
+  tracker.Resolve(T(kTasks - 1), {kNoSlot, true}, none);
+  EXPECT_EQ(tracker.waiter_slots(), 0u) << "none waits: the table is given back";
+  tracker.Wait(T(kTasks + 1), T(kTasks), false);
+  ASSERT_NE(tracker.WaitersOf(T(kTasks)), nullptr) << "and made again when one waits";
+}
+
 TEST(DependencyTracker, AFailedChainCascadesWithoutRecursion) {
   constexpr uint64_t kChain = 100'000;
   DependencyTracker tracker(kChain + 1, false);

@@ -40,6 +40,30 @@ TEST_F(SendAheadTest, AChainGoesToItsEngineAheadAsFarAsItsRoom) {
   for (uint64_t n = 1; n <= 6; ++n) EXPECT_EQ(FinalOf(n)->kind, Action::Kind::kDeliver);
 }
 
+TEST_F(SendAheadTest, TwoTasksBlockedOnAFullEngineEachSendTheirWaiterAheadWhenThereIsRoom) {
+  Make(/*hwm=*/3, "leastload", /*send_ahead=*/true);
+  AddEngine(1);
+  Submit(TaskSpec(1));  // fills the engine with 2 and 3
+  Submit(TaskSpec(2));
+  Submit(TaskSpec(3));
+  Submit(TaskSpec(4).After({2}));  // 2 and 3 are each blocked: no room
+  Submit(TaskSpec(5).After({3}));
+  EXPECT_TRUE(DispatchesOf(4).empty());
+  EXPECT_TRUE(DispatchesOf(5).empty());
+  Finish(1, true);  // room for one: one waiter goes, the other's dependency waits again
+  ASSERT_EQ(DispatchesOf(4).size() + DispatchesOf(5).size(), 1u);
+  const uint64_t first = DispatchesOf(4).empty() ? 5 : 4;
+  const uint64_t second = first == 4 ? 5 : 4;
+  EXPECT_EQ(OnlyDispatchOf(first).run_after, Id(first - 2));
+  Finish(first - 2, true);  // room again: the other still goes ahead of its dependency
+  EXPECT_EQ(OnlyDispatchOf(second).run_after, Id(second - 2))
+      << "blocked twice, it still goes where its dependency runs";
+  Finish(second - 2, true);
+  Finish(first, true);
+  Finish(second, true);
+  for (uint64_t n = 1; n <= 5; ++n) EXPECT_EQ(FinalOf(n)->kind, Action::Kind::kDeliver);
+}
+
 TEST_F(SendAheadTest, OffByDefaultADependentWaitsForItsDependency) {
   Make(/*hwm=*/4);
   AddEngine(1);

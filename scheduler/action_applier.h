@@ -62,8 +62,8 @@ class ActionApplier {
   // the event was not a reply.
   void ApplyAll(Msg reply);
 
-  // Starts loading what finishing task `id` looks up (its kept request,
-  // its entries in the core), a few replies ahead of finishing it.
+  // Starts loading what taking or finishing task `id` looks up (its kept
+  // request, its entries in the core), a few messages of a batch ahead.
   void Prefetch(const TaskId& id) const {
     requests_.Prefetch(id);
     core_.Prefetch(id);

@@ -28,11 +28,7 @@ size_t ClientPort::OnMessage(protocol::Frames& frames) {
       return inbound_.ForEachInBatch(
           *header, views, frames, MsgType::kTaskRequest,
           [&](const protocol::Header& task, Msg request) { OnTaskRequest(task, request); },
-          [&](const protocol::Header& task, Msg) {
-            // The tables a new task's id is looked up in.
-            requests_.Prefetch(task.id);
-            core_.Prefetch(task.id);
-          });
+          [&](const protocol::Header& task, Msg) { actions_.Prefetch(task.id); });
     case MsgType::kAbortRequest:
       OnAbortRequest(views, frames);
       return 0;

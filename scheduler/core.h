@@ -387,7 +387,8 @@ class SchedulerCore {
   // Sends `id` ahead behind `wait.task`, its one unfinished dependency, if it may go.
   void TrySendAhead(const TaskId& id, const Waiter& wait);
   // Sends ahead the first waiter of `dep` that may go (of SendAhead::kScan looked at).
-  void SendAheadAfter(const TaskId& dep);
+  // `blocked_on`: the engine it was blocked on (SendAhead::TakeCheck), or kNoSlot.
+  void SendAheadAfter(const TaskId& dep, EngineSlot blocked_on);
   // Sends ahead what waits for the tasks just dispatched or unblocked.
   void SendAheadAll();
   // A task sent ahead whose dependencies are not met comes back: it waits

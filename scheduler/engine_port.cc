@@ -33,9 +33,7 @@ size_t EnginePort::OnMessage(protocol::Frames& frames) {
         *header, views, frames, MsgType::kTaskReply,
         [&](const protocol::Header&, Msg reply) { OnTaskReply(reply); },
         [&](const protocol::Header&, Msg reply) {
-          // The tables the task it answers is
-          // looked up in: every one a miss once
-          // many tasks wait.
+          // The task it answers: its entries are cache misses once many wait.
           auto parent = protocol::DecodeParentId(reply[protocol::kFrameParent]);
           if (!parent.ok() || !*parent) return;
           actions_.Prefetch(**parent);

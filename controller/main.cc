@@ -6,11 +6,14 @@
 // processes. A crash ends both, and both recover as after any kill of the
 // two (the scheduler's journal, the hub's file).
 #include <pthread.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <atomic>
 #include <cstdio>
+#include <memory>
+#include <string_view>
 #include <thread>
 
 #include "base/signals.h"
@@ -36,6 +39,30 @@ constexpr bool kInProcessLink = false;
 #else
 constexpr bool kInProcessLink = true;
 #endif
+
+// The part a thread serves ("hub", "scheduler"), which its log lines name
+// after the program's ("taskcontroller hub info: ..."); a thread the
+// parts start themselves names none.
+thread_local std::string_view log_part;
+
+class PartFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg&, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    if (log_part.empty()) return;
+    dest.push_back(' ');
+    dest.append(log_part.data(), log_part.data() + log_part.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<PartFlag>();
+  }
+};
+
+void SetLogPattern() {
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<PartFlag>('*').set_pattern("%Y-%m-%d %H:%M:%S.%e taskcontroller%* %l: %v");
+  spdlog::set_formatter(std::move(formatter));
+}
 
 // A stop signal while the scheduler starts: the hub, and the scheduler's
 // waits for it.
@@ -79,7 +106,8 @@ int main(int argc, char** argv) {
   }
   ztask::InstallStopSignals();
   spdlog::set_level(spdlog::level::from_str(flags.hub.log_level));
-  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e taskcontroller %l: %v");
+  SetLogPattern();
+  log_part = "hub";
   // Each engine holds a connection to the hub and one to the scheduler.
   ztask::hub::PrepareHubProcess(flags.hub.options, 2);
   if (kInProcessLink) {
@@ -98,12 +126,14 @@ int main(int argc, char** argv) {
   std::atomic<bool> scheduler_stop{false};
   std::atomic<SchedulerServer*> started{nullptr};
   std::thread hub_thread([&] {
+    log_part = "hub";
     (*hub)->Run();
     hub_ended.store(true);
     scheduler_stop.store(true);
     if (SchedulerServer* scheduler = started.load()) scheduler->RequestStop();
   });
   ::pthread_setname_np(hub_thread.native_handle(), "hub");
+  log_part = "scheduler";
   ztask::Result<std::unique_ptr<SchedulerServer>> scheduler = [&] {
     Starting starting(**hub, scheduler_stop);
     const ztask::ScopedStopTarget stop_both(&starting);

@@ -589,6 +589,23 @@ class Shutdown : public ClusterTest {
         << "the supervisor should be gone too";
     running_ = false;
   }
+  // A task and one after it that fails are answered; `taskctl shutdown`
+  // then ends the servers and the supervisor.
+  void ExpectTasksServedAndAShutdownEnds(const std::vector<pid_t>& servers) {
+    const std::string first = Submit({"--", "true"});
+    const std::string second = Submit({"--after", first, "--", "sh", "-c", "exit 3"});
+    int code = 0;
+    const std::vector<Value> records = Wait({first, second}, &code);
+    ASSERT_EQ(records.size(), 2u);
+    EXPECT_EQ(records[0]["status"], "ok");
+    EXPECT_EQ(records[1]["status"], "error");
+    EXPECT_EQ(Ctl({"shutdown"}).code, 0);
+    for (pid_t server : servers) {
+      EXPECT_TRUE(
+          WaitFor([&] { return !cluster::ProcessRunning(server); }, std::chrono::seconds(20)));
+    }
+    ExpectTheSupervisorGone();
+  }
 };
 
 TEST_F(Shutdown, StopsTheWholeCluster) {
@@ -601,25 +618,29 @@ TEST_F(Shutdown, StopsTheWholeCluster) {
   ExpectTheSupervisorGone();
 }
 
+// taskcluster start, as typed without --layout: the hub and the scheduler
+// each in its own process, which serve tasks and end with the cluster.
+TEST_F(Shutdown, TheDefaultLayoutServesFromTwoProcessesAndShutsDownBoth) {
+  Ran started = RunProgram(
+      {kBin + "/taskcluster", "start", "--profile-dir", profile(), "--daemonize", "-n", "1"}, dir_);
+  ASSERT_EQ(started.code, 0) << started.out << started.err;
+  running_ = true;
+  std::vector<pid_t> servers = ProcessesRunning("taskhub", profile());
+  ASSERT_EQ(servers.size(), 1u);
+  const std::vector<pid_t> scheduler = ProcessesRunning("taskscheduler", profile());
+  ASSERT_EQ(scheduler.size(), 1u);
+  servers.push_back(scheduler[0]);
+  EXPECT_TRUE(ProcessesRunning("taskcontroller", profile()).empty());
+  ExpectTasksServedAndAShutdownEnds(servers);
+}
+
 TEST_F(Shutdown, TheControllerLayoutServesFromOneProcessAndShutsDownWhole) {
   StartCluster(1, {"--layout", "controller"});
-  const std::vector<pid_t> controller = PidsOf("taskcontroller", profile());
+  const std::vector<pid_t> controller = ProcessesRunning("taskcontroller", profile());
   ASSERT_EQ(controller.size(), 1u);
-  if (TestLayout() == "separate") {  // else these name the controller
-    EXPECT_TRUE(PidsOf("taskhub", profile()).empty());
-    EXPECT_TRUE(PidsOf("taskscheduler", profile()).empty());
-  }
-  const std::string first = Submit({"--", "true"});
-  const std::string second = Submit({"--after", first, "--", "sh", "-c", "exit 3"});
-  int code = 0;
-  const std::vector<Value> records = Wait({first, second}, &code);
-  ASSERT_EQ(records.size(), 2u);
-  EXPECT_EQ(records[0]["status"], "ok");
-  EXPECT_EQ(records[1]["status"], "error");
-  EXPECT_EQ(Ctl({"shutdown"}).code, 0);
-  EXPECT_TRUE(
-      WaitFor([&] { return !cluster::ProcessRunning(controller[0]); }, std::chrono::seconds(20)));
-  ExpectTheSupervisorGone();
+  EXPECT_TRUE(ProcessesRunning("taskhub", profile()).empty());
+  EXPECT_TRUE(ProcessesRunning("taskscheduler", profile()).empty());
+  ExpectTasksServedAndAShutdownEnds(controller);
 }
 
 TEST(TaskclusterForeground, StopsEverythingOnInterrupt) {

@@ -249,13 +249,10 @@ TEST_F(ClusterTest, DurabilityPowerReachesTheHubAndTheSchedulerAndTasksRun) {
   const std::vector<Value> records = Wait({id});
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0]["status"], "ok");
-  const auto logs = std::filesystem::path(profile()) / "logs";
-  EXPECT_NE(ReadFile(logs / "hub.log").find("every commit synced to disk: durability power"),
-            std::string::npos)
-      << ReadFile(logs / "hub.log");
-  EXPECT_NE(ReadFile(logs / "scheduler.log").find("synced to disk once per turn"),
-            std::string::npos)
-      << ReadFile(logs / "scheduler.log");
+  const std::string hub = PartLog(profile(), "hub");
+  EXPECT_NE(hub.find("every commit synced to disk: durability power"), std::string::npos) << hub;
+  const std::string scheduler = PartLog(profile(), "scheduler");
+  EXPECT_NE(scheduler.find("synced to disk once per turn"), std::string::npos) << scheduler;
 }
 
 }  // namespace

@@ -355,8 +355,11 @@ TEST_F(Faults, AfterTheHubRestartsTooNewTasksWaitOnlyUntilItCanNameTheEngines) {
 // engines to come back: the hub's word that it is gone ends the wait for
 // it, long before the grace period would.
 TEST_F(Faults, AnEngineGoneDuringARestartIsNotWaitedFor) {
-  // The hub loses an engine 5 s after its last heartbeat.
-  StartCluster(2, {"--recover-grace", "60", "--heartbeat-misses", "5"});
+  // The hub loses an engine 5 s after its last heartbeat. Its subject is a
+  // scheduler restarted while its hub lives on: the separate layout's (in
+  // the controller's, the hub restarts too and cannot name the engines at
+  // once: AfterTheHubRestartsTooNewTasksWaitOnlyUntilItCanNameTheEngines).
+  StartCluster(2, {"--layout", "separate", "--recover-grace", "60", "--heartbeat-misses", "5"});
   auto engines = client_->Engines();
   ASSERT_TRUE(engines.ok());
   ASSERT_EQ(engines->size(), 2u);

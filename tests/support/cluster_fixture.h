@@ -80,8 +80,11 @@ class ClusterTest : public ::testing::Test {
     std::vector<std::string> argv = {kBin + "/taskcluster", "start", "--profile-dir", profile(),
                                      "--daemonize"};
     if (engines > 0) argv.insert(argv.end(), {"-n", std::to_string(engines)});
-    if (std::find(extra.begin(), extra.end(), "--layout") == extra.end()) {
+    const auto layout = std::find(extra.begin(), extra.end(), "--layout");
+    if (layout == extra.end()) {
       argv.insert(argv.end(), {"--layout", TestLayout()});
+    } else if (layout + 1 != extra.end()) {
+      ChosenLayout() = *(layout + 1);  // PidOf and the logs follow it
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
     Ran started = RunProgram(argv, dir_);
@@ -93,6 +96,7 @@ class ClusterTest : public ::testing::Test {
   }
   void TearDown() override {
     if (running_) RunProgram({kBin + "/taskcluster", "stop", "--profile-dir", profile()}, dir_);
+    ChosenLayout().clear();
   }
   Ran Ctl(std::vector<std::string> args, double timeout_s = 60) {
     args.insert(args.begin(), {kBin + "/taskctl", "--profile-dir", profile()});

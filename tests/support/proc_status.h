@@ -26,9 +26,18 @@ inline std::string ReadFile(const std::filesystem::path& path) {
   return text.str();
 }
 
-// The cluster layout under test: ZTASK_TEST_LAYOUT, "separate" (taskhub
-// and taskscheduler) unless it says "controller" (both in taskcontroller).
+// The layout a test chose for its cluster itself (taskcluster start
+// --layout), which outranks ZTASK_TEST_LAYOUT; "" when it chose none.
+inline std::string& ChosenLayout() {
+  static std::string layout;
+  return layout;
+}
+
+// The cluster layout under test: the one the test chose, else
+// ZTASK_TEST_LAYOUT: "separate" (taskhub and taskscheduler, taskcluster's
+// default) unless it says "controller" (both in taskcontroller).
 inline std::string TestLayout() {
+  if (!ChosenLayout().empty()) return ChosenLayout();
   const char* layout = std::getenv("ZTASK_TEST_LAYOUT");
   return layout != nullptr && std::string(layout) == "controller" ? "controller" : "separate";
 }
@@ -47,10 +56,24 @@ inline std::string RoleLogName(const std::string& part) {
   return server && TestLayout() == "controller" ? "controller" : part;
 }
 
-// The live processes running `program` (by its path's last part; the one
-// in its part, RoleProgram) of the cluster in `profile`, found through /proc.
-inline std::vector<pid_t> PidsOf(const std::string& role, const std::string& profile) {
-  const std::string program = RoleProgram(role);
+// What a server's part ("hub", "scheduler") of the cluster in `profile`
+// logged: logs/PART.log, or in the controller layout the lines of
+// logs/controller.log that name the part ("taskcontroller hub info: ...").
+inline std::string PartLog(const std::filesystem::path& profile, const std::string& part) {
+  const std::string text = ReadFile(profile / "logs" / (RoleLogName(part) + ".log"));
+  if (RoleLogName(part) == part) return text;
+  const std::string named = "taskcontroller " + part + " ";
+  std::istringstream lines(text);
+  std::string kept;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(named) != std::string::npos) kept += line + "\n";
+  }
+  return kept;
+}
+
+// The live processes running `program` (by its path's last part) of the
+// cluster in `profile`, found through /proc.
+inline std::vector<pid_t> ProcessesRunning(const std::string& program, const std::string& profile) {
   std::vector<pid_t> pids;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
@@ -64,6 +87,12 @@ inline std::vector<pid_t> PidsOf(const std::string& role, const std::string& pro
     }
   }
   return pids;
+}
+
+// The live processes playing `role`'s part (RoleProgram) in the cluster in
+// `profile`.
+inline std::vector<pid_t> PidsOf(const std::string& role, const std::string& profile) {
+  return ProcessesRunning(RoleProgram(role), profile);
 }
 
 // A /proc/PID/status field in kB (VmRSS, or VmHWM: the peak resident

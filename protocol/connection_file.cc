@@ -323,41 +323,42 @@ Status MakePrivateDirectory(const fs::path& dir) {
   return Status::Ok();
 }
 
-namespace {
-
-// Where this account's Unix sockets go when their path in the profile would
-// be too long: /tmp/ztask-UID, made 0700 and used only while it is a real
-// directory this account owns that no one else may enter (another account
-// could have made it first, or left a link there).
-Result<fs::path> ShortSocketDirectory() {
-  const std::string dir = "/tmp/ztask-" + std::to_string(::getuid());
+Result<fs::path> OwnPrivateDirectory(const fs::path& dir) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Status::IoError("cannot make " + dir + ": " + std::strerror(errno));
+    return Status::IoError("cannot make " + dir.string() + ": " + std::strerror(errno));
   }
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid() ||
       (st.st_mode & 077) != 0) {
-    return Status::PermissionDenied(
-        dir +
-        " is not a directory of this account's that only it may enter: the profile's path "
-        "is too long for its Unix sockets, and they cannot go there instead (remove " +
-        dir + ", or use a shorter --profile-dir)");
+    return Status::PermissionDenied(dir.string() +
+                                    " is not a directory of this account's that only it may enter");
   }
-  return fs::path(dir);
+  return dir;
 }
 
-}  // namespace
+std::string ProfileTag(const fs::path& profile) {
+  const std::string path = fs::absolute(profile).lexically_normal().string();
+  char tag[17];
+  std::snprintf(tag, sizeof tag, "%016zx", std::hash<std::string>{}(path));
+  return tag;
+}
 
 Result<std::string> LocalSocketEndpoint(const fs::path& profile, std::string_view name) {
   const std::string profile_path = fs::absolute(profile).lexically_normal().string();
   const std::string path = (fs::path(profile_path) / name).string();
   // A Unix socket's path has at most 107 bytes (sun_path).
   if (path.size() <= 100) return "ipc://" + path;
-  auto dir = ShortSocketDirectory();
-  if (!dir.ok()) return dir.status();
-  char tag[17];
-  std::snprintf(tag, sizeof tag, "%016zx", std::hash<std::string>{}(profile_path));
-  return "ipc://" + (*dir / (std::string(tag) + "-" + std::string(name))).string();
+  // Else this account's /tmp/ztask-UID, named by the profile.
+  const std::string shared = "/tmp/ztask-" + std::to_string(::getuid());
+  auto dir = OwnPrivateDirectory(shared);
+  if (!dir.ok()) {
+    return Status(dir.status().code(),
+                  dir.status().message() +
+                      ": the profile's path is too long for its Unix sockets, and they cannot go "
+                      "there instead (remove " +
+                      shared + ", or use a shorter --profile-dir)");
+  }
+  return "ipc://" + (*dir / (ProfileTag(profile_path) + "-" + std::string(name))).string();
 }
 
 Status WritePrivateFile(const fs::path& path, const std::string& text) {

@@ -92,6 +92,14 @@ std::string SerializeConnectionFile(const ConnectionInfo& info);
 
 // Creates `dir` (and its parents) if missing and makes it 0700.
 Status MakePrivateDirectory(const std::filesystem::path& dir);
+// `dir` (its parent must be there), made with mode 0700 if missing, while
+// it is a real directory of this account's that no one else may enter;
+// fails when it is not (another account made it first, or left a link
+// there), for shared places such as /tmp.
+Result<std::filesystem::path> OwnPrivateDirectory(const std::filesystem::path& dir);
+// A profile's name in such a shared place: a hash of its absolute path, the
+// same for every role and every restart.
+std::string ProfileTag(const std::filesystem::path& profile);
 // Where a role of a cluster on loopback binds a socket called `name`: a
 // Unix socket inside the profile directory (mode 0700, so that no other
 // account of the host reaches it), or, when that path is too long for one

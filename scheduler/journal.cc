@@ -134,28 +134,36 @@ void SyncDirectory(const std::filesystem::path& dir) {
 }  // namespace
 
 Result<std::unique_ptr<Journal>> Journal::Open(const std::filesystem::path& path, bool sync,
-                                               size_t segment_bytes) {
+                                               size_t segment_bytes,
+                                               const std::filesystem::path& spill) {
   std::error_code ec;
-  std::unique_ptr<Journal> journal(new Journal(path, segment_bytes));
+  const std::string name = path.filename().string();
+  std::unique_ptr<Journal> journal(
+      new Journal(path, segment_bytes, spill.empty() ? spill : spill / name));
   journal->sync_ = sync;
   // A rewrite of an earlier version cut short by a crash: the journal
   // itself is whole.
   std::filesystem::remove(NewPath(path), ec);
   // The earlier versions' single file is segment 0, then the segments in
-  // order.
-  std::map<int64_t, std::filesystem::path> files;
-  if (std::filesystem::exists(path, ec)) files[0] = path;
-  const std::string name = path.filename().string();
+  // order, wherever each is (true: spilled).
+  std::map<int64_t, std::pair<std::filesystem::path, bool>> files;
+  if (std::filesystem::exists(path, ec)) files[0] = {path, false};
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    if (auto n = SegmentNumber(entry.path().filename().string(), name)) files[*n] = entry.path();
+  for (const auto& [where, spilled] : {std::pair{dir, false}, std::pair{spill, true}}) {
+    if (where.empty()) continue;
+    for (const auto& entry : std::filesystem::directory_iterator(where, ec)) {
+      if (auto n = SegmentNumber(entry.path().filename().string(), name)) {
+        files[*n] = {entry.path(), spilled};
+      }
+    }
   }
   journal->existed_ = !files.empty();
   for (const auto& [n, file] : files) {
-    auto content = ReadFile(file);
+    auto content = ReadFile(file.first);
     if (!content.ok()) return content.status();
     Segment& segment = journal->segments_[n];
     segment.bytes = content->size();
+    segment.spilled = file.second;
     ReadRecords(*content, [&](protocol::Frames frames) {
       journal->found_.push_back({std::move(frames), n});
       ++segment.batches;
@@ -173,16 +181,39 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::filesystem::path& path
 
 Journal::~Journal() {
   if (fd_ >= 0) ::close(fd_);
+  if (spill_.empty()) return;
+  // Nothing spilled left: the spill directory goes (else it stays for the
+  // next scheduler).
+  if (spilling() && segments_[newest_].batches == 0) Remove(newest_);
+  ::rmdir(spill_directory().c_str());
+}
+
+size_t Journal::spilled_segments() const {
+  return static_cast<size_t>(std::count_if(segments_.begin(), segments_.end(),
+                                           [](const auto& s) { return s.second.spilled; }));
+}
+
+bool Journal::spilling() const {
+  auto it = segments_.find(newest_);
+  return it != segments_.end() && it->second.spilled;
+}
+
+std::filesystem::path Journal::PathOf(int64_t segment, bool spilled) const {
+  const std::filesystem::path& base = spilled ? spill_ : path_;
+  return segment == 0 ? base : std::filesystem::path(base.string() + "." + std::to_string(segment));
 }
 
 std::filesystem::path Journal::PathOf(int64_t segment) const {
-  return segment == 0 ? path_
-                      : std::filesystem::path(path_.string() + "." + std::to_string(segment));
+  auto it = segments_.find(segment);
+  return PathOf(segment, it != segments_.end() && it->second.spilled);
 }
 
-Status Journal::Begin(int64_t next) {
-  const std::filesystem::path file = PathOf(next);
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+Status Journal::Begin(int64_t next, bool spilled) {
+  const std::filesystem::path file = PathOf(next, spilled);
+  // The spill directory is in a shared place: a link there is not followed.
+  const int fd = ::open(
+      file.c_str(),
+      O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | (spilled ? O_NOFOLLOW : 0), 0600);
   if (fd < 0) {
     return Status::IoError("cannot open the journal " + file.string() + ": " +
                            std::strerror(errno));
@@ -195,7 +226,7 @@ Status Journal::Begin(int64_t next) {
   }
   fd_ = fd;
   newest_ = next;
-  segments_[next] = Segment{};
+  segments_[next] = Segment{.spilled = spilled};
   begin_anew_ = false;
   return Status::Ok();
 }
@@ -203,11 +234,12 @@ Status Journal::Begin(int64_t next) {
 void Journal::Remove(int64_t segment) {
   auto it = segments_.find(segment);
   if (it == segments_.end()) return;
+  const std::filesystem::path file = PathOf(segment, it->second.spilled);
   bytes_ -= it->second.bytes;
   segments_.erase(it);
   // Left behind (it could not be deleted), it only repeats to the next
   // scheduler what the hub has.
-  ::unlink(PathOf(segment).c_str());
+  ::unlink(file.c_str());
 }
 
 size_t Journal::Record(const protocol::Frames& batch) {
@@ -229,9 +261,10 @@ size_t Journal::Record(const protocol::Frames& batch) {
   return 4 + body;
 }
 
-Result<int64_t> Journal::Append(std::span<const protocol::Frames* const> records) {
-  if (begin_anew_ || segments_[newest_].bytes >= segment_bytes_) {
-    ZTASK_RETURN_IF_ERROR(Begin(newest_ + 1));
+Result<size_t> Journal::Write(std::span<const protocol::Frames* const> records, bool spill) {
+  const Segment& newest = segments_[newest_];
+  if (begin_anew_ || newest.bytes >= segment_bytes_ || (spill && !newest.spilled)) {
+    ZTASK_RETURN_IF_ERROR(Begin(newest_ + 1, spill));
   }
   buffer_.clear();
   parts_.clear();
@@ -252,10 +285,22 @@ Result<int64_t> Journal::Append(std::span<const protocol::Frames* const> records
     begin_anew_ = true;
     return written;
   }
+  return size;
+}
+
+Result<int64_t> Journal::Append(std::span<const protocol::Frames* const> records) {
+  Result<size_t> size = Write(records, false);
+  if (!size.ok() && !spill_.empty()) {
+    // Refused (a full disk): the same records in a segment of the spill
+    // directory.
+    Result<size_t> spilled = Write(records, true);
+    if (spilled.ok()) size = spilled;
+  }
+  if (!size.ok()) return size.status();
   Segment& segment = segments_[newest_];
-  segment.bytes += size;
+  segment.bytes += *size;
   segment.batches += records.size();
-  bytes_ += size;
+  bytes_ += *size;
   return newest_;
 }
 

@@ -24,6 +24,13 @@
 // one write; the journal tells them apart only by their frames, and
 // releases each record, batch or notes, on its own.
 //
+// A spill directory, when given, takes the segments the journal's own
+// directory refuses (its disk is full): an append whose write fails begins
+// a segment there and writes again, so that a kill while the disk is full
+// loses nothing the scheduler recorded. It is meant for memory (tmpfs): it
+// survives the process, not the machine. A spilled segment is closed at its
+// size like any, and the next is begun in the journal's directory again.
+//
 // Writes go to the kernel, not to the disk (no fsync): they survive the
 // process, not the machine; opened with `sync`, each append (one per turn
 // of the scheduler's loop: a group commit) is synced to the disk before it
@@ -64,11 +71,13 @@ class Journal {
     int64_t segment;
   };
 
-  // Opens the journal at `path` (its segments, and the file of earlier
-  // versions) and begins a new segment. The batches already there stay
-  // until released, and are given once by TakeFound().
+  // Opens the journal at `path` (its segments, those spilled to `spill`,
+  // and the file of earlier versions) and begins a new segment. The
+  // batches already there stay until released, and are given once by
+  // TakeFound(). An empty `spill`: none.
   static Result<std::unique_ptr<Journal>> Open(const std::filesystem::path& path, bool sync = false,
-                                               size_t segment_bytes = kSegmentBytes);
+                                               size_t segment_bytes = kSegmentBytes,
+                                               const std::filesystem::path& spill = {});
   ~Journal();
 
   // Whether a journal was there before Open: an earlier scheduler of this
@@ -92,25 +101,37 @@ class Journal {
   size_t bytes() const { return bytes_; }
   // The segments' files there are now.
   size_t segments() const { return segments_.size(); }
+  // Of them, those in the spill directory.
+  size_t spilled_segments() const;
+  // Whether appends go to the spill directory now, and which it is.
+  bool spilling() const;
+  std::filesystem::path spill_directory() const { return spill_.parent_path(); }
 
  private:
   struct Segment {
     size_t batches = 0;  // not yet released
     size_t bytes = 0;
     bool pinned = false;  // holds a copy not counted (its sync failed): kept
+    bool spilled = false;  // in the spill directory
   };
-  Journal(std::filesystem::path path, size_t segment_bytes)
-      : path_(std::move(path)), segment_bytes_(segment_bytes) {}
+  Journal(std::filesystem::path path, size_t segment_bytes, std::filesystem::path spill)
+      : path_(std::move(path)), spill_(std::move(spill)), segment_bytes_(segment_bytes) {}
+  std::filesystem::path PathOf(int64_t segment, bool spilled) const;
   std::filesystem::path PathOf(int64_t segment) const;
   // Closes the newest segment (deleted if nothing in it waits) and begins
-  // segment `next`.
-  Status Begin(int64_t next);
+  // segment `next`, in the spill directory if `spilled`.
+  Status Begin(int64_t next, bool spilled = false);
   void Remove(int64_t segment);
+  // Writes `records` to the newest segment, begun anew first if it must be
+  // or if `spill` and it is not spilled (then in the spill directory);
+  // returns their bytes.
+  Result<size_t> Write(std::span<const protocol::Frames* const> records, bool spill);
   // Adds a batch to the parts of the next write: its lengths at the end of
   // buffer_, its frames where they are. Returns the bytes it adds.
   size_t Record(const protocol::Frames& batch);
 
   std::filesystem::path path_;
+  std::filesystem::path spill_;  // the same name in the spill directory; empty: none
   const size_t segment_bytes_;
   int fd_ = -1;              // the newest segment's
   int64_t newest_ = 0;       // its number

@@ -60,7 +60,20 @@ Result<int64_t> MonitorLink::AppendWithNotes(const protocol::Frames* batch) {
 
 int64_t MonitorLink::WriteAhead(const protocol::Frames& batch) {
   auto segment = AppendWithNotes(&batch);
-  if (segment.ok()) return *segment;
+  if (segment.ok()) {
+    if (journal_->spilling() != journal_spilling_) {
+      journal_spilling_ = !journal_spilling_;
+      if (journal_spilling_) {
+        spdlog::warn(
+            "the journal's directory refuses writes (a full disk?): its batches go to {} until "
+            "it takes them again",
+            journal_->spill_directory().string());
+      } else {
+        spdlog::info("the journal is written in its own directory again");
+      }
+    }
+    return *segment;
+  }
   if (!journal_failing_) {
     spdlog::error(
         "{}: a crash now would lose what the hub has not acknowledged (written again "

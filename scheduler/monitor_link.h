@@ -128,6 +128,7 @@ class MonitorLink {
   bool enabled_ = false;
   Journal* journal_ = nullptr;
   bool journal_failing_ = false;
+  bool journal_spilling_ = false;  // its appends go to the spill directory
   // Batches (by number) whose append failed, oldest first: each is
   // appended again before the next batch.
   std::deque<int64_t> unjournaled_;

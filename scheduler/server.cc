@@ -272,10 +272,28 @@ Status SchedulerServer::Impl::ConnectHub() {
   return Status::Ok();
 }
 
+namespace {
+
+// Where the journal spills when its disk is full: this account's
+// /dev/shm/ztask-UID (memory), named by the profile; none when that is not
+// a private directory of this account's.
+std::filesystem::path SpillDirectory(const std::filesystem::path& profile) {
+  auto shared = protocol::OwnPrivateDirectory("/dev/shm/ztask-" + std::to_string(::getuid()));
+  if (shared.ok()) {
+    auto own = protocol::OwnPrivateDirectory(*shared / protocol::ProfileTag(profile));
+    if (own.ok()) return *own;
+    shared = own.status();
+  }
+  spdlog::warn("{}: the journal has nowhere to spill on a full disk", shared.status().message());
+  return {};
+}
+
+}  // namespace
+
 void SchedulerServer::Impl::OpenJournal() {
   const std::filesystem::path path = profile_ / "scheduler.journal";
   const bool power = options_.durability == "power";
-  auto journal = Journal::Open(path, power);
+  auto journal = Journal::Open(path, power, Journal::kSegmentBytes, SpillDirectory(profile_));
   if (!journal.ok()) {
     spdlog::error("{}: running without a journal, a crash may lose the latest records",
                   journal.status().message());

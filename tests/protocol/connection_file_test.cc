@@ -171,5 +171,49 @@ TEST(ConnectionFile, UpdateChangesOnlyWhatItIsAskedTo) {
   EXPECT_EQ(read->hub, Sample().hub);
 }
 
+// A private place of this account's in a shared directory (/tmp,
+// /dev/shm): made 0700 when missing, refused when another account made it
+// first, when it is a link, or when others may enter it.
+TEST(OwnPrivateDirectory, IsMadePrivateAndRefusedWhenAnotherCouldReachIt) {
+  testing::TempDir dir;
+  const std::filesystem::path made = dir.path() / "made";
+  auto own = OwnPrivateDirectory(made);
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  struct stat st {};
+  ASSERT_EQ(::lstat(made.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_TRUE(OwnPrivateDirectory(made).ok()) << "found again as it was left";
+
+  const std::filesystem::path open = dir.path() / "open";
+  std::filesystem::create_directory(open);
+  ::chmod(open.c_str(), 0755);
+  EXPECT_FALSE(OwnPrivateDirectory(open).ok()) << "others may enter it";
+
+  const std::filesystem::path link = dir.path() / "link";
+  std::filesystem::create_directory_symlink(made, link);
+  EXPECT_FALSE(OwnPrivateDirectory(link).ok()) << "a link, to wherever";
+
+  if (::getuid() == 0) {  // root can give a directory away: another account's
+    const std::filesystem::path theirs = dir.path() / "theirs";
+    std::filesystem::create_directory(theirs);
+    ::chmod(theirs.c_str(), 0700);
+    ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+    auto refused = OwnPrivateDirectory(theirs);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("not a directory of this account's"),
+              std::string::npos)
+        << refused.status().message();
+  }
+}
+
+// The same profile has the same tag however it is named; another, another.
+TEST(ProfileTag, NamesAProfileByItsAbsolutePath) {
+  testing::TempDir dir;
+  const std::filesystem::path profile = dir.path() / "profile";
+  EXPECT_EQ(ProfileTag(profile), ProfileTag(dir.path() / "x" / ".." / "profile"));
+  EXPECT_NE(ProfileTag(profile), ProfileTag(dir.path() / "other"));
+  EXPECT_EQ(ProfileTag(profile).size(), 16u);
+}
+
 }  // namespace
 }  // namespace ztask::protocol

@@ -211,6 +211,61 @@ TEST_F(JournalTest, AnAppendThatFailsPartWayBeginsANewSegment) {
   EXPECT_EQ(found[2][0], "3") << "after the record cut short, in the next segment";
 }
 
+// A full disk: the journal's next segment is /dev/full (a link to it,
+// which the journal's own directory may hold), whose writes fail with
+// ENOSPC. The batch goes to the spill directory instead, the next segment
+// is begun at home again, and the next scheduler finds all of them in
+// order; a spilled segment goes once acknowledged.
+TEST_F(JournalTest, ABatchTheDiskRefusesIsSpilledAndFoundByTheNextScheduler) {
+  const std::filesystem::path spill = dir_.path() / "spill";
+  std::filesystem::create_directory(spill);
+  auto open = [&] {
+    auto journal = Journal::Open(path_, false, 16, spill);
+    EXPECT_TRUE(journal.ok()) << journal.status().ToString();
+    return journal.ok() ? std::move(*journal) : nullptr;
+  };
+  auto first = open();
+  ASSERT_TRUE(first);
+  auto before = first->Append(Batch({"a", "before"}));  // segment 1, full
+  ASSERT_TRUE(before.ok() && *before == 1);
+  std::filesystem::create_symlink("/dev/full", dir_.path() / "scheduler.journal.2");
+  auto spilled = first->Append(Batch({"b", "refused"}));
+  ASSERT_TRUE(spilled.ok()) << spilled.status().ToString();
+  EXPECT_TRUE(first->spilling());
+  EXPECT_EQ(first->spilled_segments(), 1u);
+  EXPECT_TRUE(std::filesystem::exists(spill / ("scheduler.journal." + std::to_string(*spilled))));
+  auto after = first->Append(Batch({"c", "after"}));
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_FALSE(first->spilling()) << "the next segment is begun at home";
+  EXPECT_TRUE(std::filesystem::exists(path_.string() + "." + std::to_string(*after)));
+  first.reset();  // killed: nothing acknowledged
+  ASSERT_TRUE(std::filesystem::exists(spill)) << "a spill directory that holds a batch stays";
+
+  auto second = open();
+  ASSERT_TRUE(second);
+  std::vector<Journal::Found> found = second->TakeFound();
+  const auto texts = Texts(found);
+  ASSERT_EQ(texts.size(), 3u);
+  EXPECT_EQ(texts[0][0], "a");
+  EXPECT_EQ(texts[1][0], "b") << "the spilled batch, in its place";
+  EXPECT_EQ(texts[2][0], "c");
+  for (const auto& f : found) second->Release(f.segment);
+  EXPECT_EQ(second->spilled_segments(), 0u);
+  EXPECT_TRUE(std::filesystem::is_empty(spill)) << "the spilled segment goes once acknowledged";
+  second.reset();
+  EXPECT_FALSE(std::filesystem::exists(spill)) << "an empty spill directory goes with the journal";
+}
+
+TEST_F(JournalTest, WithoutASpillDirectoryABatchTheDiskRefusesIsAnError) {
+  auto journal = Open(16);
+  ASSERT_TRUE(journal->Append(Batch({"a", "before"})).ok());
+  std::filesystem::create_symlink("/dev/full", dir_.path() / "scheduler.journal.2");
+  auto refused = journal->Append(Batch({"b", "refused"}));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("No space left"), std::string::npos)
+      << refused.status().message();
+}
+
 class JournalCrash : public JournalTest, public ::testing::WithParamInterface<bool> {};
 
 // With and without syncing to disk (durability power or process).

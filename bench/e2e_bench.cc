@@ -18,10 +18,10 @@
 // bound beyond loopback has by default: every connection encrypted.
 // --durability power: the hub's commits and the scheduler's journal synced
 // to disk (group-committed), as `taskcluster start --durability power`.
-// --layout controller: the hub and the scheduler in one process
-// (taskcontroller); their CPU is told apart by thread: the hub's threads
+// --layout: controller (the default, as taskcluster's) runs the hub and the
+// scheduler in one process (taskcontroller); their CPU is told apart by thread: the hub's threads
 // ("hub", "hub-checkpoint") and those of its ZeroMQ context ("1/ZMQbg/...")
-// are the hub's.
+// are the hub's. separate: taskhub and taskscheduler.
 // --tcp: the hub and the scheduler bind TCP ports on loopback, as with
 // `taskcluster start --tcp`, instead of Unix sockets in the profile.
 //
@@ -96,7 +96,7 @@ struct Options {
   bool tcp = false;    // --tcp: TCP ports on loopback, not Unix sockets
   std::string send_ahead = "true";  // the scheduler's --send-ahead
   std::string durability = "process";  // the hub's and the scheduler's --durability
-  std::string layout = "separate";     // or "controller": taskcontroller
+  std::string layout = "controller";   // taskcontroller; or "separate"
 };
 
 std::string BinDir() {

@@ -36,9 +36,10 @@ struct ClusterOptions {
   std::string scheme = "leastload";
   std::string hwm = "auto";            // taskscheduler --hwm
   std::string db;                     // Default: <profile>/tasks.db; or :memory:.
-  // "controller": the hub and the scheduler in one process (taskcontroller),
-  // supervised as one; "separate": taskhub and taskscheduler.
-  std::string layout = "separate";
+  // "controller" (the default): the hub and the scheduler in one process
+  // (taskcontroller), supervised as one; "separate": taskhub and
+  // taskscheduler, each restarted alone.
+  std::string layout = "controller";
   std::string ip = "127.0.0.1";       // where every socket binds
   double launch_timeout_s = 30;       // for all engines to register
   // An engine that exits is restarted (same name, so the same id) after a

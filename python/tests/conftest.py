@@ -55,6 +55,11 @@ class Cluster:
                 out.append(int(entry))
         return out
 
+    def server(self, part):
+        """Pids of the process serving `part` ("hub", "scheduler"): the
+        controller (taskcluster's default layout), or taskhub/taskscheduler."""
+        return self.children("taskcontroller") or self.children("task" + part)
+
     def taskctl(self, *args):
         return subprocess.run([program("taskctl"), "--profile-dir", self.profile, *args], capture_output=True,
                               text=True, timeout=60)

@@ -394,11 +394,11 @@ def test_tasks_outlive_a_killed_scheduler_and_every_future_gets_its_result(own_c
     with ztask.Client(cluster.profile) as c:
         c.wait_for_engines(2, 30)
         first = c.map(time.sleep, [0.01] * 300)
-        [old] = cluster.children("taskscheduler")
+        [old] = cluster.server("scheduler")
         os.kill(old, signal.SIGKILL)
         # Submitted while the scheduler is down: sent again once it is back.
         second = c.map(square, range(300))
-        wait_until(lambda: cluster.children("taskscheduler") not in ([], [old]), 60, "a new scheduler")
+        wait_until(lambda: cluster.server("scheduler") not in ([], [old]), 60, "a new scheduler")
         assert c.gather(first, timeout=120) == [None] * 300
         assert c.gather(second, timeout=120) == [x * x for x in range(300)]
         records = [c.get(f.id).result(30) for f in second[:5]]
@@ -551,7 +551,7 @@ def test_futures_fail_with_cluster_error_once_the_cluster_is_gone_past_the_limit
         c.wait_for_engines(1, 30)
         running = c.command(["sleep", "60"])
         waiting = c.command(["true"])  # HWM 1: it waits in the scheduler
-        servers = cluster.children("taskscheduler") + cluster.children("taskhub")
+        servers = set(cluster.server("scheduler") + cluster.server("hub"))
         engines = cluster.children("taskengine")
         stopped = time.monotonic()  # its children may die with it (PR_SET_PDEATHSIG)
         os.kill(cluster.pid, signal.SIGKILL)

@@ -619,12 +619,21 @@ TEST_F(Shutdown, StopsTheWholeCluster) {
 }
 
 // taskcluster start, as typed without --layout: the hub and the scheduler
-// each in its own process, which serve tasks and end with the cluster.
-TEST_F(Shutdown, TheDefaultLayoutServesFromTwoProcessesAndShutsDownBoth) {
+// in one process, which serves tasks and ends with the cluster.
+TEST_F(Shutdown, TheDefaultLayoutServesFromOneProcessAndShutsDownWhole) {
   Ran started = RunProgram(
       {kBin + "/taskcluster", "start", "--profile-dir", profile(), "--daemonize", "-n", "1"}, dir_);
   ASSERT_EQ(started.code, 0) << started.out << started.err;
   running_ = true;
+  const std::vector<pid_t> controller = ProcessesRunning("taskcontroller", profile());
+  ASSERT_EQ(controller.size(), 1u);
+  EXPECT_TRUE(ProcessesRunning("taskhub", profile()).empty());
+  EXPECT_TRUE(ProcessesRunning("taskscheduler", profile()).empty());
+  ExpectTasksServedAndAShutdownEnds(controller);
+}
+
+TEST_F(Shutdown, TheSeparateLayoutServesFromTwoProcessesAndShutsDownBoth) {
+  StartCluster(1, {"--layout", "separate"});
   std::vector<pid_t> servers = ProcessesRunning("taskhub", profile());
   ASSERT_EQ(servers.size(), 1u);
   const std::vector<pid_t> scheduler = ProcessesRunning("taskscheduler", profile());
@@ -632,15 +641,6 @@ TEST_F(Shutdown, TheDefaultLayoutServesFromTwoProcessesAndShutsDownBoth) {
   servers.push_back(scheduler[0]);
   EXPECT_TRUE(ProcessesRunning("taskcontroller", profile()).empty());
   ExpectTasksServedAndAShutdownEnds(servers);
-}
-
-TEST_F(Shutdown, TheControllerLayoutServesFromOneProcessAndShutsDownWhole) {
-  StartCluster(1, {"--layout", "controller"});
-  const std::vector<pid_t> controller = ProcessesRunning("taskcontroller", profile());
-  ASSERT_EQ(controller.size(), 1u);
-  EXPECT_TRUE(ProcessesRunning("taskhub", profile()).empty());
-  EXPECT_TRUE(ProcessesRunning("taskscheduler", profile()).empty());
-  ExpectTasksServedAndAShutdownEnds(controller);
 }
 
 TEST(TaskclusterForeground, StopsEverythingOnInterrupt) {

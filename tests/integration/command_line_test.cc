@@ -175,7 +175,8 @@ TEST_F(CommandLine, UsageErrorsAreOneLineWithExitCodeTwo) {
       {{kBin + "/taskengine", "--profile", ".."}, "is not a profile name"},
       // A daemon that refuses a flag taskcluster passes on: what it said.
       {{cluster, "start", "--scheme", "bogus", "--profile-dir", missing},
-       "the scheduler exited with code 2 while starting: taskscheduler: unknown scheme 'bogus'"},
+       "exited with code 2 while starting: task"},
+      {{cluster, "start", "--scheme", "bogus", "--profile-dir", missing}, "unknown scheme 'bogus'"},
   };
   for (const auto& [argv, mentions] : cases) {
     SCOPED_TRACE(argv.size() > 1 ? argv[1] + " " + (argv.size() > 2 ? argv[2] : "") : argv[0]);

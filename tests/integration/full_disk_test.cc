@@ -121,7 +121,9 @@ TEST_F(ClusterTest, AHubThatCannotStartIsStartedAgainAndTheClusterIsKept) {
       std::chrono::seconds(60)))
       << ReadFile(cluster_log);
   EXPECT_GT(PidOf("taskcluster", profile()), 0) << ReadFile(cluster_log);
-  EXPECT_GT(PidOf("taskscheduler", profile()), 0) << ReadFile(cluster_log);
+  if (TestLayout() == "separate") {  // else the scheduler is the hub's process
+    EXPECT_GT(PidOf("taskscheduler", profile()), 0) << ReadFile(cluster_log);
+  }
   // It can again: the next start takes, and the cluster works.
   std::filesystem::remove(db);
   std::filesystem::rename(away, db);

@@ -34,12 +34,13 @@ inline std::string& ChosenLayout() {
 }
 
 // The cluster layout under test: the one the test chose, else
-// ZTASK_TEST_LAYOUT: "separate" (taskhub and taskscheduler, taskcluster's
-// default) unless it says "controller" (both in taskcontroller).
+// ZTASK_TEST_LAYOUT: "controller" (the hub and the scheduler in
+// taskcontroller, taskcluster's default) unless it says "separate"
+// (taskhub and taskscheduler).
 inline std::string TestLayout() {
   if (!ChosenLayout().empty()) return ChosenLayout();
   const char* layout = std::getenv("ZTASK_TEST_LAYOUT");
-  return layout != nullptr && std::string(layout) == "controller" ? "controller" : "separate";
+  return layout != nullptr && std::string(layout) == "separate" ? "separate" : "controller";
 }
 
 // The program that plays `program`'s part in the layout under test: with

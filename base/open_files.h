@@ -17,6 +17,17 @@ uint64_t RaiseOpenFileLimit();
 // is below `wanted` when the hard limit could not be raised.
 uint64_t RaiseOpenFileLimitTo(uint64_t wanted);
 
+// The descriptors a server process keeps for itself (its files, its
+// sockets) beside those of its engines' connections.
+inline constexpr uint64_t kServerOwnFiles = 256;
+
+// How many engines a process can serve under `open_files` when it holds
+// `per_engine` descriptors for each (2 when it is the hub and the
+// scheduler both).
+inline uint64_t EnginesWithin(uint64_t open_files, uint64_t per_engine) {
+  return open_files > kServerOwnFiles ? (open_files - kServerOwnFiles) / per_engine : 0;
+}
+
 }  // namespace ztask::base
 
 #endif  // ZTASK_BASE_OPEN_FILES_H_

@@ -5,7 +5,7 @@
 //                  [--fan-in N] [--dag N] [--relay] [--label TEXT]
 //                  [--send-ahead true|false] [--waiting N] [--curve]
 //                  [--durability process|power] [--shape mixed|spikes|slowdown]
-//                  [--layout separate|controller] [--tcp]
+//                  [--layout auto|separate|controller] [--tcp]
 // --hwm takes a number or auto (the scheduler's default; 64 here unless
 // given).
 //        e2e_bench --attach PROFILE_DIR [--tasks N] --latency N
@@ -18,8 +18,10 @@
 // bound beyond loopback has by default: every connection encrypted.
 // --durability power: the hub's commits and the scheduler's journal synced
 // to disk (group-committed), as `taskcluster start --durability power`.
-// --layout: controller (the default, as taskcluster's) runs the hub and the
-// scheduler in one process (taskcontroller); their CPU is told apart by thread: the hub's threads
+// --layout: controller runs the hub and the scheduler in one process
+// (taskcontroller); auto (the default, as taskcluster's) does unless the
+// engines need more open files than one process may have; their CPU is told apart by thread: the
+// hub's threads
 // ("hub", "hub-checkpoint") and those of its ZeroMQ context ("1/ZMQbg/...")
 // are the hub's. separate: taskhub and taskscheduler.
 // --tcp: the hub and the scheduler bind TCP ports on loopback, as with
@@ -96,7 +98,7 @@ struct Options {
   bool tcp = false;    // --tcp: TCP ports on loopback, not Unix sockets
   std::string send_ahead = "true";  // the scheduler's --send-ahead
   std::string durability = "process";  // the hub's and the scheduler's --durability
-  std::string layout = "controller";   // taskcontroller; or "separate"
+  std::string layout = "auto";  // taskcontroller, or separate where it could not hold the engines
 };
 
 std::string BinDir() {
@@ -590,37 +592,47 @@ void PrintTable(const Options& o, int pool, const Figures& f) {
 // The one JSON line bench/compare.sh reads.
 void PrintJson(const Options& o, int pool, const Figures& f) {
   std::printf(
-      "{\"label\": \"%s\", \"engines\": %d, \"simulated\": %s, \"hwm\": \"%s\", \"scheme\": \"%s\", "
+      "{\"label\": \"%s\", \"layout\": \"%s\", \"engines\": %d, \"simulated\": %s, \"hwm\": "
+      "\"%s\", "
+      "\"scheme\": \"%s\", "
       "\"db\": \"%s\", \"tasks\": %d, \"tasks_per_s\": %.0f, \"p50_us\": %.0f, \"p99_us\": %.0f, "
       "\"max_us\": %.0f, \"chain_tasks_per_s\": %.0f, \"fan_in_tasks_per_s\": %.0f, "
       "\"dag_tasks_per_s\": %.0f, \"hub_bytes_per_record\": %.0f, "
       "\"waiting\": %d, \"scheduler_bytes_per_waiting\": %.0f, "
       "\"scheduler_bytes_per_waiting_all\": %.0f, \"relay_tasks_per_s\": %.0f, "
-      "\"relay_p50_us\": %.0f, \"relay64_tasks_per_s\": %.0f, \"shape\": \"%s\", \"shape_s\": %.3f, "
+      "\"relay_p50_us\": %.0f, \"relay64_tasks_per_s\": %.0f, \"shape\": \"%s\", \"shape_s\": "
+      "%.3f, "
       "\"register_s\": %.1f, \"idle_hub_ms_per_s\": %.0f, \"idle_scheduler_ms_per_s\": %.0f, "
       "\"hub_bytes_per_engine\": %.0f, \"scheduler_bytes_per_engine\": %.0f, "
       "\"cpu_us_per_task\": {\"hub\": %.1f, \"scheduler\": %.1f, "
       "\"engines\": %.1f, \"client\": %.1f, \"all\": %.1f}}\n",
-      o.label.c_str(), pool, o.simulated > 0 ? "true" : "false", o.hwm.c_str(), o.scheme.c_str(),
-      o.db.empty() ? "sqlite" : o.db.c_str(), o.tasks, f.throughput, f.rtt.p50, f.rtt.p99,
-      f.rtt.max, f.chain, f.fan_in, f.dag, f.bytes_per_record, o.waiting, f.waiting.marginal,
-      f.waiting.all, f.relay.tasks_per_s, f.relay.rtt.p50, f.relay64.tasks_per_s, o.shape.c_str(),
-      f.shape_s, f.register_s, f.idle_hub_ms, f.idle_scheduler_ms, f.hub_bytes_per_engine,
-      f.scheduler_bytes_per_engine, f.cpu.hub, f.cpu.scheduler, f.cpu.engines, f.cpu.client,
-      f.cpu.total());
+      o.label.c_str(), o.layout.c_str(), pool, o.simulated > 0 ? "true" : "false", o.hwm.c_str(),
+      o.scheme.c_str(), o.db.empty() ? "sqlite" : o.db.c_str(), o.tasks, f.throughput, f.rtt.p50,
+      f.rtt.p99, f.rtt.max, f.chain, f.fan_in, f.dag, f.bytes_per_record, o.waiting,
+      f.waiting.marginal, f.waiting.all, f.relay.tasks_per_s, f.relay.rtt.p50,
+      f.relay64.tasks_per_s, o.shape.c_str(), f.shape_s, f.register_s, f.idle_hub_ms,
+      f.idle_scheduler_ms, f.hub_bytes_per_engine, f.scheduler_bytes_per_engine, f.cpu.hub,
+      f.cpu.scheduler, f.cpu.engines, f.cpu.client, f.cpu.total());
 }
 
-int Main(const Options& o) {
+int Main(Options o) {
   // The hub and the scheduler hold a descriptor per engine, the simulated
   // engines' processes two per connection: a large pool needs more than a
   // login's usual limit, which the children inherit.
+  uint64_t files = base::RaiseOpenFileLimit();
   if (o.simulated > 0) {
     const uint64_t wanted = 2 * static_cast<uint64_t>(o.simulated) + 4096;
-    if (const uint64_t files = base::RaiseOpenFileLimitTo(wanted); files < wanted) {
+    if (files = base::RaiseOpenFileLimitTo(wanted); files < wanted) {
       std::fprintf(stderr, "e2e_bench: the open-file limit is %llu; %d engines need about %llu\n",
                    static_cast<unsigned long long>(files), o.simulated,
                    static_cast<unsigned long long>(wanted));
     }
+  }
+  // As taskcluster start chooses: one process unless it could not hold a
+  // connection from each engine to both the hub and the scheduler.
+  if (o.layout == "auto") {
+    const auto engines = static_cast<uint64_t>(o.simulated > 0 ? o.simulated : o.engines);
+    o.layout = base::EnginesWithin(files, 2) >= engines ? "controller" : "separate";
   }
   char pattern[] = "/tmp/ztask-bench-XXXXXX";
   const std::string dir = ::mkdtemp(pattern);
@@ -687,8 +699,8 @@ int main(int argc, char** argv) {
   if (o.durability != "process" && o.durability != "power") {
     return Fail("--durability takes process or power, not '" + o.durability + "'");
   }
-  if (o.layout != "separate" && o.layout != "controller") {
-    return Fail("--layout takes separate or controller, not '" + o.layout + "'");
+  if (o.layout != "auto" && o.layout != "separate" && o.layout != "controller") {
+    return Fail("--layout takes auto, separate or controller, not '" + o.layout + "'");
   }
   if (o.send_ahead != "true" && o.send_ahead != "false") {
     return Fail("--send-ahead takes true or false, not '" + o.send_ahead + "'");

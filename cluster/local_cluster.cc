@@ -1,7 +1,5 @@
 #include "cluster/local_cluster.h"
 
-#include "cluster/launcher.h"
-
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -17,7 +15,9 @@
 #include <tuple>
 
 #include "base/clock.h"
+#include "base/open_files.h"
 #include "cluster/control.h"
+#include "cluster/launcher.h"
 #include "cluster/report.h"
 #include "cluster/util.h"
 #include "protocol/connection_file.h"
@@ -85,6 +85,21 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
   if (ec) return Status::IoError("cannot create " + profile.string() + ": " + ec.message());
   fs::permissions(profile, fs::perms::owner_all, ec);
   if (options.engines <= 0) options.engines = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (options.layout == "auto") {
+    // Each engine holds a connection to the hub and one to the scheduler:
+    // one process holds both where the open-file limit (the hard one, which
+    // the servers inherit and raise their own to) leaves room for them.
+    const auto engines = static_cast<uint64_t>(options.engines);
+    const uint64_t files = base::RaiseOpenFileLimit();
+    const bool one = base::EnginesWithin(files, 2) >= engines;
+    options.layout = one ? "controller" : "separate";
+    if (!one) {
+      options.layout_note =
+          "the hub and the scheduler run in processes of their own: " + std::to_string(engines) +
+          " engines need more open files than one process may have (" + std::to_string(files) +
+          ", ulimit -Hn)";
+    }
+  }
   if (options.bin_dir.empty()) options.bin_dir = SelfDir();
   if (options.engine_program.empty()) options.engine_program = options.bin_dir / "taskengine";
   const std::unique_ptr<Launcher> launcher = MakeLauncher(options.launcher);

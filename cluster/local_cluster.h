@@ -36,10 +36,14 @@ struct ClusterOptions {
   std::string scheme = "leastload";
   std::string hwm = "auto";            // taskscheduler --hwm
   std::string db;                     // Default: <profile>/tasks.db; or :memory:.
-  // "controller" (the default): the hub and the scheduler in one process
+  // "controller": the hub and the scheduler in one process
   // (taskcontroller), supervised as one; "separate": taskhub and
-  // taskscheduler, each restarted alone.
-  std::string layout = "controller";
+  // taskscheduler, each restarted alone; "auto" (the default): the
+  // controller, unless one process could not hold a connection from each
+  // engine to both under the open-file limit (Claim decides, and says why
+  // in layout_note).
+  std::string layout = "auto";
+  std::string layout_note;
   std::string ip = "127.0.0.1";       // where every socket binds
   double launch_timeout_s = 30;       // for all engines to register
   // An engine that exits is restarted (same name, so the same id) after a
@@ -113,6 +117,8 @@ class LocalCluster final : public Stoppable {
   const std::filesystem::path& profile() const { return profile_; }
   std::filesystem::path logs() const { return profile_ / "logs"; }
   int engines() const { return options_.engines; }
+  // Why "auto" chose the separate layout ("" when it did not).
+  const std::string& layout_note() const { return options_.layout_note; }
   // The dashboard's URL (with its token), once started; empty without one.
   const std::string& dashboard_url() const { return dashboard_url_; }
 

@@ -29,6 +29,7 @@ int Fail(const std::string& message) {
 void Announce(const ztask::cluster::LocalCluster& cluster, const std::string& dashboard_url) {
   std::printf("cluster ready: %d engines; profile %s; logs in %s\n", cluster.engines(),
               cluster.profile().c_str(), cluster.logs().c_str());
+  if (!cluster.layout_note().empty()) std::printf("%s\n", cluster.layout_note().c_str());
   std::printf("submit with: taskctl --profile-dir %s submit -- CMD...\n",
               cluster.profile().c_str());
   if (!dashboard_url.empty()) std::printf("dashboard: %s\n", dashboard_url.c_str());
@@ -108,8 +109,9 @@ void AddShapeFlags(CLI::App* start, ClusterOptions& options) {
   start
       ->add_option("--layout", options.layout,
                    "controller: the hub and the scheduler in one process (taskcontroller); "
-                   "separate: each in its own (taskhub, taskscheduler)")
-      ->check(CLI::IsMember({"controller", "separate"}))
+                   "separate: each in its own (taskhub, taskscheduler); auto: the controller "
+                   "unless the engines need more open files than one process may have")
+      ->check(CLI::IsMember({"auto", "controller", "separate"}))
       ->capture_default_str();
   start->add_option("--ip", options.ip, "address to bind (and to write in the connection file)");
   start->add_flag("--tcp", options.tcp,

@@ -44,9 +44,9 @@ void AddHubFlags(CLI::App& app, HubFlags& flags) {
 void PrepareHubProcess(const HubOptions& options, uint64_t per_engine) {
   ::signal(SIGXFSZ, SIG_IGN);
   const uint64_t files = base::RaiseOpenFileLimit();
-  if (files < options.max_engines * per_engine + 256) {
+  if (base::EnginesWithin(files, per_engine) < options.max_engines) {
     spdlog::info("about {} engines can connect: the open-file limit is {} (ulimit -n)",
-                 files > 256 ? (files - 256) / per_engine : 0, files);
+                 base::EnginesWithin(files, per_engine), files);
   }
 }
 

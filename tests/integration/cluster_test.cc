@@ -589,6 +589,16 @@ class Shutdown : public ClusterTest {
         << "the supervisor should be gone too";
     running_ = false;
   }
+  // The hub and the scheduler, each in a process of its own; no controller.
+  std::vector<pid_t> SeparateServers() {
+    std::vector<pid_t> servers = ProcessesRunning("taskhub", profile());
+    const std::vector<pid_t> scheduler = ProcessesRunning("taskscheduler", profile());
+    EXPECT_EQ(servers.size(), 1u);
+    EXPECT_EQ(scheduler.size(), 1u);
+    EXPECT_TRUE(ProcessesRunning("taskcontroller", profile()).empty());
+    servers.insert(servers.end(), scheduler.begin(), scheduler.end());
+    return servers;
+  }
   // A task and one after it that fails are answered; `taskctl shutdown`
   // then ends the servers and the supervisor.
   void ExpectTasksServedAndAShutdownEnds(const std::vector<pid_t>& servers) {
@@ -629,17 +639,33 @@ TEST_F(Shutdown, TheDefaultLayoutServesFromOneProcessAndShutsDownWhole) {
   ASSERT_EQ(controller.size(), 1u);
   EXPECT_TRUE(ProcessesRunning("taskhub", profile()).empty());
   EXPECT_TRUE(ProcessesRunning("taskscheduler", profile()).empty());
+  EXPECT_EQ(started.out.find("processes of their own"), std::string::npos) << started.out;
   ExpectTasksServedAndAShutdownEnds(controller);
+}
+
+// Under an open-file limit too low for a connection from each engine to
+// both the hub and the scheduler in one process (256 for its own files, 2
+// an engine), the default runs them in two and says why.
+TEST_F(Shutdown, TheDefaultLayoutIsTwoProcessesWhereOneCouldNotHoldTheEngines) {
+  Ran started =
+      RunProgram({"/bin/sh", "-c", "ulimit -n 259 && exec \"$0\" \"$@\"", kBin + "/taskcluster",
+                  "start", "--profile-dir", profile(), "--daemonize", "-n", "2"},
+                 dir_);
+  ASSERT_EQ(started.code, 0) << started.out << started.err;
+  running_ = true;
+  EXPECT_NE(started.out.find("processes of their own: 2 engines need more open files than one "
+                             "process may have (259"),
+            std::string::npos)
+      << started.out;
+  const std::vector<pid_t> servers = SeparateServers();
+  ASSERT_EQ(servers.size(), 2u);
+  ExpectTasksServedAndAShutdownEnds(servers);
 }
 
 TEST_F(Shutdown, TheSeparateLayoutServesFromTwoProcessesAndShutsDownBoth) {
   StartCluster(1, {"--layout", "separate"});
-  std::vector<pid_t> servers = ProcessesRunning("taskhub", profile());
-  ASSERT_EQ(servers.size(), 1u);
-  const std::vector<pid_t> scheduler = ProcessesRunning("taskscheduler", profile());
-  ASSERT_EQ(scheduler.size(), 1u);
-  servers.push_back(scheduler[0]);
-  EXPECT_TRUE(ProcessesRunning("taskcontroller", profile()).empty());
+  const std::vector<pid_t> servers = SeparateServers();
+  ASSERT_EQ(servers.size(), 2u);
   ExpectTasksServedAndAShutdownEnds(servers);
 }
 

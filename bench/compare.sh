@@ -74,8 +74,9 @@ run ztask_curve "$bench" --label ztask_curve --engines "$engines" --hwm "$hwm" -
 # synced to disk, group-committed.
 run ztask_power "$bench" --label ztask_power --engines "$engines" --hwm "$hwm" \
   --durability power --tasks "$ztask_tasks" --latency 2000 --chain 0
-# Alone, so that no earlier workload's freed memory hides what it needs.
-run ztask_waiting "$bench" --label ztask_waiting --engines "$engines" --hwm "$hwm" \
+# Alone, so that no earlier workload's freed memory hides what it needs;
+# the scheduler in a process of its own, so that its memory is its own.
+run ztask_waiting "$bench" --label ztask_waiting --layout separate --engines "$engines" --hwm "$hwm" \
   --tasks 0 --latency 0 --chain 0 --waiting 300000
 # A pool of 10,000 engines beside one of 2, both simulated (a connection
 # each to the hub and the scheduler, in processes of 2,000): no-ops and a

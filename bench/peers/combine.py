@@ -125,7 +125,10 @@ def main():
           f"({zc.get('tasks_per_s', 0):.0f} tasks/s, round trip p50 {zc.get('p50_us', 0):.0f} us)")
     print(f"durability power / process:      {ratio(zp.get('tasks_per_s'), z.get('tasks_per_s')):.2f} "
           f"({zp.get('tasks_per_s', 0):.0f} tasks/s, round trip p50 {zp.get('p50_us', 0):.0f} us)")
-    print(f"hub memory per recorded task:    {z.get('hub_bytes_per_record', 0):.0f} bytes")
+    separate_runs = [r for r in (load(directory, f"ztask_separate_{k}") for k in (1, 2, 3)) if r]
+    zs = median_of(separate_runs) if separate_runs else {}
+    print(f"hub memory per recorded task:    {zs.get('hub_bytes_per_record', 0):.0f} bytes (taskhub; "
+          f"the hub and the scheduler in one process: {z.get('hub_bytes_per_record', 0):.0f})")
     print(f"scheduler memory per waiting task: {zw.get('scheduler_bytes_per_waiting', 0):.0f} bytes "
           f"each more, {zw.get('scheduler_bytes_per_waiting_all', 0):.0f} in all "
           f"({zw.get('waiting', 0)} waiting)")
@@ -164,8 +167,6 @@ def main():
                         for k in ("hub", "scheduler", "engines", "client", "all")))
     # The hub and the scheduler in their own processes, beside the main runs
     # (which have them in one, taskcluster's default).
-    separate_runs = [r for r in (load(directory, f"ztask_separate_{k}") for k in (1, 2, 3)) if r]
-    zs = median_of(separate_runs) if separate_runs else {}
     zs_cpu = median_of([r["cpu_us_per_task"] for r in separate_runs
                         if isinstance(r.get("cpu_us_per_task"), dict)] or [{}])
     separate = {
@@ -213,7 +214,10 @@ def main():
         "ztask_sim10000_idle_scheduler_ms_per_s": s10k.get("idle_scheduler_ms_per_s", 0),
         "ztask_sim10000_hub_bytes_per_engine": s10k.get("hub_bytes_per_engine", 0),
         "ztask_sim10000_scheduler_bytes_per_engine": s10k.get("scheduler_bytes_per_engine", 0),
-        "hub_bytes_per_record": z.get("hub_bytes_per_record", 0),
+        # The hub's own memory a record (the separate layout's taskhub), and
+        # the one process's of the default layout (the hub and the scheduler).
+        "hub_bytes_per_record": zs.get("hub_bytes_per_record", 0),
+        "controller_bytes_per_record": z.get("hub_bytes_per_record", 0),
         "scheduler_bytes_per_waiting": zw.get("scheduler_bytes_per_waiting", 0),
         "scheduler_bytes_per_waiting_all": zw.get("scheduler_bytes_per_waiting_all", 0),
         "ztask_cpu_us_per_task": cpu,

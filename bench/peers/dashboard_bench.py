@@ -53,8 +53,10 @@ def tree(root):
     return found
 
 
-def child(cluster_pid, name):
-    return next(pid for pid, ppid, comm in processes() if ppid == cluster_pid and comm == name)
+def child(cluster_pid, *names):
+    """The supervisor's child running the first of `names` there is."""
+    children = {comm: pid for pid, ppid, comm in processes() if ppid == cluster_pid}
+    return next(children[name] for name in names if name in children)
 
 
 def start(bin_dir, profile, engines, hwm, dashboard):
@@ -116,7 +118,8 @@ def one_run(args, with_dashboard, shot):
     driver = None
     try:
         cluster, url = start(args.bin, profile, args.engines, args.hwm, with_dashboard)
-        hub = child(cluster, "taskhub")
+        # The hub's process: the controller (the default layout), or taskhub.
+        hub = child(cluster, "taskcontroller", "taskhub")
         watched = {"hub": [hub]}
         if with_dashboard:
             driver, driver_pid = browser_on(url)

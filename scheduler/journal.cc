@@ -13,6 +13,8 @@
 #include <optional>
 #include <utility>
 
+#include "protocol/connection_file.h"
+
 namespace ztask::scheduler {
 namespace {
 
@@ -123,6 +125,13 @@ std::optional<int64_t> SegmentNumber(const std::string& file, const std::string&
   return n > 0 ? std::optional<int64_t>(n) : std::nullopt;
 }
 
+// The spill directory and its parent (a shared place's account directory),
+// made if missing, while both are this account's alone.
+Status PrivateSpill(const std::filesystem::path& dir) {
+  ZTASK_RETURN_IF_ERROR(protocol::OwnPrivateDirectory(dir.parent_path()).status());
+  return protocol::OwnPrivateDirectory(dir).status();
+}
+
 void SyncDirectory(const std::filesystem::path& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0) {
@@ -149,7 +158,13 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::filesystem::path& path
   std::map<int64_t, std::pair<std::filesystem::path, bool>> files;
   if (std::filesystem::exists(path, ec)) files[0] = {path, false};
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
-  for (const auto& [where, spilled] : {std::pair{dir, false}, std::pair{spill, true}}) {
+  // A spill directory is read only while it is this account's alone (it is
+  // in a shared place); else it is not used.
+  if (!spill.empty() && std::filesystem::exists(spill, ec) && !PrivateSpill(spill).ok()) {
+    journal->spill_.clear();
+  }
+  const std::filesystem::path spilled_to = journal->spill_.empty() ? "" : spill;
+  for (const auto& [where, spilled] : {std::pair{dir, false}, std::pair{spilled_to, true}}) {
     if (where.empty()) continue;
     for (const auto& entry : std::filesystem::directory_iterator(where, ec)) {
       if (auto n = SegmentNumber(entry.path().filename().string(), name)) {
@@ -264,6 +279,8 @@ size_t Journal::Record(const protocol::Frames& batch) {
 Result<size_t> Journal::Write(std::span<const protocol::Frames* const> records, bool spill) {
   const Segment& newest = segments_[newest_];
   if (begin_anew_ || newest.bytes >= segment_bytes_ || (spill && !newest.spilled)) {
+    // The spill directory is made when first needed.
+    if (spill) ZTASK_RETURN_IF_ERROR(PrivateSpill(spill_directory()));
     ZTASK_RETURN_IF_ERROR(Begin(newest_ + 1, spill));
   }
   buffer_.clear();

@@ -275,17 +275,11 @@ Status SchedulerServer::Impl::ConnectHub() {
 namespace {
 
 // Where the journal spills when its disk is full: this account's
-// /dev/shm/ztask-UID (memory), named by the profile; none when that is not
-// a private directory of this account's.
+// /dev/shm/ztask-UID (memory), named by the profile; made, and checked to
+// be this account's alone, only when needed.
 std::filesystem::path SpillDirectory(const std::filesystem::path& profile) {
-  auto shared = protocol::OwnPrivateDirectory("/dev/shm/ztask-" + std::to_string(::getuid()));
-  if (shared.ok()) {
-    auto own = protocol::OwnPrivateDirectory(*shared / protocol::ProfileTag(profile));
-    if (own.ok()) return *own;
-    shared = own.status();
-  }
-  spdlog::warn("{}: the journal has nowhere to spill on a full disk", shared.status().message());
-  return {};
+  return std::filesystem::path("/dev/shm/ztask-" + std::to_string(::getuid())) /
+         protocol::ProfileTag(profile);
 }
 
 }  // namespace

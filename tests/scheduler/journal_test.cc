@@ -218,7 +218,6 @@ TEST_F(JournalTest, AnAppendThatFailsPartWayBeginsANewSegment) {
 // order; a spilled segment goes once acknowledged.
 TEST_F(JournalTest, ABatchTheDiskRefusesIsSpilledAndFoundByTheNextScheduler) {
   const std::filesystem::path spill = dir_.path() / "spill";
-  std::filesystem::create_directory(spill);
   auto open = [&] {
     auto journal = Journal::Open(path_, false, 16, spill);
     EXPECT_TRUE(journal.ok()) << journal.status().ToString();
@@ -228,6 +227,7 @@ TEST_F(JournalTest, ABatchTheDiskRefusesIsSpilledAndFoundByTheNextScheduler) {
   ASSERT_TRUE(first);
   auto before = first->Append(Batch({"a", "before"}));  // segment 1, full
   ASSERT_TRUE(before.ok() && *before == 1);
+  EXPECT_FALSE(std::filesystem::exists(spill)) << "made only when needed";
   std::filesystem::create_symlink("/dev/full", dir_.path() / "scheduler.journal.2");
   auto spilled = first->Append(Batch({"b", "refused"}));
   ASSERT_TRUE(spilled.ok()) << spilled.status().ToString();
@@ -254,6 +254,27 @@ TEST_F(JournalTest, ABatchTheDiskRefusesIsSpilledAndFoundByTheNextScheduler) {
   EXPECT_TRUE(std::filesystem::is_empty(spill)) << "the spilled segment goes once acknowledged";
   second.reset();
   EXPECT_FALSE(std::filesystem::exists(spill)) << "an empty spill directory goes with the journal";
+}
+
+// The spill directory is in a shared place: one that others may enter (or
+// another account's) is neither read nor written.
+TEST_F(JournalTest, ASpillDirectoryOthersMayEnterIsNeitherReadNorWritten) {
+  const std::filesystem::path spill = dir_.path() / "spill";
+  std::filesystem::create_directory(spill);
+  {
+    auto planted = Journal::Open(dir_.path() / "elsewhere.journal");
+    ASSERT_TRUE(planted.ok());
+    ASSERT_TRUE((*planted)->Append(Batch({"planted"})).ok());
+  }
+  std::filesystem::copy_file(dir_.path() / "elsewhere.journal.1", spill / "scheduler.journal.7");
+  ::chmod(spill.c_str(), 0755);
+  auto journal = Journal::Open(path_, false, 16, spill);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  EXPECT_TRUE(Texts((*journal)->TakeFound()).empty()) << "a batch planted there is not read";
+  ASSERT_TRUE((*journal)->Append(Batch({"a", "before"})).ok());
+  std::filesystem::create_symlink("/dev/full", dir_.path() / "scheduler.journal.2");
+  EXPECT_FALSE((*journal)->Append(Batch({"b", "refused"})).ok()) << "nor written to";
+  EXPECT_EQ((*journal)->spilled_segments(), 0u);
 }
 
 TEST_F(JournalTest, WithoutASpillDirectoryABatchTheDiskRefusesIsAnError) {

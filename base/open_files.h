@@ -28,6 +28,13 @@ inline uint64_t EnginesWithin(uint64_t open_files, uint64_t per_engine) {
   return open_files > kServerOwnFiles ? (open_files - kServerOwnFiles) / per_engine : 0;
 }
 
+// Whether one process can serve `engines` as both the hub and the
+// scheduler (two descriptors an engine) under `open_files`: the rule of
+// the default layout (taskcluster start --layout auto).
+inline bool OneServerProcessHolds(uint64_t engines, uint64_t open_files) {
+  return EnginesWithin(open_files, 2) >= engines;
+}
+
 }  // namespace ztask::base
 
 #endif  // ZTASK_BASE_OPEN_FILES_H_

@@ -632,7 +632,7 @@ int Main(Options o) {
   // connection from each engine to both the hub and the scheduler.
   if (o.layout == "auto") {
     const auto engines = static_cast<uint64_t>(o.simulated > 0 ? o.simulated : o.engines);
-    o.layout = base::EnginesWithin(files, 2) >= engines ? "controller" : "separate";
+    o.layout = base::OneServerProcessHolds(engines, files) ? "controller" : "separate";
   }
   char pattern[] = "/tmp/ztask-bench-XXXXXX";
   const std::string dir = ::mkdtemp(pattern);

@@ -91,7 +91,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Claim(const ClusterOptions& 
     // the servers inherit and raise their own to) leaves room for them.
     const auto engines = static_cast<uint64_t>(options.engines);
     const uint64_t files = base::RaiseOpenFileLimit();
-    const bool one = base::EnginesWithin(files, 2) >= engines;
+    const bool one = base::OneServerProcessHolds(engines, files);
     options.layout = one ? "controller" : "separate";
     if (!one) {
       options.layout_note =

@@ -26,11 +26,12 @@
 //
 // A spill directory, when given, takes the segments the journal's own
 // directory refuses (its disk is full): an append whose write fails begins
-// a segment there (made then, with its parent, and used only while both
-// are this account's alone: they are in a shared place) and writes again, so that a kill while the
-// disk is full loses nothing the scheduler recorded. It is meant for memory (tmpfs): it survives
-// the process, not the machine. A spilled segment is closed at its size like any, and the next is
-// begun in the journal's directory again.
+// a segment there and writes again, so that a kill while the disk is full
+// loses nothing the scheduler recorded. The directory is in a shared place
+// (memory, tmpfs): it is made when first needed, with its parent, and
+// read or written only while both are this account's alone. It survives
+// the process, not the machine. A spilled segment is closed at its size
+// like any, and the next is begun in the journal's directory again.
 //
 // Writes go to the kernel, not to the disk (no fsync): they survive the
 // process, not the machine; opened with `sync`, each append (one per turn
